@@ -1,0 +1,197 @@
+"""The dataset-directory contract between ltsgen's builders (writers) and ``ltsgen.loaders`` (readers).
+
+A dataset directory::
+
+    DIR/manifest.json                              written last, atomically
+    DIR/README.md                                  data card
+    DIR/tokenizer.json                             when the data is tokenized
+    DIR/<split>/[<bucket>/]shard-00000.<ext>       ext: tar | parquet | jsonl.zst
+
+One record shape travels through every format:
+
+    id          str, stable and unique, no "." or "/" (a webdataset key)
+    text        str
+    source      str: "lts", "c4", "arxiv", "github", ...
+    num_words   int (whitespace-separated words of ``text``)
+    num_tokens  int, only when tokenized
+    input_ids   token ids, only when tokenized (uint16 when the vocabulary fits, else uint32)
+    meta        dict, source-specific (JSON-serialisable)
+
+How a record is laid out in each format:
+
+- webdataset tar: member ``<id>.txt`` holds the UTF-8 text, ``<id>.json`` the other scalar fields and
+  ``meta``, ``<id>.input_ids.npy`` the token ids (a plain ``.npy`` array, never pickled).
+- parquet (zstd): columns ``id, text, source, num_words, meta`` (meta as a JSON string), plus
+  ``num_tokens, input_ids`` (``list<uint16|uint32>``) when tokenized.
+- jsonl.zst: one JSON object per line with every field, ``input_ids`` as a list of ints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+CARD_NAME = "README.md"
+TOKENIZER_NAME = "tokenizer.json"
+
+# format name -> shard file extension
+FORMATS: dict[str, str] = {"webdataset": "tar", "parquet": "parquet", "jsonl.zst": "jsonl.zst"}
+
+TAR_TEXT_EXT = "txt"
+TAR_FIELDS_EXT = "json"
+TAR_IDS_EXT = "input_ids.npy"
+RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
+SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
+
+
+class ContractError(ValueError):
+    """A dataset directory or shard that breaks the contract; the message names the file."""
+
+
+def count_words(text: str) -> int:
+    """Words as the manifest counts them: whitespace-separated tokens."""
+    return len(text.split())
+
+
+def shard_name(index: int, fmt: str) -> str:
+    return f"shard-{index:05d}.{FORMATS[fmt]}"
+
+
+def bucket_name(lo: int, hi: int | None) -> str:
+    """Folder name of the token-length bucket ``[lo, hi)``; ``hi=None`` is the open end."""
+    return f"{lo}-{'inf' if hi is None else hi}"
+
+
+def parse_bucket_name(name: str) -> tuple[int, int | None]:
+    lo, _, hi = name.partition("-")
+    return int(lo), (None if hi == "inf" else int(hi))
+
+
+def shard_relpath(split: str, index: int, fmt: str, bucket: str | None = None) -> str:
+    parts = [split] + ([bucket] if bucket else []) + [shard_name(index, fmt)]
+    return "/".join(parts)
+
+
+def token_dtype(vocab_size: int) -> str:
+    """Storage dtype of ``input_ids``: uint16 when every id fits, else uint32."""
+    return "uint16" if vocab_size <= 2**16 else "uint32"
+
+
+@dataclass
+class ShardInfo:
+    """One finished shard, as listed in the manifest."""
+
+    path: str  # relative to DIR, with "/" separators
+    samples: int
+    words: int
+    bytes: int
+    sha256: str
+    tokens: int | None = None
+    bucket: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ShardInfo:
+        return cls(**{key: data.get(key) for key in cls.__dataclass_fields__})
+
+
+@dataclass
+class Manifest:
+    """The index of a dataset directory: what a reader needs, nothing it must recompute."""
+
+    source: str
+    format: str
+    splits: dict[str, list[ShardInfo]]
+    builder: dict[str, Any]  # {"name", "version", "arguments"}: enough to rebuild byte for byte
+    tokenizer: dict[str, Any] | None = None  # {"path": "tokenizer.json", "sha256", "vocab_size", "eos_id"}
+    buckets: list[str] | None = None  # bucket folder names in length order, when bucketed
+    extra: dict[str, Any] = field(default_factory=dict)  # statistics, ledgers, evaluation ids ...
+    format_version: int = FORMAT_VERSION
+
+    def shards(self, split: str, bucket: str | None = None) -> list[ShardInfo]:
+        if split not in self.splits:
+            raise ContractError(f"{MANIFEST_NAME}: no split {split!r} (has {sorted(self.splits)})")
+        shards = self.splits[split]
+        return shards if bucket is None else [s for s in shards if s.bucket == bucket]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["splits"] = {
+            split: [{k: v for k, v in asdict(s).items() if v is not None} for s in shards]
+            for split, shards in self.splits.items()
+        }
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        fields = dict(data)
+        fields["splits"] = {
+            split: [ShardInfo.from_dict(s) for s in shards] for split, shards in data["splits"].items()
+        }
+        return cls(**{key: fields[key] for key in cls.__dataclass_fields__ if key in fields})
+
+
+def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(chunk_size):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_manifest(directory: str | os.PathLike, manifest: Manifest) -> Path:
+    path = Path(directory) / MANIFEST_NAME
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def read_manifest(directory: str | os.PathLike) -> Manifest:
+    """Read ``DIR/manifest.json`` from a local directory, with one-line errors naming the file."""
+    path = Path(directory) / MANIFEST_NAME
+    try:
+        return parse_manifest(path.read_bytes(), str(path))
+    except FileNotFoundError:
+        raise ContractError(f"{path}: not found (is {directory} an ltsgen dataset directory?)") from None
+
+
+def parse_manifest(raw: bytes, where: str) -> Manifest:
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ContractError(f"{where}: not valid JSON ({error})") from None
+    if not isinstance(data, dict) or "splits" not in data:
+        raise ContractError(f"{where}: not an ltsgen manifest (no 'splits')")
+    if data.get("format_version", 0) > FORMAT_VERSION:
+        raise ContractError(
+            f"{where}: format version {data['format_version']} is newer than this ltsgen reads ({FORMAT_VERSION})"
+        )
+    if data.get("format") not in FORMATS:
+        raise ContractError(f"{where}: unknown shard format {data.get('format')!r}")
+    try:
+        return Manifest.from_dict(data)
+    except (KeyError, TypeError) as error:
+        raise ContractError(f"{where}: malformed manifest ({error})") from None

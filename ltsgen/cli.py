@@ -1,0 +1,48 @@
+"""The `ltsgen` command line: one subcommand per job, each defined in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ltsgen import __version__
+
+# Each module exposes `register(subparsers)`; the parser it adds sets `func(args) -> int`.
+COMMAND_MODULES: list[str] = []
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit status 2, no traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ltsgen",
+        description="Long-context research data, streaming loaders and position-encoding experiments.",
+    )
+    parser.add_argument("--version", action="version", version=f"ltsgen {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except CommandError as error:
+        print(f"ltsgen {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ltsgen {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
