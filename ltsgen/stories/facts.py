@@ -1,0 +1,61 @@
+"""Long-range facts: values set early in a story and used again chapters later, with their offsets.
+
+A sentence refers to a fact through a one-character placeholder (a private-use code point); the story
+text resolves it to the value and records where the value lands, so every recorded offset is exact.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BASE = 0xE000
+PLACEHOLDER = re.compile("[\ue000-\ue0ff]")
+
+
+class FactBook:
+    """The facts of one story: names, values, and the offsets of the value in the text."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.values: list[str] = []
+        self.offsets: list[list[int]] = []
+
+    def add(self, name: str, value: str) -> str:
+        """Register a fact; returns its placeholder (a format-slot value for sentences)."""
+        if len(self.names) >= 0x100:
+            raise ValueError("a story holds at most 256 facts")
+        self.names.append(name)
+        self.values.append(value)
+        self.offsets.append([])
+        return chr(_BASE + len(self.names) - 1)
+
+    def mentioned(self, placeholder: str) -> bool:
+        return bool(self.offsets[ord(placeholder) - _BASE])
+
+    def resolve(self, sentence: str) -> tuple[str, list[tuple[int, int]]]:
+        """``sentence`` with placeholders replaced by values, and (offset in sentence, fact index) pairs."""
+        out: list[str] = []
+        marks: list[tuple[int, int]] = []
+        values = self.values
+        last = length = 0
+        for match in PLACEHOLDER.finditer(sentence):
+            start = match.start()
+            segment = sentence[last:start]
+            out.append(segment)
+            length += len(segment)
+            fact = ord(sentence[start]) - _BASE
+            marks.append((length, fact))
+            value = values[fact]
+            out.append(value)
+            length += len(value)
+            last = start + 1
+        out.append(sentence[last:])
+        return "".join(out), marks
+
+    def records(self) -> list[dict]:
+        """``meta["facts"]``: every mentioned fact with its first mention and later uses."""
+        return [
+            {"name": name, "value": value, "first": offsets[0], "uses": offsets[1:]}
+            for name, value, offsets in zip(self.names, self.values, self.offsets, strict=True)
+            if offsets
+        ]

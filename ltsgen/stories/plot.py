@@ -1,0 +1,361 @@
+"""The plot of one story: a setup that sets the facts, chapters of journey, problems and help, an ending.
+
+The ending is rendered first (so its length is known) and written last; the setup and the chapters fill
+the words in between, and the last sentences are chosen to fit, so a story lands on its target length.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ltsgen.stories.narrator import Narrator
+from ltsgen.stories.phrases import SECTIONS
+from ltsgen.stories.themes import THEME_SECTIONS, THEMES
+from ltsgen.stories.world import PLACES, TRAITS, World
+
+Sentence = tuple[str, int, list[tuple[int, int]] | None]
+
+# Stories shorter than this have no chapter titles; chapters of long stories are this long on average.
+CHAPTERS_FROM = 600
+CHAPTER_WORDS = (250, 900)
+
+
+def _title(place: str) -> str:
+    return " ".join(word.capitalize() for word in place.split())
+
+
+class Plot:
+    """Writes one story into a ``Narrator``; ``write(target)`` returns the narrator when done."""
+
+    def __init__(self, rng: random.Random, world: World, features: tuple[str, ...]):
+        self.rng = rng
+        self.world = world
+        self.features = features
+        ph = world.placeholders
+        self.ph = ph
+        table = dict(SECTIONS)
+        table["trait"] = tuple(rng.sample(TRAITS, 2))
+        table["pet_sound"] = world.pet_sounds
+        table["colour"] = world.colours
+        table["P"] = (ph["Pn"], ph["Pn"], ph["Pn"], "the {PK}", "{H_his} {PK}")
+        self.theme = rng.choice(THEMES)
+        table["hobby"] = THEME_SECTIONS[self.theme]
+        table["hobby_love"] = THEME_SECTIONS[self.theme + "_love"]
+        goal = rng.choice(("lost", "gift"))
+        self.goal = goal
+        for key in ("goal_intro", "goal_more", "resolve", "twist", "hid_intro"):
+            table[key] = table[f"{key}_{goal}"]
+        table["G_place"] = (world.places[0],)  # where the helper is met (set when met)
+        self.table = table
+        self.narrator = Narrator(rng, table, world.facts)
+        hp = world.home_person
+        hp_he = "she" if hp in ("Mom", "Grandma") else "he"
+        common = {
+            **world.hero.slots("H"),
+            **world.friend.slots("F"),
+            **world.helper.slots("G"),
+            "Pn": ph["Pn"],
+            "PK": world.pet.kind,
+            **{k: v for k, v in world.pet.slots("P").items() if k != "P"},  # "P" itself is a section
+            "NUM": ph["NUM"],
+            "HC": ph["HC"],
+            "FC": ph["FC"],
+            "QC": ph["QC"],
+            "HID": ph["HID"],
+            "PROM": ph["PROM"],
+            "WORD": ph["WORD"],
+            "fobj": world.fav_object,
+            "qobj": world.quest_object,
+            "home_person": hp,
+            "hp_he": hp_he,
+            "helper_who": world.helper_intro,
+            "helper_who_cap": world.helper_intro[0].upper() + world.helper_intro[1:],
+        }
+        self.common = common
+        self.with_friend = self.narrator.slots({**common, **world.hero.slots("A"), **world.friend.slots("B")})
+        self.friend_leads = self.narrator.slots(
+            {**common, **world.friend.slots("A"), **world.hero.slots("B")}
+        )
+        self.with_pet = self.narrator.slots({**common, **world.hero.slots("A"), **world.pet.slots("B")})
+        self.pair = self.with_pet  # the hero's partner until the friend is introduced
+        self.companions: list = []  # Slots with a companion as B and as C
+        self.visited: list[str] = []  # places in the order the story goes to them
+        self.helper_met = False
+        self.intro: set[str] = set()  # fact slots the setup introduces (set by ``write``)
+        self.conflict = "pending" if "conflict" in features else None
+        self.conflict_at = 0  # words after which the argument comes (set by ``write``)
+
+    # ------------------------------------------------------------------ low-level writing
+    def say(self, key: str, slots=None) -> int:
+        return self.narrator.say(slots or self.pair, key)
+
+    def fits(self, key: str, room: int, slots=None) -> int:
+        """Write a sentence of ``key`` of at most ``room`` words (else a short one); its words, 0 if none fit."""
+        narrator = self.narrator
+        slots = slots or self.pair
+        for section in (key, key, "short", "short", "short", "short", "tiny", "tiny", "tiny", "tiny"):
+            sentence = narrator.candidate(slots, section)
+            if sentence[1] <= room:
+                narrator.add(sentence)
+                return sentence[1]
+        return 0
+
+    def go_to(self, place: str) -> None:
+        table = self.table
+        things, sounds, smells, plays = PLACES[place]
+        table["here"] = (place,)
+        table["here_cap"] = (place[0].upper() + place[1:],)
+        table["pthing"] = tuple(things.split("|"))
+        table["pthing_cap"] = tuple(t[0].upper() + t[1:] for t in table["pthing"])
+        table["psound"] = tuple(sounds.split("|"))
+        table["psmell"] = tuple(smells.split("|"))
+        table["psmell_short"] = table["psmell"]
+        table["pplay"] = tuple(plays.split("|"))
+        self.visited.append(place)
+        places = self.world.places
+        table["next"] = (places[len(self.visited) % len(places)],)
+
+    def journey(self) -> None:
+        """Travel to the next place of the journey and arrive there."""
+        places = self.world.places
+        self.say("travel")  # to {next}, the place after the current one
+        self.go_to(places[len(self.visited) % len(places)])
+        self.say("arrive")
+
+    # ------------------------------------------------------------------ parts of the story
+    def setup(self, target: int) -> None:
+        """The opening paragraph(s): who, where, the pet, the goal, and (room allowing) the other facts."""
+        say = self.say
+        intro = self.intro
+        self.go_to(self.world.places[0])
+        say("open")
+        say("pet_intro")
+        if "HC" in intro:
+            say("home_intro")
+        if "F" in intro:
+            say("friend_intro")
+            self.pair = self.with_friend
+        if "FC" in intro:
+            say("fav_intro")
+        if "NUM" in intro:
+            say("spots_intro")
+        if target >= 220:
+            say("hobby_intro")
+        if target >= 600:
+            say("open_more")
+        self.narrator.paragraph()
+        say("goal_intro")
+        if target >= 400:
+            say("goal_more")
+        for slot, key in (("HID", "hid_intro"), ("PROM", "promise_intro"), ("WORD", "word_intro")):
+            if slot in intro:
+                say(key)
+        if "foreshadowing" in self.features and target >= 220:
+            say("foreshadow")
+
+    def ending(self) -> list[Sentence]:
+        """The ending sentences (rendered, not yet written): resolution, twist, home, promise, moral."""
+        narrator = self.narrator
+        intro = self.intro
+        keys = []
+        if "bad ending" in self.features:
+            keys += ["fail", "sad_end", "sad_end"]
+        else:
+            hid = "HID" in intro
+            # without a hiding place told in the setup, the lost thing is found on the way
+            keys.append("resolve" if hid or self.goal == "gift" else "resolve_gift")
+            if "plot twist" in self.features and (hid or self.goal == "gift"):
+                keys.append("twist")
+            keys.append("go_home" if "F" in intro else "happy_end")
+            keys.append("happy_end")
+            if "PROM" in intro:
+                keys.append("promise_end")
+            if self.goal == "gift" and hid:
+                keys.append("surprise_end")
+        if "moral" in self.features or self.rng.random() < 0.3:
+            keys.append("moral_bad" if "bad ending" in self.features else "moral")
+        return [narrator.candidate(self.pair, key) for key in keys]
+
+    def write(self, target: int) -> Narrator:
+        """The whole story, ``target`` words give or take a word or two."""
+        narrator = self.narrator
+        self.intro = {slot for slot, least in INTRO_FROM.items() if target >= least}
+        if "F" in self.intro:
+            self.pair = self.with_friend
+        ending = self.ending()
+        ending_words = sum(sentence[1] for sentence in ending)
+        body = max(0, target - ending_words)
+        self.conflict_at = int(body * self.rng.uniform(0.3, 0.6))
+        if target >= CHAPTERS_FROM:
+            narrator.heading(f"Chapter 1: {self.chapter_title(0)}")
+        self.setup(target)
+        if target >= CHAPTERS_FROM:
+            self.chapters(body)
+        else:
+            narrator.paragraph()
+            if body - narrator.words > 40:
+                self.journey()
+            self.episodes(body)
+        narrator.paragraph()
+        for sentence in ending:
+            narrator.add(sentence)
+        return narrator
+
+    def chapters(self, body: int) -> None:
+        narrator = self.narrator
+        rng = self.rng
+        number = 1
+        while body - narrator.words > 40:
+            number += 1
+            chapter_budget = rng.randint(*CHAPTER_WORDS)
+            remaining = body - narrator.words
+            if remaining - chapter_budget < CHAPTER_WORDS[0]:
+                chapter_budget = remaining
+            narrator.heading(f"Chapter {number}: {self.chapter_title(number)}")
+            self.chapter(min(body, narrator.words + chapter_budget), number)
+        self.episodes(body)
+
+    def chapter_title(self, number: int) -> str:
+        if number < 2:
+            return self.world.hero.name
+        places = self.world.places
+        return _title(places[(number - 1) % len(places)])  # chapter n goes to the n-th place
+
+    def chapter(self, end: int, number: int) -> None:
+        """One chapter of the journey: go somewhere, look, meet, get into trouble and out of it."""
+        world = self.world
+        say = self.say
+        self.journey()
+        say("describe")
+        if not self.helper_met and number >= 3:
+            self.helper_met = True
+            self.table["G_place"] = self.table["here"]
+            say("helper_intro")
+        if len(self.companions) < len(world.companions) and self.rng.random() < 0.5:
+            self.meet_companion()
+        night = self.rng.random() < NIGHT_RATE
+        self.episodes(end - NIGHT_WORDS if night else end)
+        if night:
+            narrator = self.narrator
+            narrator.paragraph()
+            while end - narrator.words > 3:
+                if not self.fits("night", end - narrator.words):
+                    break
+
+    def meet_companion(self) -> None:
+        world = self.world
+        companion = world.companions[len(self.companions)]
+        values = {**self.common, **world.hero.slots("A"), **companion.slots("B"), **companion.slots("C")}
+        values["C_place"] = self.table["here"][0]
+        slots = self.narrator.slots(values)
+        self.companions.append(slots)
+        self.say("companion_intro", slots)
+        self.say("companion_more", slots)
+
+    def episodes(self, end: int) -> None:
+        """Episodes until ``end`` words, the last sentences chosen to land on it."""
+        narrator = self.narrator
+        rng = self.rng
+        chatty = "dialogue" in self.features
+        while end - narrator.words > 25:
+            narrator.paragraph()
+            if self.conflict == "pending" and narrator.words > self.conflict_at:
+                script, self.conflict = ARGUE, "argued"
+            elif self.conflict == "argued":
+                script, self.conflict = MAKEUP, "done"
+            else:
+                script = rng.choice(SCRIPTS)
+                if script[0] in OPENS_A_PROBLEM and end - narrator.words < 110:
+                    script = CALM  # no room to get out of trouble: no trouble
+            for key in script:
+                room = end - narrator.words
+                if room <= 12:
+                    break
+                key, slots = self.resolve(key, chatty)
+                if key is None:
+                    continue
+                if room < 40:
+                    self.fits(key, room, slots)
+                else:
+                    narrator.say(slots, key)
+        while end - narrator.words > 1:
+            if not self.fits(rng.choice(FILLERS), end - narrator.words):
+                break
+
+    def resolve(self, key: str, chatty: bool):
+        """The section and the roles for a script step (None when a talk step is skipped)."""
+        rng = self.rng
+        if key == "recall":
+            return self.recall()
+        if key == "talk":
+            if not chatty and rng.random() > 0.25:
+                return None, None
+            draw = rng.random()
+            if self.pair is self.with_friend and draw < 0.3:
+                return "talk", self.friend_leads
+        elif key == "help" and self.helper_met and rng.random() < 0.3:
+            return "help_g", self.pair
+        return key, self.pair
+
+    def recall(self):
+        """A section (and roles) that uses a fact set earlier."""
+        facts = self.world.facts
+        ph = self.ph
+        if self.companions and self.rng.random() < 0.25:
+            return "companion_use", self.rng.choice(self.companions)
+        options = ["think", "think"]
+        for slot, key in RECALLS:
+            if facts.mentioned(ph[slot]):
+                options.append(key)
+        if self.helper_met:
+            options.append("helper_use")
+        return self.rng.choice(options), self.pair
+
+
+# Share of chapters that end with a night paragraph, and its length in words.
+NIGHT_RATE = 0.25
+NIGHT_WORDS = 30
+# The facts the setup introduces, by the least target length that has room for them.
+INTRO_FROM = {
+    "Pn": 0,
+    "QC": 0,
+    "HID": 140,
+    "HC": 180,
+    "F": 180,
+    "FC": 250,
+    "NUM": 250,
+    "PROM": 300,
+    "WORD": 800,
+}
+# Episode scripts: grammar sections in order ("recall" uses a fact set earlier, "talk" is dialogue);
+# the last two are rarer (drawn from the common ones twice as often).
+SCRIPTS = (
+    ("problem", "feel", "try", "talk", "help", "fixed", "recall"),
+    ("problem", "try", "talk", "talk", "help", "feel", "fixed"),
+    ("describe", "play", "pet_act", "sky", "feel", "recall"),
+    ("find", "talk", "talk", "describe", "recall"),
+    ("animal_meet", "talk", "pet_act", "feel", "recall"),
+    ("talk", "talk", "pet_act", "talk", "think"),
+    ("recall", "pet_act", "play", "recall", "feel"),
+    ("rest", "talk", "rest", "pet_act", "recall"),
+    ("sky", "describe", "find", "play", "think"),
+    ("hobby", "talk", "hobby", "pet_act", "recall"),
+    ("travel_bit", "hobby", "describe", "feel", "recall"),
+    ("wonder", "talk", "likeness", "pet_act", "recall"),
+    ("memory", "talk", "feel", "joke", "think"),
+    ("likeness", "describe", "wonder", "play", "recall"),
+)
+SCRIPTS = (
+    SCRIPTS
+    + SCRIPTS
+    + (
+        ("deed_need", "talk", "deed_do", "deed_thanks", "feel"),
+        ("weather_turn", "weather_react", "pet_act", "talk", "recall"),
+    )
+)
+OPENS_A_PROBLEM = ("problem", "deed_need", "weather_turn")
+CALM = ("describe", "pet_act", "feel", "recall")
+ARGUE = ("argue", "feel", "talk", "argue", "feel")
+MAKEUP = ("makeup", "makeup", "feel", "recall")
+RECALLS = (("NUM", "spots_use"), ("FC", "fav_use"), ("PROM", "promise_use"), ("WORD", "word_use"))
+FILLERS = ("pet_act", "feel", "sky", "describe", "play", "find", "animal_meet", "hobby", "likeness", "wonder")

@@ -1,0 +1,268 @@
+"""The built-in story engine: determinism, length control, long-range facts, variety, vocabulary, ids."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import string
+import subprocess
+import sys
+
+import pytest
+
+from ltsgen.stories.engine import generate_story
+from ltsgen.stories.grammar import Slots, parse_sections
+from ltsgen.stories.phrases import SECTIONS
+from ltsgen.stories.plan import sample_features, story_id, story_rng, target_words
+from ltsgen.stories.plot import Plot
+from ltsgen.stories.themes import THEME_SECTIONS
+from ltsgen.stories.variety import reference_stats, split_sentences, tinystories_stories, variety_stats
+from ltsgen.stories.vocabulary import ADJECTIVES, BASIC_WORDS, FEATURES, NAMES, NOUNS, VERBS
+from ltsgen.stories.world import PLACES, build_world
+
+LONG = 32_000
+
+
+@pytest.fixture(scope="module")
+def longest() -> dict:
+    return generate_story(7, 3, LONG)
+
+
+@pytest.fixture(scope="module")
+def sample() -> list[dict]:
+    return [generate_story(i, 0, target_words(i, 0, 100, 4000)) for i in range(40)]
+
+
+def test_same_arguments_same_story_and_ids():
+    first = generate_story(11, 5, 2500)
+    assert generate_story(11, 5, 2500) == first
+    assert generate_story(12, 5, 2500)["text"] != first["text"]
+    assert generate_story(11, 6, 2500)["text"] != first["text"]
+    assert first["id"] == story_id(11, 5) == "lts-5-00000011"
+    assert first["source"] == "lts" and "." not in first["id"] and "/" not in first["id"]
+    assert sorted(first) == ["id", "meta", "num_words", "source", "text"]
+
+
+def test_same_story_in_another_process_with_another_hash_seed():
+    code = (
+        "import hashlib, json; from ltsgen.stories.engine import generate_story; "
+        "print(hashlib.sha256(json.dumps(generate_story(5, 1, 3000), sort_keys=True).encode()).hexdigest())"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.strip()
+        for hash_seed in ("1", "2")
+    }
+    local = hashlib.sha256(json.dumps(generate_story(5, 1, 3000), sort_keys=True).encode()).hexdigest()
+    assert digests == {local}
+
+
+def test_ids_unique_and_negative_rejected():
+    ids = {story_id(i, s) for i in range(300) for s in (0, 1, 10)}
+    assert len(ids) == 900
+    with pytest.raises(ValueError):
+        story_id(-1, 0)
+
+
+def test_seeding_is_stable_across_processes():
+    # A fixed value: Python's salted hash() would change it from one process to the next.
+    assert story_rng(0, 0).random() == story_rng(0, 0).random()
+    assert target_words(0, 0) == 1098
+    assert [target_words(i, 1, 100, 100) for i in range(3)] == [100, 100, 100]
+
+
+def test_target_words_log_uniform_within_bounds():
+    targets = [target_words(i, 0, 100, 32_000) for i in range(4000)]
+    assert min(targets) >= 100 and max(targets) <= 32_000
+    # log-uniform: a quarter of the log-range below 100 * 320**0.25 ~ 424 words, half below ~1789
+    below_quarter = sum(t < 100 * 320**0.25 for t in targets) / len(targets)
+    below_half = sum(t < 100 * 320**0.5 for t in targets) / len(targets)
+    assert 0.22 < below_quarter < 0.28 and 0.47 < below_half < 0.53
+    with pytest.raises(ValueError):
+        target_words(0, 0, 500, 100)
+
+
+@pytest.mark.parametrize("target", [100, 101, 120, 150, 199, 250, 333, 599, 600, 1000, 4321, 12_000])
+def test_length_within_five_percent(target):
+    for index in range(8):
+        record = generate_story(index, 2, target)
+        assert record["num_words"] == len(record["text"].split())
+        assert abs(record["num_words"] - target) <= 0.05 * target, (index, target, record["num_words"])
+
+
+def test_longest_story_on_target(longest):
+    assert abs(longest["num_words"] - LONG) <= 0.05 * LONG
+    assert longest["meta"]["plan"]["chapters"] > 20
+
+
+def test_chapters_go_where_their_titles_say(longest):
+    chapters = re.split(r"(?:^|\n\n)Chapter (\d+): ([^\n]+)\n\n", longest["text"])[1:]
+    places = longest["meta"]["plan"]["places"]
+    assert len(chapters) // 3 == longest["meta"]["plan"]["chapters"] == len(places)
+    for number, title, body in zip(chapters[::3], chapters[1::3], chapters[2::3], strict=True):
+        if number == "1":
+            assert title == longest["meta"]["plan"]["hero"]
+            continue
+        place = places[int(number) - 1]
+        assert title == place.title()
+        assert place in split_sentences(body)[0] or place in " ".join(split_sentences(body)[:2])
+
+
+def test_short_story_is_complete():
+    record = generate_story(3, 0, 100)
+    text = record["text"]
+    first_two = " ".join(split_sentences(text)[:2])
+    assert record["meta"]["plan"]["hero"] in first_two and re.search(
+        r"\b(named|called|name was)\b", first_two
+    )
+    assert text.rstrip().endswith((".", "!", '"'))
+    assert len(text.split("\n\n")) >= 2
+    assert record["meta"]["facts"], "even a 100-word story sets a fact and uses it"
+
+
+def _check_facts(record):
+    text = record["text"]
+    for fact in record["meta"]["facts"]:
+        value = fact["value"]
+        offsets = [fact["first"], *fact["uses"]]
+        assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+        for offset in offsets:
+            assert text[offset : offset + len(value)] == value, (fact["name"], offset)
+            # a whole word or phrase, not part of a longer word
+            assert offset == 0 or not text[offset - 1].isalnum()
+            end = offset + len(value)
+            assert end == len(text) or not text[end].isalnum()
+
+
+def test_facts_at_their_offsets(sample, longest):
+    for record in [*sample, longest]:
+        _check_facts(record)
+
+
+def test_facts_are_long_range_in_long_stories(longest):
+    facts = {fact["name"]: fact for fact in longest["meta"]["facts"]}
+    for name in ("pet_name", "quest_colour", "favourite_colour", "friend_name", "pet_spots"):
+        assert name in facts, name
+        fact = facts[name]
+        assert fact["first"] < 3000
+        assert len(fact["uses"]) >= 5
+        # used in the last tenth of the story, tens of thousands of characters after its first mention
+        assert max(fact["uses"]) - fact["first"] > 100_000
+    words_before = len(longest["text"][: facts["quest_colour"]["uses"][-1]].split())
+    assert words_before > 25_000
+
+
+def test_no_long_sentence_more_than_three_times(sample, longest):
+    for record in [*sample, longest]:
+        assert variety_stats([record["text"]])["max_repeats_6plus"] <= 3, record["id"]
+
+
+def test_variety_of_a_build(sample, longest):
+    stats = variety_stats([r["text"] for r in sample] + [longest["text"]], max_words=60_000)
+    assert stats["words"] == 60_000
+    assert stats["distinct_2"] > 0.12 and stats["distinct_3"] > 0.3
+    assert stats["repeated_sentence_share"] < 0.08
+    single = variety_stats([longest["text"]])
+    assert single["repeated_sentence_share"] < 0.1
+
+
+def test_variety_stats_definitions():
+    story = 'Tom ran to the big red barn. Tom ran to the big red barn. "Hi!" said Sam. Tom ran to the big red barn.'
+    assert split_sentences(story) == [
+        "Tom ran to the big red barn.",
+        "Tom ran to the big red barn.",
+        '"Hi!" said Sam.',
+        "Tom ran to the big red barn.",
+    ]
+    stats = variety_stats([story, "A b a b."])
+    assert stats["max_repeats_6plus"] == 3
+    assert stats["repeated_sentence_share"] == pytest.approx(2 / 5)
+    # words: tom ran to the big red barn x3 + "hi said sam": bigrams don't cross stories
+    assert stats["words"] == 7 * 3 + 3 + 4
+    assert stats["distinct_2"] == pytest.approx(13 / 26)  # 11 distinct bigrams in story 1, 2 in story 2
+
+
+def test_reference_stats_of_real_tinystories(shared_data):
+    path = shared_data / "tinystories" / "tinystories_validation_head.txt"
+    stories = list(tinystories_stories(path))
+    assert 700 < len(stories) < 950
+    stats = reference_stats(path)
+    assert 150_000 < stats["words"] <= sum(len(s.split()) for s in stories)
+    assert stats["distinct_2"] == pytest.approx(0.2963, abs=1e-3)
+    assert stats["distinct_3"] == pytest.approx(0.6384, abs=1e-3)
+    assert stats["repeated_sentence_share"] < 0.02
+    eot = list(tinystories_stories(shared_data / "tinystories" / "tinystories_sample_eot.txt"))
+    assert len(eot) == 5
+
+
+def _words(text):
+    for raw in text.split():
+        word = raw.strip(string.punctuation + "“”‘’")
+        if word.endswith("'s"):
+            word = word[:-2]
+        if word and not word.isdigit():
+            yield word
+
+
+def test_vocabulary_of_stories(sample, longest):
+    names = set(NAMES)
+    outside = total = 0
+    unknown = set()
+    for record in [*sample, longest]:
+        for word in _words(record["text"]):
+            if word in names:
+                continue
+            total += 1
+            if word.lower() not in BASIC_WORDS:
+                outside += 1
+                unknown.add(word.lower())
+    assert outside / total < 0.005, sorted(unknown)[:40]
+
+
+def test_vocabulary_lists():
+    assert FEATURES == ("dialogue", "plot twist", "foreshadowing", "conflict", "moral", "bad ending")
+    assert 1400 <= len(BASIC_WORDS) <= 2500
+    for words in (NOUNS, VERBS, ADJECTIVES):
+        assert len(words) == len(set(words)) >= 100
+        assert set(words) <= BASIC_WORDS
+    assert all(w == w.lower() for w in BASIC_WORDS)
+
+
+def test_grammar_slots_all_defined():
+    # every {slot} of every section is a section, a value the plot sets, or a companion's role value
+    plot = Plot(random.Random(0), build_world(random.Random(0), num_places=3, num_companions=1), FEATURES)
+    plot.go_to("the park")
+    companion = {**plot.world.companions[0].slots("C"), "C_place": "the park"}
+    known = set(plot.table) | set(plot.with_friend) | set(companion)
+    for name, options in {**SECTIONS, **THEME_SECTIONS}.items():
+        for option in options:
+            for slot in re.findall(r"\{(\w+)\}", option):
+                assert slot in known, (name, option, slot)
+    assert not (set(plot.with_friend) & set(SECTIONS)), "a story value would hide a grammar section"
+    with pytest.raises(ValueError):
+        parse_sections("@a\nx\n@a\ny\n")
+
+
+def test_slots_expand_recursively():
+    table = {"s": ("{x} and {x}",), "x": ("a", "b")}
+    slots = Slots({"name": "N"}, table, random.Random(0))
+    assert "{s} {name}".format_map(slots) in {"a and a N", "a and b N", "b and a N", "b and b N"}
+    assert len(PLACES) >= 15
+
+
+def test_features_sampled_from_the_list():
+    seen = set()
+    for index in range(200):
+        features = sample_features(story_rng(index, 0))
+        assert set(features) <= set(FEATURES)
+        seen.update(features)
+    assert seen == set(FEATURES)
