@@ -1,0 +1,494 @@
+"""The resumable, parallel, deterministic build driver shared by every ltsgen builder.
+
+A builder describes its output as a list of ``Job`` s (each writes one or a few shards through
+``ShardWriter``) and a top-level ``run_job(job, output) -> stats`` function; ``run_build`` does the rest:
+
+- claims the directory: a directory holding a build with other arguments is refused unless ``overwrite``,
+  and so is a directory where another build is running (a lock file);
+- keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
+  match their recorded size and sha256; runs the others, in a process pool when ``workers > 1``;
+- appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
+  moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
+- writes ``manifest.json`` last, atomically, and the data card after it.
+
+Output bytes are a pure function of the jobs: the number of workers and any interruption change nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ltsgen.loaders.contract import (
+    CARD_NAME,
+    FORMATS,
+    MANIFEST_NAME,
+    TOKENIZER_NAME,
+    ContractError,
+    Manifest,
+    ShardInfo,
+    atomic_path,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
+from ltsgen.shards import ShardWriter
+
+STATE_DIR = ".ltsgen"
+STATE_NAME = "build.json"
+JOURNAL_NAME = "journal.jsonl"
+LOCK_NAME = "lock"
+
+
+class BuildError(Exception):
+    """A build that cannot start or finish; the message is one line naming the directory or file."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work. ``key`` is unique and stable across runs; ``payload`` is builder data (picklable);
+    ``weight`` is what the progress bar counts for it (e.g. its number of samples)."""
+
+    key: str
+    payload: Any = None
+    weight: int = 1
+
+
+@dataclass
+class JobResult:
+    """What a finished job left behind: its shards and the JSON statistics its ``run_job`` returned."""
+
+    key: str
+    shards: list[ShardInfo]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        shards = [{k: v for k, v in vars(s).items() if v is not None} for s in self.shards]
+        return json.dumps({"job": self.key, "shards": shards, "stats": self.stats}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, line: str) -> JobResult:
+        data = json.loads(line)
+        return cls(data["job"], [ShardInfo.from_dict(s) for s in data["shards"]], data.get("stats") or {})
+
+
+class ShardOutput:
+    """Handed to ``run_job``: opens the job's shard writers and remembers what they wrote."""
+
+    def __init__(self, directory: Path, fmt: str, token_dtype: str | None) -> None:
+        self.directory = directory
+        self.fmt = fmt
+        self.token_dtype = token_dtype
+        self.writers: list[ShardWriter] = []
+
+    def open(self, relpath: str) -> ShardWriter:
+        """A writer for ``DIR/relpath`` (use it as a context manager)."""
+        writer = ShardWriter(self.directory, relpath, self.fmt, self.token_dtype)
+        self.writers.append(writer)
+        return writer
+
+
+RunJob = Callable[[Job, ShardOutput], "dict[str, Any] | None"]
+
+
+@dataclass
+class BuildSpec:
+    """Everything a build needs. ``builder`` = {"name", "version", "arguments"}: the arguments that
+    determine the output (never the worker count); a rerun with other ones is refused."""
+
+    directory: Path
+    builder: dict[str, Any]
+    source: str
+    fmt: str
+    splits: list[str]
+    jobs: list[Job]
+    run_job: RunJob  # a top-level function, so that worker processes can import it
+    token_dtype: str | None = None
+    tokenizer: dict[str, Any] | None = None
+    buckets: list[str] | None = None
+    # main process, after every job: (results in job order) -> manifest.extra
+    finalize: Callable[[list[JobResult]], dict[str, Any]] | None = None
+    unit: str = "samples"  # what the progress bar counts (the jobs' weights)
+
+
+@dataclass
+class BuildResult:
+    manifest: Manifest
+    status: str  # "built", "resumed" or "up to date"
+    jobs_run: int
+    jobs_kept: int
+    samples: int
+    words: int
+    seconds: float
+
+    def summary(self, directory: Path, unit: str = "samples") -> str:
+        from ltsgen.card import ordered_splits
+
+        splits = ", ".join(
+            f"{split} {sum(s.samples for s in shards):,}" for split, shards in ordered_splits(self.manifest)
+        )
+        if self.status == "up to date":
+            return f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
+        rate = self.words / self.seconds if self.seconds > 0 else 0.0
+        shards = sum(len(s) for s in self.manifest.splits.values())
+        kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
+        return (
+            f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
+            f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}) "
+            f"in {self.seconds:.1f}s, {rate:,.0f} words/s"
+        )
+
+
+def stable_fraction(key: str) -> float:
+    """A uniform number in [0, 1) fixed by ``key`` (sha256), independent of platform and Python."""
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2**64
+
+
+def parse_splits(text: str) -> dict[str, float]:
+    """``"train=0.98,validation=0.01,test=0.01"`` -> ordered {name: fraction}; fractions must sum to 1."""
+    splits: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        try:
+            fraction = float(value)
+        except ValueError:
+            fraction = -1.0
+        if not sep or not name or not name.replace("_", "").isalnum() or not 0 <= fraction <= 1:
+            raise BuildError(f"--splits: {part.strip()!r} is not name=fraction (e.g. train=0.98)")
+        if name in splits:
+            raise BuildError(f"--splits: split {name!r} given twice")
+        splits[name] = fraction
+    if abs(sum(splits.values()) - 1.0) > 1e-6:
+        raise BuildError(f"--splits: fractions sum to {sum(splits.values()):g}, not 1")
+    return splits
+
+
+def assign_split(key: str, splits: dict[str, float]) -> str:
+    """The split of the sample ``key``: a stable hash of the key against the cumulative fractions."""
+    point, cumulative = stable_fraction(key), 0.0
+    for name, fraction in splits.items():
+        cumulative += fraction
+        if point < cumulative:
+            return name
+    return next(name for name, fraction in reversed(splits.items()) if fraction > 0)
+
+
+def chunk_by_size(items: Iterable[Any], size_of: Callable[[Any], float], limit: float) -> list[list[Any]]:
+    """Cut ``items`` in order into consecutive chunks whose sizes add up to at most ``limit`` (never empty)."""
+    chunks: list[list[Any]] = []
+    current: list[Any] = []
+    total = 0.0
+    for item in items:
+        size = size_of(item)
+        if current and total + size > limit:
+            chunks.append(current)
+            current, total = [], 0.0
+        current.append(item)
+        total += size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def run_build(
+    spec: BuildSpec,
+    *,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    card: bool = True,
+) -> BuildResult:
+    """Run (or resume, or confirm) the build described by ``spec``; see the module docstring."""
+    started = time.perf_counter()
+    directory = Path(spec.directory)
+    if spec.fmt not in FORMATS:
+        raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
+    if workers < 1:
+        raise BuildError(f"--workers must be at least 1, not {workers}")
+    keys = [job.key for job in spec.jobs]
+    if len(set(keys)) != len(keys):
+        raise BuildError("the build plan has duplicate job keys")
+    claim_directory(directory, spec.builder, overwrite)
+    with _exclusive(directory):
+        finished = finished_manifest(directory, spec.builder)
+        if finished is not None:
+            if card and not (directory / CARD_NAME).exists():
+                _write_card(directory)
+            return BuildResult(finished, "up to date", 0, len(spec.jobs), *_totals(finished), 0.0)
+        for tmp in directory.rglob(".*.tmp"):  # left by an interrupted run
+            tmp.unlink()
+        kept = _verified_journal(directory, set(keys))
+        todo = [job for job in spec.jobs if job.key not in kept]
+        results = dict(kept)
+        for result in _run_jobs(spec, directory, todo, workers, progress):
+            results[result.key] = result
+        manifest = _manifest(spec, [results[key] for key in keys])
+        write_manifest(directory, manifest)
+        if card:
+            _write_card(directory)
+    status = "resumed" if kept else "built"
+    return BuildResult(
+        manifest, status, len(todo), len(kept), *_totals(manifest), time.perf_counter() - started
+    )
+
+
+def claim_directory(directory: Path, builder: dict[str, Any], overwrite: bool) -> None:
+    """Make ``directory`` ours for ``builder``: refuse another build's directory unless ``overwrite``
+    (which removes that build: its shards, manifest, card and journal) and record the arguments."""
+    state_path = directory / STATE_DIR / STATE_NAME
+    wanted = json.loads(json.dumps(builder, sort_keys=True))
+    try:
+        if directory.exists() and not directory.is_dir():
+            raise BuildError(f"{directory}: exists and is not a directory")
+        previous = _previous_builder(directory)
+        if previous is not None and previous != wanted:
+            if not overwrite:
+                raise BuildError(
+                    f"{directory}: holds a build with other arguments ({_difference(previous, wanted)}); "
+                    "rerun with --overwrite to replace it"
+                )
+            _remove_build(directory)
+        elif previous is None and directory.is_dir() and any(_foreign_entries(directory)):
+            if not overwrite:
+                raise BuildError(
+                    f"{directory}: is not empty and holds no ltsgen build; choose a new or empty directory "
+                    "(or --overwrite to build beside its files)"
+                )
+            _remove_build(directory)
+        if previous != wanted or not state_path.exists():
+            with atomic_path(state_path) as tmp:
+                tmp.write_text(json.dumps(wanted, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise BuildError(f"{directory}: cannot write there ({error.strerror or error})") from None
+
+
+@contextmanager
+def _exclusive(directory: Path) -> Iterator[None]:
+    """Hold ``DIR/.ltsgen/lock`` for the build: a second build in the same directory is refused."""
+    import fcntl
+
+    with open(directory / STATE_DIR / LOCK_NAME, "a") as lock:  # "a": a rerun modifies nothing
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BuildError(f"{directory}: another build is running there") from None
+        yield
+
+
+def _previous_builder(directory: Path) -> dict[str, Any] | None:
+    state_path = directory / STATE_DIR / STATE_NAME
+    if state_path.exists():
+        try:
+            return json.loads(state_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            return {"name": f"unreadable {state_path}"}
+    if (directory / MANIFEST_NAME).exists():
+        try:
+            return json.loads(json.dumps(read_manifest(directory).builder, sort_keys=True))
+        except ContractError as error:
+            raise BuildError(str(error)) from None
+    return None
+
+
+def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    changes = []
+    for part in ("name", "version"):
+        if old.get(part) != new.get(part):
+            changes.append(f"{part} {old.get(part)} -> {new.get(part)}")
+    old_args, new_args = old.get("arguments") or {}, new.get("arguments") or {}
+    for key in sorted(set(old_args) | set(new_args)):
+        if old_args.get(key) != new_args.get(key):
+            changes.append(f"{key} {old_args.get(key)} -> {new_args.get(key)}")
+    return ", ".join(changes) or "different builder"
+
+
+def _is_build_file(path: Path) -> bool:
+    name = path.name
+    return (
+        name in (MANIFEST_NAME, CARD_NAME, TOKENIZER_NAME, STATE_DIR)
+        or (name.startswith("shard-") and any(name.endswith("." + ext) for ext in FORMATS.values()))
+        or (name.startswith(".") and name.endswith(".tmp"))
+        or name.endswith("_histogram.png")
+    )
+
+
+def _foreign_entries(directory: Path) -> Iterable[Path]:
+    """Files under ``directory`` that no build wrote (the ones a new build must not mix with)."""
+    for path in directory.rglob("*"):
+        if path.is_file() and STATE_DIR not in path.relative_to(directory).parts and not _is_build_file(path):
+            yield path
+
+
+def _remove_build(directory: Path) -> None:
+    """Remove what a previous build wrote (shards, manifest, card, plots, tokenizer, journal, temp files),
+    nothing else."""
+    shutil.rmtree(directory / STATE_DIR, ignore_errors=True)
+    for path in sorted(directory.rglob("*"), reverse=True):
+        if path.is_file() and _is_build_file(path):
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+
+
+def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | None:
+    """The manifest of a complete build with these arguments whose shards all verify, else None."""
+    if not (directory / MANIFEST_NAME).exists():
+        return None
+    try:
+        manifest = read_manifest(directory)
+    except ContractError:
+        return None
+    if json.loads(json.dumps(manifest.builder, sort_keys=True)) != json.loads(
+        json.dumps(builder, sort_keys=True)
+    ):
+        return None
+    shards = [s for split in manifest.splits.values() for s in split]
+    return manifest if all(_shard_ok(directory, s) for s in shards) else None
+
+
+def _shard_ok(directory: Path, shard: ShardInfo) -> bool:
+    path = directory / shard.path
+    return path.is_file() and path.stat().st_size == shard.bytes and sha256_file(path) == shard.sha256
+
+
+def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
+    """Jobs of this plan that a previous run finished and whose shards are intact (torn lines ignored)."""
+    path = directory / STATE_DIR / JOURNAL_NAME
+    if not path.exists():
+        return {}
+    kept: dict[str, JobResult] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            result = JobResult.from_json(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if result.key in keys and all(_shard_ok(directory, s) for s in result.shards):
+            kept[result.key] = result
+    return kept
+
+
+def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtype: str | None) -> JobResult:
+    """Run one job (in this process or a worker); every writer it opened must have finished."""
+    output = ShardOutput(directory, fmt, token_dtype)
+    stats = run_job(job, output) or {}
+    unfinished = [w.relpath for w in output.writers if w.info is None]
+    if unfinished:
+        raise BuildError(f"job {job.key}: shard writers not closed: {unfinished}")
+    return JobResult(job.key, [w.info for w in output.writers], stats)
+
+
+def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, progress: bool):
+    """Yield results of ``todo`` as they finish, journaling each one, with a progress bar."""
+    from tqdm import tqdm
+
+    journal_path = directory / STATE_DIR / JOURNAL_NAME
+    weights = {job.key: job.weight for job in spec.jobs}
+    bar = tqdm(
+        total=sum(weights.values()),
+        initial=sum(weights.values()) - sum(job.weight for job in todo),
+        unit=f" {spec.unit}",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    words = 0
+    started = time.perf_counter()
+    with open(journal_path, "a", encoding="utf-8") as journal:
+
+        def record(result: JobResult) -> JobResult:
+            nonlocal words
+            journal.write(result.to_json() + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+            words += sum(s.words for s in result.shards)
+            bar.set_postfix_str(
+                f"{words / max(time.perf_counter() - started, 1e-9):,.0f} words/s", refresh=False
+            )
+            bar.update(weights[result.key])
+            return result
+
+        try:
+            if workers == 1 or len(todo) <= 1:
+                for job in todo:
+                    yield record(execute_job(spec.run_job, job, directory, spec.fmt, spec.token_dtype))
+                return
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(
+                max_workers=min(workers, len(todo)),
+                mp_context=context,
+                initializer=_exit_with_parent,
+                initargs=(os.getpid(),),
+            ) as pool:
+                pending = {
+                    pool.submit(execute_job, spec.run_job, job, directory, spec.fmt, spec.token_dtype)
+                    for job in todo
+                }
+                try:
+                    while pending:
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for future in done:
+                            yield record(future.result())
+                except BaseException:
+                    for future in pending:
+                        future.cancel()
+                    raise
+        finally:
+            bar.close()
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker start-up: end this worker when the build process dies (kill -9 leaves no orphans)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:
+    splits: dict[str, list[ShardInfo]] = {split: [] for split in spec.splits}
+    seen: set[str] = set()
+    for result in results:
+        for shard in result.shards:
+            split = shard.path.split("/")[0]
+            if split not in splits:
+                raise BuildError(f"{shard.path}: split {split!r} is not one of {spec.splits}")
+            if shard.path in seen:
+                raise BuildError(f"{shard.path}: written by two jobs")
+            seen.add(shard.path)
+            splits[split].append(shard)
+    for shards in splits.values():
+        shards.sort(key=lambda s: s.path)
+    extra = spec.finalize(results) if spec.finalize else {}
+    return Manifest(
+        source=spec.source,
+        format=spec.fmt,
+        splits=splits,
+        builder=spec.builder,
+        tokenizer=spec.tokenizer,
+        buckets=spec.buckets,
+        extra=extra,
+    )
+
+
+def _totals(manifest: Manifest) -> tuple[int, int]:
+    shards = [s for split in manifest.splits.values() for s in split]
+    return sum(s.samples for s in shards), sum(s.words for s in shards)
+
+
+def _write_card(directory: Path) -> None:
+    from ltsgen.card import write_card
+
+    write_card(directory)

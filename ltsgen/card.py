@@ -1,0 +1,394 @@
+"""The data card of a dataset directory: ``DIR/README.md`` (a Hugging Face dataset card) and length histograms.
+
+``write_card(DIR)`` renders any builder's manifest: a YAML header (license, language, task categories, size
+category, creators, ``configs`` with the data files of each split, ``dataset_info`` with the features as
+``datasets`` loads them and the split sizes), then a datasheet (motivation, composition with statistics,
+collection process with the exact generator version and arguments, uses, limitations) and PNG histograms of
+the sample lengths (words per split; tokens per length bucket when tokenized).
+
+What a builder says about its data goes in ``manifest.extra["card"]``, every key optional:
+``pretty_name, summary, license, language (list), task_categories, tags, annotations_creators,
+language_creators ("machine-generated" or "found" ...), source_datasets, command, motivation, collection,
+uses, limitations`` (the last five are Markdown paragraphs). Tables go in ``manifest.extra["statistics"]``:
+section title -> ``{"columns": [...], "rows": [[...], ...]}`` (column order kept), a dict of name -> value
+(a two-column table), a dict of row name -> dict (one row each) or a list of dicts (one row each). The
+manifest is stored with sorted keys, so only the ``columns``/``rows`` form keeps its order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
+
+WORDS_PLOT = "length_histogram.png"
+TOKENS_PLOT = "token_length_histogram.png"
+META_SAMPLE = 1000  # records per split whose meta fixes the ``meta`` feature type
+SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
+SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
+
+
+def write_card(directory: str | Path) -> Path:
+    """Write ``DIR/README.md`` and the histogram PNGs beside it; return the card's path."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    lengths = _read_lengths(directory, manifest)
+    plots = _plot(directory, manifest, lengths)
+    path = directory / CARD_NAME
+    tmp = path.with_name(f".{CARD_NAME}.tmp")
+    tmp.write_text(render_card(manifest, lengths, plots), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def copy_card(directory: str | Path, output: str | Path) -> Path:
+    """Copy ``DIR/README.md`` to ``output`` with its plots beside it as ``<output stem>_<plot>``."""
+    directory, output = Path(directory), Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    text = (directory / CARD_NAME).read_text(encoding="utf-8")
+    for plot in (WORDS_PLOT, TOKENS_PLOT):
+        if (directory / plot).exists() and f"]({plot})" in text:
+            copied = f"{output.stem}_{plot}"
+            (output.parent / copied).write_bytes((directory / plot).read_bytes())
+            text = text.replace(f"]({plot})", f"]({copied})")
+    output.write_text(text, encoding="utf-8")
+    return output
+
+
+class _Lengths:
+    """Per-record lengths and a sample of ``meta`` read back from the shards."""
+
+    def __init__(self) -> None:
+        self.words: dict[str, list[int]] = defaultdict(list)  # split -> words per sample
+        self.tokens: dict[str, list[int]] = defaultdict(list)  # bucket (or split) -> tokens per sample
+        self.sources: dict[str, int] = defaultdict(int)
+        self.bucket_sources: dict[tuple[str, str], list[int]] = defaultdict(
+            list
+        )  # (bucket, source) -> tokens
+        self.metas: list[dict[str, Any]] = []
+
+
+def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
+    from ltsgen.loaders.formats import read_shard
+
+    lengths = _Lengths()
+    tokenized = manifest.tokenizer is not None
+    columns = ["num_words", "source", "meta"] + (["num_tokens"] if tokenized else [])
+    for split, shards in ordered_splits(manifest):
+        taken = 0
+        for shard in shards:
+            for record in read_shard(str(directory / shard.path), manifest.format, columns=columns):
+                lengths.words[split].append(record["num_words"])
+                lengths.sources[record["source"]] += 1
+                if taken < META_SAMPLE:
+                    meta = record.get("meta") or {}
+                    lengths.metas.append(json.loads(meta) if isinstance(meta, str) else meta)
+                    taken += 1
+                if tokenized:
+                    group = shard.bucket or split
+                    lengths.tokens[group].append(record["num_tokens"])
+                    lengths.bucket_sources[(shard.bucket or "all", record["source"])].append(
+                        record["num_tokens"]
+                    )
+    return lengths
+
+
+def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots = []
+    for name, groups, unit in ((WORDS_PLOT, lengths.words, "words"), (TOKENS_PLOT, lengths.tokens, "tokens")):
+        values = [v for group in groups.values() for v in group if v > 0]
+        if not values:
+            continue
+        low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)) + 1e-9)
+        bins = [10 ** (low + i * (high - low) / (8 * (high - low))) for i in range(8 * (high - low) + 1)]
+        figure, axes = plt.subplots(figsize=(7, 3.5), dpi=100)
+        order = manifest.buckets if unit == "tokens" and manifest.buckets else sorted(groups)
+        for group in order:
+            if groups.get(group):
+                axes.hist(groups[group], bins=bins, histtype="step", linewidth=1.5, label=group)
+        axes.set_xscale("log")
+        axes.set_xlabel(f"{unit} per sample (log scale)")
+        axes.set_ylabel("samples")
+        axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
+        axes.legend(title="bucket" if unit == "tokens" and manifest.buckets else "split", fontsize=8)
+        figure.tight_layout()
+        figure.savefig(directory / name, metadata={"Software": None})
+        plt.close(figure)
+        plots.append(name)
+    return plots
+
+
+def ordered_splits(manifest: Manifest) -> list[tuple[str, list[ShardInfo]]]:
+    """(split, shards) with train, validation and test first (the manifest's JSON keeps no order)."""
+    rank = {"train": 0, "validation": 1, "test": 2}
+    return sorted(manifest.splits.items(), key=lambda item: (rank.get(item[0], 3), item[0]))
+
+
+def _card(manifest: Manifest) -> dict[str, Any]:
+    return dict(manifest.extra.get("card") or {})
+
+
+def _size_category(samples: int) -> str:
+    return next((label for limit, label in SIZE_CATEGORIES if samples < limit), "n>1B")
+
+
+def _shards(manifest: Manifest) -> list[ShardInfo]:
+    return [s for shards in manifest.splits.values() for s in shards]
+
+
+def _features(manifest: Manifest, lengths: _Lengths) -> list[dict[str, Any]]:
+    """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form)."""
+    import pyarrow as pa
+    from datasets import Features
+
+    tokenized = manifest.tokenizer is not None
+    ids_type = pa.list_(pa.from_numpy_dtype(_token_dtype(manifest))) if tokenized else None
+    meta = pa.array(lengths.metas).type if any(lengths.metas) else None
+    scalars = [("id", pa.string()), ("source", pa.string()), ("num_words", pa.int64())]
+    scalars += [("num_tokens", pa.int64())] if tokenized else []
+    if manifest.format == "parquet":
+        fields = [scalars[0], ("text", pa.string()), *scalars[1:3], ("meta", pa.string())]
+        fields += [("num_tokens", pa.int64()), ("input_ids", ids_type)] if tokenized else []
+    elif manifest.format == "jsonl.zst":
+        fields = sorted(
+            scalars
+            + [("text", pa.string())]
+            + ([("meta", meta)] if meta else [])
+            + ([("input_ids", pa.list_(pa.int64()))] if tokenized else [])
+        )
+    else:
+        json_fields = sorted(scalars + ([("meta", meta)] if meta else []))
+        fields = [("txt", pa.string()), ("json", pa.struct(json_fields))]
+        fields += [("input_ids.npy", ids_type)] if tokenized else []
+        fields += [("__key__", pa.string()), ("__url__", pa.string())]
+    return Features.from_arrow_schema(pa.schema(fields))._to_yaml_list()
+
+
+def _token_dtype(manifest: Manifest) -> str:
+    vocab = (manifest.tokenizer or {}).get("vocab_size") or 2**16
+    return "uint16" if vocab <= 2**16 else "uint32"
+
+
+def _data_files(manifest: Manifest, bucket: str | None) -> list[dict[str, str]]:
+    ext = FORMATS[manifest.format]
+    folder = bucket if bucket else ("*" if manifest.buckets else None)
+    files = []
+    for split, shards in ordered_splits(manifest):
+        if shards and (bucket is None or any(s.bucket == bucket for s in shards)):
+            path = "/".join(part for part in (split, folder, f"shard-*.{ext}") if part)
+            files.append({"split": split, "path": path})
+    return files
+
+
+def render_header(manifest: Manifest, lengths: _Lengths) -> dict[str, Any]:
+    """The YAML metadata of the card, as a dict."""
+    card = _card(manifest)
+    samples = sum(s.samples for s in _shards(manifest))
+    configs = [{"config_name": "default", "data_files": _data_files(manifest, None), "default": True}]
+    for bucket in manifest.buckets or []:
+        if any(s.bucket == bucket for s in _shards(manifest)):
+            configs.append({"config_name": f"bucket-{bucket}", "data_files": _data_files(manifest, bucket)})
+    splits = [
+        {
+            "name": split,
+            "num_bytes": sum(s.bytes for s in shards),
+            "num_examples": sum(s.samples for s in shards),
+        }
+        for split, shards in ordered_splits(manifest)
+        if shards
+    ]
+    size = sum(s.bytes for s in _shards(manifest))
+    header: dict[str, Any] = {
+        "license": card.get("license", "other"),
+        "language": card.get("language", ["en"]),
+        "multilinguality": "monolingual",
+        "task_categories": card.get("task_categories", ["text-generation"]),
+        "size_categories": [_size_category(samples)],
+        "pretty_name": card.get("pretty_name", manifest.source),
+        "annotations_creators": [card.get("annotations_creators", "machine-generated")],
+        "language_creators": [card.get("language_creators", "machine-generated")],
+        "source_datasets": card.get("source_datasets", ["original"]),
+        "tags": card.get("tags", ["long-context"]),
+        "configs": configs,
+        "dataset_info": {
+            "features": _features(manifest, lengths),
+            "splits": splits,
+            "download_size": size,
+            "dataset_size": size,
+        },
+    }
+    return header
+
+
+def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
+    """The full card text: YAML header, then the datasheet."""
+    import yaml
+
+    card = _card(manifest)
+    header = yaml.safe_dump(render_header(manifest, lengths), sort_keys=False, allow_unicode=True, width=1000)
+    name = card.get("pretty_name", manifest.source)
+    out = [f"---\n{header}---\n", f"# {name}\n"]
+    if card.get("summary"):
+        out.append(card["summary"] + "\n")
+    out.append("## Motivation\n")
+    out.append(
+        card.get("motivation", "Long-context language-model research: training and evaluation text.") + "\n"
+    )
+    out.append("## Composition\n")
+    out.append(_composition(manifest, lengths, plots))
+    for title, table in (manifest.extra.get("statistics") or {}).items():
+        out.append(f"### {title}\n")
+        out.append(_table(table))
+    out.append("## Collection process\n")
+    if card.get("collection"):
+        out.append(card["collection"] + "\n")
+    builder = manifest.builder
+    out.append(
+        f"Generated by `{builder.get('name')}` version `{builder.get('version')}`"
+        f" (dataset format version {manifest.format_version}). Rebuilding with the same arguments gives "
+        "byte-identical shards (their sha256 are in `manifest.json`).\n"
+    )
+    if card.get("command"):
+        out.append(f"```\n{card['command']}\n```\n")
+    out.append("Arguments:\n")
+    out.append("```json\n" + json.dumps(builder.get("arguments", {}), indent=2, sort_keys=True) + "\n```\n")
+    if manifest.tokenizer:
+        tokenizer = manifest.tokenizer
+        out.append(
+            f"Tokenized with `{tokenizer.get('path')}` (vocabulary {tokenizer.get('vocab_size')}, "
+            f"end-of-text id {tokenizer.get('eos_id')}, sha256 `{tokenizer.get('sha256')}`).\n"
+        )
+    out.append("## Uses\n")
+    out.append(card.get("uses", "Training and evaluating language models on long contexts.") + "\n")
+    out.append(_reading(manifest))
+    out.append("## Limitations\n")
+    out.append(card.get("limitations", "See the collection process above.") + "\n")
+    return "\n".join(out)
+
+
+def _composition(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
+    tokenized = manifest.tokenizer is not None
+    rows = []
+    for split, shards in ordered_splits(manifest):
+        words = lengths.words.get(split, [])
+        row = {
+            "split": split,
+            "samples": sum(s.samples for s in shards),
+            "shards": len(shards),
+            "words": sum(s.words for s in shards),
+        }
+        if tokenized:
+            row["tokens"] = sum(s.tokens or 0 for s in shards)
+        row["bytes"] = sum(s.bytes for s in shards)
+        row.update(_spread(words, "words"))
+        rows.append(row)
+    text = [
+        f"Format: `{manifest.format}` shards (`<split>/{'<bucket>/' if manifest.buckets else ''}"
+        f"shard-NNNNN.{FORMATS[manifest.format]}`), indexed by `manifest.json`.\n",
+        _table(rows),
+    ]
+    if len(lengths.sources) > 1:
+        text.append(_table([{"source": k, "samples": v} for k, v in sorted(lengths.sources.items())]))
+    if tokenized and lengths.bucket_sources:
+        per_bucket = []
+        order = {b: i for i, b in enumerate(manifest.buckets or [])}
+        for (bucket, source), tokens in sorted(
+            lengths.bucket_sources.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0])
+        ):
+            per_bucket.append(
+                {"bucket": bucket, "source": source, "samples": len(tokens), "tokens": sum(tokens)}
+            )
+            per_bucket[-1].update(_spread(tokens, "tokens"))
+        text.append("Token lengths per bucket and source:\n")
+        text.append(_table(per_bucket))
+    for plot in plots:
+        text.append(f"![{plot.removesuffix('.png').replace('_', ' ')}]({plot})\n")
+    return "\n".join(text)
+
+
+def _spread(values: list[int], unit: str) -> dict[str, Any]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    return {
+        f"min {unit}": ordered[0],
+        f"median {unit}": statistics.median_low(ordered),
+        f"mean {unit}": round(statistics.fmean(ordered), 1),
+        f"p90 {unit}": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        f"max {unit}": ordered[-1],
+    }
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    if isinstance(value, (dict, list)):
+        return "`" + json.dumps(value, sort_keys=True, ensure_ascii=False) + "`"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(table: Any) -> str:
+    """A Markdown table from a dict of scalars, a dict of row dicts, or a list of row dicts."""
+    if isinstance(table, dict) and set(table) == {"columns", "rows"}:
+        rows = [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+    elif isinstance(table, dict) and table and all(isinstance(v, dict) for v in table.values()):
+        rows = [{"": name, **row} for name, row in table.items()]
+    elif isinstance(table, dict):
+        rows = [{"name": name, "value": value} for name, value in table.items()]
+    elif isinstance(table, list) and all(isinstance(row, dict) for row in table):
+        rows = table
+    else:
+        return _cell(table) + "\n"
+    if not rows:
+        return "(none)\n"
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row if c not in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _reading(manifest: Manifest) -> str:
+    ext = FORMATS[manifest.format]
+    split = next((s for s, shards in ordered_splits(manifest) if shards), "train")
+    pattern = f"{split}/{'*/' if manifest.buckets else ''}shard-*.{ext}"
+    if manifest.format == "webdataset":
+        example = (
+            "```python\nimport glob, datasets, webdataset as wds\n"
+            f'ds = wds.WebDataset(sorted(glob.glob("{pattern}")), shardshuffle=False)\n'
+            '# each sample: {"__key__": id, "txt": text bytes, "json": fields and meta'
+            + (', "input_ids.npy": token ids' if manifest.tokenizer else "")
+            + "}\n"
+            f'hf = datasets.load_dataset("webdataset", data_files={{"{split}": "{pattern}"}})\n```\n'
+        )
+    elif manifest.format == "parquet":
+        example = (
+            "```python\nimport datasets, pyarrow.parquet as pq\n"
+            f'hf = datasets.load_dataset("parquet", data_files={{"{split}": "{pattern}"}})\n'
+            f'table = pq.read_table("{split}/{"<bucket>/" if manifest.buckets else ""}shard-00000.parquet")\n```\n'
+        )
+    else:
+        example = (
+            f"```sh\nzstd -dc {pattern} | jq -c '{{id, num_words}}'\n```\n"
+            "```python\nimport datasets\n"
+            f'hf = datasets.load_dataset("json", data_files={{"{split}": "{pattern}"}})\n```\n'
+        )
+    return (
+        "Reading it (no ltsgen needed):\n\n"
+        + example
+        + "\nWith ltsgen: `ltsgen.loaders.StreamingDataset(DIR, split=...)` streams, shuffles, shards by rank "
+        "and worker, resumes from a state dict and packs token ids for training.\n"
+    )

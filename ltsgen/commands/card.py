@@ -1,0 +1,41 @@
+"""``ltsgen card DIR``: (re)write the data card of a dataset directory from its manifest and shards."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ltsgen.cli import CommandError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "card",
+        help="write DIR/README.md, the Hugging Face dataset card of a built dataset",
+        description=(
+            "Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
+            "then a datasheet with the build's statistics) and the length histograms beside it, from "
+            "DIR/manifest.json and the shards. Every ltsgen build runs this at its end."
+        ),
+    )
+    parser.add_argument("directory", type=Path, metavar="DIR", help="a dataset directory with manifest.json")
+    parser.add_argument(
+        "--output", type=Path, default=None, help="also copy the card (and its plots, renamed) to this file"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ltsgen.card import copy_card, write_card
+    from ltsgen.loaders.contract import ContractError
+
+    try:
+        path = write_card(args.directory)
+        if args.output is not None:
+            copy_card(args.directory, args.output)
+    except ContractError as error:
+        raise CommandError(str(error)) from None
+    except OSError as error:
+        raise CommandError(f"{error.filename or args.directory}: {error.strerror or error}") from None
+    print(f"wrote {path}" + (f" and {args.output}" if args.output else ""))
+    return 0

@@ -1,0 +1,290 @@
+"""Shard writers: one record stream -> one byte-deterministic shard file in any contract format.
+
+A shard is written under a temporary name beside its final path and renamed only when the ``with`` block
+ends cleanly, so a crash never leaves a partial file under a shard name. The bytes depend only on the
+records (and the library versions): tar members carry mtime 0, owner 0/0, no user or group names and mode
+0644; JSON has sorted keys, compact separators and raw UTF-8.
+
+    with ShardWriter(directory, "train/shard-00000.tar", "webdataset") as writer:
+        writer.write({"id": "lts-0-00000001", "text": "...", "source": "lts", "num_words": 312, "meta": {}})
+    writer.info  # ShardInfo(path=..., samples=1, words=312, bytes=..., sha256=...)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ltsgen.loaders.contract import (
+    FORMATS,
+    TAR_FIELDS_EXT,
+    TAR_IDS_EXT,
+    TAR_TEXT_EXT,
+    ContractError,
+    ShardInfo,
+    atomic_path,
+    count_words,
+    sha256_file,
+)
+
+TOKEN_DTYPES = ("uint16", "uint32")
+PARQUET_ROW_GROUP_BYTES = 64 << 20  # flush a row group once this much payload is buffered
+PARQUET_ROW_GROUP_ROWS = 4096
+ZSTD_LEVEL = 3
+
+
+def dump_json(value: Any) -> str:
+    """The one JSON spelling used in shards: sorted keys, compact separators, raw UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class ShardWriter:
+    """Write the records of one shard to ``directory/relpath`` in format ``fmt`` (atomic, deterministic).
+
+    ``token_dtype`` ("uint16" or "uint32") says the records carry ``input_ids``; then every record must.
+    After the ``with`` block, ``info`` holds the manifest entry (samples, words, tokens, bytes, sha256).
+    ``payload_bytes`` (UTF-8 text + JSON fields + token bytes so far) lets a builder bound shard sizes
+    deterministically, independently of compression.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike, relpath: str, fmt: str, token_dtype: str | None = None
+    ) -> None:
+        if fmt not in FORMATS:
+            raise ContractError(f"{relpath}: unknown shard format {fmt!r} (choose from {', '.join(FORMATS)})")
+        if not relpath.endswith("." + FORMATS[fmt]):
+            raise ContractError(f"{relpath}: a {fmt} shard must end in .{FORMATS[fmt]}")
+        if token_dtype not in (None, *TOKEN_DTYPES):
+            raise ContractError(f"{relpath}: token dtype must be uint16 or uint32, not {token_dtype!r}")
+        self.path = Path(directory) / relpath
+        self.relpath = relpath
+        self.fmt = fmt
+        self.token_dtype = token_dtype
+        parts = relpath.split("/")
+        self.bucket = parts[1] if len(parts) == 3 else None
+        self.samples = 0
+        self.words = 0
+        self.tokens = 0
+        self.payload_bytes = 0
+        self.info: ShardInfo | None = None
+        self._ids: set[str] = set()
+        self._atomic = None
+        self._file: BinaryIO | None = None
+        self._encoder: _Encoder | None = None
+
+    def __enter__(self) -> ShardWriter:
+        self._atomic = atomic_path(self.path)
+        tmp = self._atomic.__enter__()
+        self._file = open(tmp, "wb")  # noqa: SIM115 - closed in __exit__
+        self._encoder = _ENCODERS[self.fmt](self._file, self.token_dtype)
+        return self
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append one contract record (``num_words``/``num_tokens`` are filled in when absent)."""
+        record = self._checked(record)
+        self._ids.add(record["id"])
+        self.samples += 1
+        self.words += record["num_words"]
+        self.tokens += record.get("num_tokens", 0)
+        self.payload_bytes += self._encoder.write(record)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            try:
+                self._encoder.close()
+            except Exception:
+                if exc_type is None:
+                    raise
+            finally:
+                self._file.close()
+        except BaseException:
+            self._atomic.__exit__(*sys.exc_info())
+            raise
+        self._atomic.__exit__(exc_type, exc, tb)
+        if exc_type is None:
+            self.info = ShardInfo(
+                path=self.relpath,
+                samples=self.samples,
+                words=self.words,
+                bytes=self.path.stat().st_size,
+                sha256=sha256_file(self.path),
+                tokens=self.tokens if self.token_dtype else None,
+                bucket=self.bucket,
+            )
+
+    def _checked(self, record: dict[str, Any]) -> dict[str, Any]:
+        where = f"{self.relpath}: record {self.samples}"
+        key = record.get("id")
+        if not isinstance(key, str) or not key or "." in key or "/" in key:
+            raise ContractError(f"{where}: id must be a non-empty string without '.' or '/', got {key!r}")
+        if key in self._ids:
+            raise ContractError(f"{where}: duplicate id {key!r} in one shard")
+        if not isinstance(record.get("text"), str) or not isinstance(record.get("source"), str):
+            raise ContractError(f"{where} ({key}): 'text' and 'source' must be strings")
+        unknown = set(record) - {"id", "text", "source", "num_words", "num_tokens", "input_ids", "meta"}
+        if unknown:
+            raise ContractError(f"{where} ({key}): fields outside the contract: {sorted(unknown)}")
+        record = dict(record)
+        words = count_words(record["text"])
+        if record.setdefault("num_words", words) != words:
+            raise ContractError(f"{where} ({key}): num_words={record['num_words']} but the text has {words}")
+        record["meta"] = record.get("meta") or {}
+        if not isinstance(record["meta"], dict):
+            raise ContractError(f"{where} ({key}): meta must be a dict")
+        if self.token_dtype is None:
+            if "input_ids" in record or "num_tokens" in record:
+                raise ContractError(f"{where} ({key}): token ids given but the writer has no token_dtype")
+            return record
+        if "input_ids" not in record:
+            raise ContractError(f"{where} ({key}): a tokenized shard needs input_ids in every record")
+        ids = np.asarray(record["input_ids"])
+        limit = np.iinfo(self.token_dtype).max
+        if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() > limit)):
+            raise ContractError(f"{where} ({key}): input_ids must be a 1-D array of ids in 0..{limit}")
+        record["input_ids"] = ids.astype(self.token_dtype)
+        if record.setdefault("num_tokens", ids.size) != ids.size:
+            raise ContractError(f"{where} ({key}): num_tokens={record['num_tokens']} but {ids.size} ids")
+        return record
+
+
+def _fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The scalar fields and meta (everything but text and token ids)."""
+    return {k: v for k, v in record.items() if k not in ("text", "input_ids")}
+
+
+class _Encoder:
+    def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
+        self.file = file
+        self.token_dtype = token_dtype
+
+    def write(self, record: dict[str, Any]) -> int:
+        """Encode one checked record; return its payload bytes."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _TarEncoder(_Encoder):
+    """webdataset: ``<id>.txt``, ``<id>.json`` and, when tokenized, ``<id>.input_ids.npy``."""
+
+    def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
+        super().__init__(file, token_dtype)
+        self.tar = tarfile.open(fileobj=file, mode="w", format=tarfile.PAX_FORMAT)
+
+    def write(self, record: dict[str, Any]) -> int:
+        key = record["id"]
+        members = [
+            (TAR_TEXT_EXT, record["text"].encode("utf-8")),
+            (TAR_FIELDS_EXT, dump_json(_fields(record)).encode("utf-8")),
+        ]
+        if self.token_dtype:
+            buffer = io.BytesIO()
+            np.save(buffer, record["input_ids"], allow_pickle=False)
+            members.append((TAR_IDS_EXT, buffer.getvalue()))
+        for ext, data in members:
+            info = tarfile.TarInfo(f"{key}.{ext}")
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            self.tar.addfile(info, io.BytesIO(data))
+        return sum(len(data) for _, data in members)
+
+    def close(self) -> None:
+        self.tar.close()
+
+
+class _JsonlZstEncoder(_Encoder):
+    """jsonl.zst: one JSON object per line with every field (token ids as a list of ints)."""
+
+    def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
+        super().__init__(file, token_dtype)
+        import zstandard
+
+        compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True, threads=0)
+        self.stream = compressor.stream_writer(file, closefd=False)
+
+    def write(self, record: dict[str, Any]) -> int:
+        if self.token_dtype:
+            record = {**record, "input_ids": record["input_ids"].tolist()}
+        line = (dump_json(record) + "\n").encode("utf-8")
+        self.stream.write(line)
+        return len(line)
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+class _ParquetEncoder(_Encoder):
+    """parquet (zstd): columns id, text, source, num_words, meta (JSON string) [, num_tokens, input_ids]."""
+
+    def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
+        super().__init__(file, token_dtype)
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.pa = pa
+        columns = [
+            ("id", pa.string()),
+            ("text", pa.string()),
+            ("source", pa.string()),
+            ("num_words", pa.int64()),
+            ("meta", pa.string()),
+        ]
+        if token_dtype:
+            columns += [("num_tokens", pa.int64()), ("input_ids", pa.list_(pa.from_numpy_dtype(token_dtype)))]
+        self.schema = pa.schema(columns)
+        self.writer = pq.ParquetWriter(file, self.schema, compression="zstd")
+        self.columns: dict[str, list[Any]] = {name: [] for name, _ in columns}
+        self.buffered = 0
+
+    def write(self, record: dict[str, Any]) -> int:
+        meta = dump_json(record["meta"])
+        for name, values in self.columns.items():
+            values.append(meta if name == "meta" else record[name])
+        size = len(record["text"].encode("utf-8")) + len(meta.encode("utf-8"))
+        if self.token_dtype:
+            size += record["input_ids"].nbytes
+        self.buffered += size
+        if self.buffered >= PARQUET_ROW_GROUP_BYTES or len(self.columns["id"]) >= PARQUET_ROW_GROUP_ROWS:
+            self._flush()
+        return size
+
+    def _flush(self) -> None:
+        pa = self.pa
+        if not self.columns["id"]:
+            return
+        arrays = []
+        for field in self.schema:
+            values = self.columns[field.name]
+            if field.name == "input_ids":
+                offsets = np.concatenate([[0], np.cumsum([len(ids) for ids in values])]).astype(np.int32)
+                flat = np.concatenate(values) if values else np.zeros(0, self.token_dtype)
+                arrays.append(
+                    pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(self.token_dtype)))
+                )
+            else:
+                arrays.append(pa.array(values, type=field.type))
+        self.writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self.columns = {name: [] for name in self.columns}
+        self.buffered = 0
+
+    def close(self) -> None:
+        self._flush()
+        self.writer.close()
+
+
+_ENCODERS: dict[str, type[_Encoder]] = {
+    "webdataset": _TarEncoder,
+    "parquet": _ParquetEncoder,
+    "jsonl.zst": _JsonlZstEncoder,
+}

@@ -1,0 +1,145 @@
+"""The data card: Hugging Face YAML (parsed by huggingface_hub), datasheet sections and statistics tables,
+for a story build and for a tokenized, length-bucketed build of another builder."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from huggingface_hub import DatasetCard
+
+from ltsgen import __version__
+from ltsgen.build import BuildSpec, Job, run_build
+from ltsgen.cli import main
+from ltsgen.stories.variety import reference_stats
+from ltsgen.tinystories_reference import (
+    REFERENCE_FILE,
+    REFERENCE_SHA256,
+    TINYSTORIES_DISTINCT,
+    TINYSTORIES_VARIETY,
+    comparison_size,
+)
+
+LTSGEN = str(Path(sys.executable).parent / "ltsgen")
+BUCKETS = ["0-64", "64-inf"]
+
+
+def test_reference_constants_match_the_real_text(shared_data):
+    path = shared_data / "tinystories" / REFERENCE_FILE
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == REFERENCE_SHA256
+    for words, (distinct_2, distinct_3) in TINYSTORIES_DISTINCT.items():
+        stats = reference_stats(path, max_words=words)
+        assert (stats["words"], stats["distinct_2"], stats["distinct_3"]) == (words, distinct_2, distinct_3)
+        assert {key: stats[key] for key in TINYSTORIES_VARIETY} == TINYSTORIES_VARIETY
+    assert comparison_size(5_000) == 10_000 and comparison_size(60_000) == 50_000
+
+
+@pytest.fixture(scope="module")
+def story_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("card") / "lts"
+    args = ["--num-stories", "30", "--max-words", "600", "--samples-per-shard", "10", "--format", "parquet"]
+    assert main(["stories", "--out", str(out), *args, "--quiet"]) == 0
+    return out
+
+
+def test_story_card_yaml_and_datasheet(story_build):
+    card = DatasetCard.load(story_build / "README.md")
+    data = card.data.to_dict()
+    assert data["license"] == "apache-2.0" and data["language"] == ["en"]
+    assert data["pretty_name"] == "LongTinyStories" and data["size_categories"] == ["n<1K"]
+    assert data["task_categories"] == ["text-generation"]
+    assert data["annotations_creators"] == data["language_creators"] == ["machine-generated"]
+    info = data["dataset_info"]
+    manifest_counts = {s["name"]: s["num_examples"] for s in info["splits"]}
+    assert sum(manifest_counts.values()) == 30
+    files = {f["split"]: f["path"] for f in data["configs"][0]["data_files"]}
+    assert files["train"] == "train/shard-*.parquet" and set(files) == set(manifest_counts)
+    assert [f["name"] for f in info["features"]] == ["id", "text", "source", "num_words", "meta"]
+    text = card.text
+    for section in ("## Motivation", "## Composition", "## Collection process", "## Uses", "## Limitations"):
+        assert section in text
+    assert f"version `{__version__}`" in text and '"num_stories": 30' in text
+    assert "ltsgen stories --out DIR --format parquet --max-words 600" in text
+    assert "| TinyStories (real, validation split) | 10,000 | 0.5318 | 0.8065 | 0.95% | 8 |" in text
+    assert "### Long-range facts" in text and "![length histogram](length_histogram.png)" in text
+
+
+def test_card_command_copies_card_and_plot(story_build, tmp_path):
+    result = subprocess.run(
+        [LTSGEN, "card", str(story_build), "--output", str(tmp_path / "cards" / "lts.md")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    copied = (tmp_path / "cards" / "lts.md").read_text()
+    assert "![length histogram](lts_length_histogram.png)" in copied
+    assert (tmp_path / "cards" / "lts_length_histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert copied.replace("lts_length_histogram.png", "length_histogram.png") == (
+        (story_build / "README.md").read_text()
+    )
+
+
+def test_card_command_without_manifest_is_one_line(tmp_path):
+    result = subprocess.run([LTSGEN, "card", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "manifest.json: not found" in result.stderr
+
+
+def write_bucketed(job: Job, output) -> dict:
+    """A tokenized, length-bucketed shard pair per job, as a corpus builder writes them."""
+    for bucket in BUCKETS:
+        with output.open(f"train/{bucket}/shard-{job.payload:05d}.parquet") as writer:
+            for i in range(4):
+                length = 8 * (i + 1) + (64 if bucket == "64-inf" else 0)
+                writer.write(
+                    {
+                        "id": f"doc-{job.payload}-{bucket}-{i}",
+                        "text": " ".join(["word"] * length),
+                        "source": "c4" if i % 2 else "arxiv",
+                        "meta": {"url": f"https://example.org/{i}"},
+                        "input_ids": np.arange(length),
+                    }
+                )
+    return {"documents": 8}
+
+
+def test_card_of_a_bucketed_tokenized_build(tmp_path):
+    spec = BuildSpec(
+        directory=tmp_path / "buckets",
+        builder={"name": "test buckets", "version": "1", "arguments": {"lengths": [64]}},
+        source="c4+arxiv",
+        fmt="parquet",
+        splits=["train"],
+        jobs=[Job(f"job-{i}", i, weight=8) for i in range(2)],
+        run_job=write_bucketed,
+        token_dtype="uint16",
+        tokenizer={"path": "tokenizer.json", "sha256": "0" * 64, "vocab_size": 512, "eos_id": 0},
+        buckets=BUCKETS,
+        finalize=lambda results: {
+            "statistics": {"Documents per job": {r.key: r.stats["documents"] for r in results}},
+            "card": {"pretty_name": "Bucketed test", "language_creators": "found", "license": "odc-by"},
+        },
+    )
+    run_build(spec, progress=False)
+    card = DatasetCard.load(tmp_path / "buckets" / "README.md")
+    data = card.data.to_dict()
+    assert data["language_creators"] == ["found"] and data["license"] == "odc-by"
+    assert [c["config_name"] for c in data["configs"]] == ["default", "bucket-0-64", "bucket-64-inf"]
+    assert data["configs"][1]["data_files"] == [{"split": "train", "path": "train/0-64/shard-*.parquet"}]
+    features = {f["name"]: f for f in data["dataset_info"]["features"]}
+    assert features["input_ids"] == {"name": "input_ids", "list": "uint16"}
+    assert data["dataset_info"]["splits"] == [
+        {"name": "train", "num_bytes": data["dataset_info"]["download_size"], "num_examples": 16}
+    ]
+    text = card.text
+    # 2 jobs x 2 docs per (bucket, source): tokens 8+24 (arxiv) and 16+32 (c4) in the short bucket
+    assert "| 0-64 | arxiv | 4 | 64 | 8 | 8 | 16 | 24 | 24 |" in text
+    assert "| 64-inf | c4 | 4 | 352 | 80 | 80 | 88 | 96 | 96 |" in text
+    assert "| job-0 | 8 |" in text and "Tokenized with `tokenizer.json` (vocabulary 512" in text
+    assert (tmp_path / "buckets" / "token_length_histogram.png").stat().st_size > 1000
+    assert "![token length histogram](token_length_histogram.png)" in text

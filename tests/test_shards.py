@@ -1,0 +1,172 @@
+"""ShardWriter: byte-deterministic shards in the three contract formats, read back by each format's own tools."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import tarfile
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import webdataset as wds
+
+from ltsgen.loaders.contract import FORMATS, ContractError
+from ltsgen.loaders.formats import read_shard
+from ltsgen.shards import ShardWriter
+
+
+def make_records(count: int, tokenized: bool) -> list[dict]:
+    records = []
+    for i in range(count):
+        text = f"Once upon a time, Ümit and Zoë saw {i} red birds. “Hello!” said Zoë.\n\nThe end {i}."
+        record = {"id": f"doc-{i:04d}", "text": text, "source": "lts", "meta": {"z": i, "a": ["é", i % 3]}}
+        if tokenized:
+            record["input_ids"] = np.arange(i * 7, i * 7 + 5 + i, dtype=np.int64) % 65536
+        records.append(record)
+    return records
+
+
+def write(directory, relpath, fmt, records, token_dtype=None):
+    with ShardWriter(directory, relpath, fmt, token_dtype=token_dtype) as writer:
+        for record in records:
+            writer.write(record)
+    return writer.info
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("tokenized", [False, True])
+def test_round_trip_info_and_determinism(tmp_path, fmt, tokenized):
+    records = make_records(23, tokenized)
+    dtype = "uint16" if tokenized else None
+    relpath = f"train/shard-00000.{FORMATS[fmt]}"
+    info = write(tmp_path / "a", relpath, fmt, records, dtype)
+    again = write(tmp_path / "b", relpath, fmt, records, dtype)
+    data = (tmp_path / "a" / relpath).read_bytes()
+    assert data == (tmp_path / "b" / relpath).read_bytes()
+    assert info == again
+    assert info.path == relpath and info.bucket is None
+    assert info.samples == 23
+    assert info.words == sum(len(r["text"].split()) for r in records)
+    assert info.tokens == (sum(len(r["input_ids"]) for r in records) if tokenized else None)
+    assert info.bytes == len(data) and info.sha256 == hashlib.sha256(data).hexdigest()
+    assert sorted(p.name for p in (tmp_path / "a" / "train").iterdir()) == [relpath.split("/")[1]]
+
+    back = list(read_shard(tmp_path / "a" / relpath, fmt))
+    assert [r["id"] for r in back] == [r["id"] for r in records]
+    for got, want in zip(back, records, strict=True):
+        assert got["text"] == want["text"] and got["meta"] == want["meta"] and got["source"] == "lts"
+        assert got["num_words"] == len(want["text"].split())
+        if tokenized:
+            assert got["input_ids"].dtype == np.uint16
+            np.testing.assert_array_equal(got["input_ids"], want["input_ids"])
+            assert got["num_tokens"] == len(want["input_ids"])
+
+
+def test_bucket_from_path(tmp_path):
+    info = write(tmp_path, "train/512-1024/shard-00003.tar", "webdataset", make_records(2, False))
+    assert info.bucket == "512-1024"
+
+
+def test_tar_members_are_normalised_and_read_by_webdataset(tmp_path):
+    records = make_records(5, True)
+    write(tmp_path, "train/shard-00000.tar", "webdataset", records, "uint32")
+    path = tmp_path / "train/shard-00000.tar"
+    with tarfile.open(path) as tar:
+        members = tar.getmembers()
+        assert [m.name for m in members[:3]] == ["doc-0000.txt", "doc-0000.json", "doc-0000.input_ids.npy"]
+        for member in members:
+            assert (member.mtime, member.uid, member.gid, member.uname, member.gname) == (0, 0, 0, "", "")
+            assert member.mode == 0o644 and member.isfile()
+        fields = tar.extractfile("doc-0001.json").read().decode("utf-8")
+    assert (
+        fields == '{"id":"doc-0001","meta":{"a":["é",1],"z":1},"num_tokens":6,"num_words":17,"source":"lts"}'
+    )
+
+    samples = list(wds.WebDataset(str(path), shardshuffle=False))
+    assert [s["__key__"] for s in samples] == [r["id"] for r in records]
+    for sample, record in zip(samples, records, strict=True):
+        assert sample["txt"].decode("utf-8") == record["text"]
+        assert json.loads(sample["json"])["meta"] == record["meta"]
+        ids = np.load(io.BytesIO(sample["input_ids.npy"]), allow_pickle=False)
+        assert ids.dtype == np.uint32
+        np.testing.assert_array_equal(ids, record["input_ids"])
+
+
+def test_parquet_schema_and_pyarrow(tmp_path):
+    records = make_records(7, True)
+    write(tmp_path, "train/shard-00000.parquet", "parquet", records, "uint16")
+    table = pq.read_table(tmp_path / "train/shard-00000.parquet")
+    assert table.column_names == ["id", "text", "source", "num_words", "meta", "num_tokens", "input_ids"]
+    assert str(table.schema.field("input_ids").type) == "list<element: uint16>"
+    assert pq.ParquetFile(tmp_path / "train/shard-00000.parquet").metadata.row_group(0).column(
+        1
+    ).compression == ("ZSTD")
+    assert table.column("id").to_pylist() == [r["id"] for r in records]
+    assert [json.loads(m) for m in table.column("meta").to_pylist()] == [r["meta"] for r in records]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("zstd") and shutil.which("jq")), reason="needs the zstd and jq binaries"
+)
+def test_jsonl_zst_read_by_zstd_and_jq(tmp_path):
+    records = make_records(9, True)
+    info = write(tmp_path, "train/shard-00000.jsonl.zst", "jsonl.zst", records, "uint16")
+    path = tmp_path / "train/shard-00000.jsonl.zst"
+    raw = subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True, timeout=30).stdout
+    lines = raw.decode("utf-8").splitlines()
+    assert len(lines) == info.samples == 9
+    assert lines[0].startswith('{"id":"doc-0000","input_ids":[0,1,2,3,4],"meta":{"a":["é",0],"z":0}')
+    ids = subprocess.run(["jq", "-r", ".id"], input=raw, capture_output=True, check=True, timeout=30).stdout
+    assert ids.decode().split() == [r["id"] for r in records]
+    total = subprocess.run(
+        ["jq", "-s", "map(.num_tokens) | add"], input=raw, capture_output=True, check=True, timeout=30
+    ).stdout
+    assert int(total) == info.tokens
+
+
+def test_failure_inside_block_leaves_no_file(tmp_path):
+    with pytest.raises(RuntimeError), ShardWriter(tmp_path, "train/shard-00000.tar", "webdataset") as writer:
+        writer.write(make_records(1, False)[0])
+        raise RuntimeError("crash")
+    assert writer.info is None
+    assert list((tmp_path / "train").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "dtype", "message"),
+    [
+        ({"id": "a.b"}, None, "without '.' or '/'"),
+        ({"num_words": 3}, None, "num_words=3"),
+        ({"input_ids": [1, 2]}, None, "no token_dtype"),
+        ({"input_ids": [1, 70000]}, "uint16", "0..65535"),
+        ({"color": "red"}, None, "outside the contract"),
+        ({"meta": [1]}, None, "meta must be a dict"),
+    ],
+)
+def test_bad_records_are_refused(tmp_path, change, dtype, message):
+    record = {**make_records(1, False)[0], **change}
+    with (
+        pytest.raises(ContractError, match=message),
+        ShardWriter(tmp_path, "t/shard-00000.tar", "webdataset", dtype) as w,
+    ):
+        w.write(record)
+    assert list((tmp_path / "t").iterdir()) == []
+
+
+def test_duplicate_ids_and_missing_tokens_are_refused(tmp_path):
+    record = make_records(1, False)[0]
+    with (
+        pytest.raises(ContractError, match="duplicate id"),
+        ShardWriter(tmp_path, "t/shard-00000.tar", "webdataset") as w,
+    ):
+        w.write(record)
+        w.write(record)
+    with pytest.raises(ContractError, match="needs input_ids"):
+        with ShardWriter(tmp_path, "t/shard-00000.parquet", "parquet", "uint16") as w:
+            w.write(record)
+    with pytest.raises(ContractError, match="must end in .tar"):
+        ShardWriter(tmp_path, "t/shard-00000.parquet", "webdataset")

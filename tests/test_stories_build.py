@@ -1,0 +1,194 @@
+"""`ltsgen stories` end to end: determinism across workers, kill -9 and resume, reruns, refusals, one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ltsgen.cli import main
+from ltsgen.loaders.contract import read_manifest
+from ltsgen.loaders.formats import read_shard
+from ltsgen.stories.plan import target_words
+
+SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
+SMALL += ["--splits", "train=0.8,validation=0.1,test=0.1", "--samples-per-shard", "4", "--quiet"]
+# big enough that a kill lands mid-build: ~450k words in 40 shards
+KILLED = ["--num-stories", "160", "--min-words", "1000", "--max-words", "6000", "--seed", "1"]
+KILLED += ["--samples-per-shard", "4", "--quiet"]
+
+
+def tree(directory: Path) -> dict[str, str]:
+    """sha256 of every file of a build (the journal's line order depends on timing, so it is left out)."""
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and path.name != "journal.jsonl"
+    }
+
+
+LTSGEN = str(Path(sys.executable).parent / "ltsgen")  # the installed console script
+
+
+def ltsgen(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([LTSGEN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def small_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("small") / "lts"
+    assert main(["stories", "--out", str(out), *SMALL]) == 0
+    return out
+
+
+def test_build_layout_and_manifest(small_build):
+    manifest = read_manifest(small_build)
+    assert manifest.source == "lts" and manifest.format == "webdataset"
+    assert sorted(manifest.splits) == ["test", "train", "validation"]
+    assert manifest.builder["arguments"]["num_stories"] == 40
+    shards = [s for split in manifest.splits.values() for s in split]
+    assert sum(s.samples for s in shards) == 40
+    assert all(s.samples <= 4 for s in shards)
+    seen = []
+    for shard in shards:
+        records = list(read_shard(small_build / shard.path, "webdataset"))
+        assert len(records) == shard.samples and sum(r["num_words"] for r in records) == shard.words
+        assert hashlib.sha256((small_build / shard.path).read_bytes()).hexdigest() == shard.sha256
+        for record in records:
+            index = int(record["id"].rsplit("-", 1)[1])
+            target = target_words(index, 3, 100, 900)
+            assert abs(record["num_words"] - target) <= 0.05 * target
+            seen.append(index)
+    assert sorted(seen) == list(range(40))
+    assert (small_build / "README.md").is_file() and (small_build / "length_histogram.png").is_file()
+    stats = manifest.extra["statistics"]
+    assert stats["Length control"]["rows"][0][:2] == [40, sum(s.words for s in shards)]
+    assert stats["Length control"]["rows"][0][3] == 40  # every story within 5% of its target
+    variety = stats["Variety: this build and real TinyStories"]
+    assert [row[0] for row in variety["rows"]] == [
+        "LongTinyStories (this build)",
+        "TinyStories (real, validation split)",
+    ]
+
+
+def test_workers_do_not_change_a_byte(small_build, tmp_path):
+    out = tmp_path / "lts"
+    assert main(["stories", "--out", str(out), *SMALL, "--workers", "2"]) == 0
+    assert tree(out) == tree(small_build)
+
+
+def test_rerun_of_finished_build_does_nothing(small_build, capsys):
+    before = {p: p.stat().st_mtime_ns for p in small_build.rglob("*") if p.is_file()}
+    assert main(["stories", "--out", str(small_build), *SMALL, "--workers", "2"]) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert {p: p.stat().st_mtime_ns for p in small_build.rglob("*") if p.is_file()} == before
+
+
+def test_other_arguments_are_refused_unless_overwrite(small_build, tmp_path):
+    out = tmp_path / "lts"
+    assert main(["stories", "--out", str(out), *SMALL]) == 0
+    changed = [a if a != "900" else "901" for a in SMALL]
+    result = ltsgen("stories", "--out", str(out), *changed)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "other arguments (max_words 900 -> 901)" in result.stderr and "--overwrite" in result.stderr
+    assert tree(out) == tree(small_build)
+    assert main(["stories", "--out", str(out), *changed, "--overwrite"]) == 0
+    assert read_manifest(out).builder["arguments"]["max_words"] == 901
+
+
+def children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (not gone, not a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path):
+    reference = tmp_path / "reference"
+    assert main(["stories", "--out", str(reference), *KILLED, "--workers", "2"]) == 0
+    out = tmp_path / "killed"
+    journal = out / ".ltsgen" / "journal.jsonl"
+    process = subprocess.Popen(
+        [LTSGEN, "stories", "--out", str(out), *KILLED, "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (journal.exists() and journal.read_text().count("\n") >= 3):
+            assert process.poll() is None, "the build ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        workers = children(process.pid)
+        assert workers, "the build should run worker processes"
+        os.kill(process.pid, signal.SIGKILL)  # the build process only: its workers must follow it
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(pid) for pid in workers), "worker processes outlived the killed build"
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the build's process group
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    assert not (out / "manifest.json").exists()
+    done = journal.read_text().count("\n")
+    assert 3 <= done < 40
+
+    result = ltsgen("stories", "--out", str(out), *KILLED, "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    assert "resumed" in result.stdout and "kept from an earlier run" in result.stdout
+    assert tree(out) == tree(reference)
+    assert not list(out.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--num-stories", "0"], "--num-stories must be at least 1"),
+        (
+            ["--num-stories", "5", "--min-words", "900", "--max-words", "800"],
+            "--min-words 900 is above --max-words",
+        ),
+        (["--num-stories", "5", "--max-words", "32001"], "above the limit of 32,000 words"),
+        (["--num-stories", "5", "--splits", "train=0.9,test=0.2"], "--splits: fractions sum to 1.1"),
+        (["--num-stories", "5", "--splits", "train"], "'train' is not name=fraction"),
+    ],
+)
+def test_one_line_errors(tmp_path, args, message):
+    result = ltsgen("stories", "--out", str(tmp_path / "lts"), *args)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert message in result.stderr
+    assert not (tmp_path / "lts").exists()
+
+
+def test_unwritable_directory_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = ltsgen("stories", "--out", str(blocker / "lts"), "--num-stories", "3", "--max-words", "200")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert f"{blocker / 'lts'}: cannot write there" in result.stderr
