@@ -1,0 +1,440 @@
+"""Packed-block loading throughput of ``ltsgen.loaders`` against the loaders a user would pick instead.
+
+The same tokenized documents (generated once, written as ltsgen parquet and tar shards and converted once
+to MosaicML's MDS) are shuffled, packed into [8, seq_len + 1] int64 blocks with EOS between documents and
+read through a torch DataLoader, by:
+
+- ltsgen          ``StreamingDataset(dir, seq_len=...)`` on the parquet shards (also with ``shuffle_window=1``,
+                  and on the tar shards)
+- webdataset      ``webdataset.WebDataset`` over the tar shards, a 1,000-document shuffle buffer, a packer
+- HF datasets     ``load_dataset("parquet", streaming=True)`` over the parquet shards, ``shuffle(buffer_size=1000)``
+- MosaicML        ``streaming.StreamingDataset`` over MDS shards
+- flat memmap     one uint16 array + offsets, vectorised packing in the main process (the limit, not a loader)
+
+Two datasets: "lts" (log-normal lengths, median ~393 tokens, as LongTinyStories) and "c4" (one C4 length
+bucket, 512-1023 tokens). Each (system, workers) runs in a fresh process, which reports the median tokens/s
+of ``--epochs`` epochs, the time to the first batch, the time to the first batch after resuming mid-epoch
+(where the system can resume) and its peak RSS (with its DataLoader workers). Ratios are against the
+fastest peer in the same run.
+
+    python benchmarks/loaders.py [--docs 20000] [--epochs 3] [--workers 0,2] [--datasets lts,c4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+BATCH = 8
+EOS = 0
+VOCAB = 8192
+SHARDS = 20
+SHUFFLE_BUFFER = 1000
+SYSTEMS = ("ltsgen", "ltsgen-w1", "ltsgen-tar", "webdataset", "hf-datasets", "mosaicml", "flat-memmap")
+
+
+# ---------------------------------------------------------------------------- data
+
+
+def document_lengths(kind: str, docs: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "lts":
+        return np.maximum(1, rng.lognormal(np.log(393), 1.0, docs)).astype(np.int64)
+    return rng.integers(512, 1024, docs)
+
+
+def write_data(root: Path, kind: str, docs: int) -> Path:
+    """Tokenized documents as ltsgen parquet and tar directories, MDS shards and a flat memmap."""
+    from ltsgen.loaders.contract import Manifest, write_manifest
+    from ltsgen.shards import ShardWriter
+
+    directory = root / kind
+    if (directory / "done").exists():
+        return directory
+    rng = np.random.default_rng(0)
+    lengths = document_lengths(kind, docs, rng)
+    tokens = rng.integers(1, VOCAB, int(lengths.sum()), dtype=np.uint16)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    per_shard = -(-docs // SHARDS)
+    for fmt, ext in (("parquet", "parquet"), ("webdataset", "tar")):
+        infos = []
+        for shard in range(SHARDS):
+            relpath = f"train/shard-{shard:05d}.{ext}"
+            with ShardWriter(directory / fmt, relpath, fmt, token_dtype="uint16") as writer:
+                for i in range(shard * per_shard, min(docs, (shard + 1) * per_shard)):
+                    ids = tokens[offsets[i] : offsets[i + 1]]
+                    writer.write({"id": f"d{i}", "text": "x", "source": kind, "input_ids": ids})
+            infos.append(writer.info)
+        tokenizer = {"path": "tokenizer.json", "vocab_size": VOCAB, "eos_id": EOS}
+        builder = {"name": "benchmark", "version": "0", "arguments": {}}
+        write_manifest(directory / fmt, Manifest(kind, fmt, {"train": infos}, builder, tokenizer))
+    mosaic = import_mosaic()
+    if mosaic is not None:
+        with mosaic.MDSWriter(out=str(directory / "mds"), columns={"input_ids": "ndarray:uint16"}) as writer:
+            for i in range(docs):
+                writer.write({"input_ids": tokens[offsets[i] : offsets[i + 1]]})
+    np.save(directory / "tokens.npy", tokens)
+    np.save(directory / "offsets.npy", offsets)
+    (directory / "done").touch()
+    return directory
+
+
+def import_mosaic():
+    """MosaicML streaming's core (its package ``__init__`` also imports vision extras that need torchvision)."""
+    if "streaming" not in sys.modules:
+        spec = importlib.util.find_spec("streaming")
+        if spec is None or spec.submodule_search_locations is None:
+            return None
+        package = types.ModuleType("streaming")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["streaming"] = package
+    import streaming.base as base
+
+    return base
+
+
+# ---------------------------------------------------------------------------- peers' packing
+
+
+def pack_documents(documents, block: int):
+    """The packer a peer pipeline needs: documents in, blocks of ``block`` int64 ids with EOS between out."""
+    import torch
+
+    buffer = np.empty(0, dtype=np.int64)
+    for ids in documents:
+        buffer = np.concatenate([buffer, np.asarray(ids, dtype=np.int64), [EOS]])
+        while len(buffer) >= block:
+            yield torch.from_numpy(buffer[:block].copy())
+            buffer = buffer[block:]
+
+
+def packed(iterable_factory, block: int):
+    import torch
+
+    class Packed(torch.utils.data.IterableDataset):
+        def __init__(self):
+            self.source = iterable_factory()
+
+        def __iter__(self):
+            return pack_documents(self.source, block)
+
+    return Packed()
+
+
+# ---------------------------------------------------------------------------- one system in one process
+
+
+def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len: int) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    block = seq_len + 1
+    result: dict = {}
+    warm_imports(system)
+    begin = time.perf_counter()
+    make_epoch, resume = build(system, directory, workers, seq_len)
+    rates = []
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        tokens = 0
+        for number, batch in enumerate(make_epoch(epoch)):
+            if number == 0 and epoch == 0:
+                result["first_batch_s"] = time.perf_counter() - begin
+            assert batch.shape == (BATCH, block) and batch.dtype == torch.int64, batch.shape
+            tokens += batch.numel()
+        rates.append(tokens / (time.perf_counter() - start))
+        result["tokens_per_epoch"] = tokens
+    result["tokens_per_s"] = statistics.median(rates)
+    result["samples_per_s"] = result["tokens_per_s"] / block
+    if resume is not None and workers == 0:
+        result["resume_s"] = resume()
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
+    return result
+
+
+def warm_imports(system: str) -> None:
+    """Import a system's modules before the clock starts: first-batch time is about the data, not imports."""
+    if system.startswith("ltsgen"):
+        import pyarrow.parquet  # noqa: F401
+        import torchdata.stateful_dataloader  # noqa: F401
+
+        import ltsgen.loaders.dataset  # noqa: F401
+    elif system == "webdataset":
+        import webdataset  # noqa: F401
+    elif system == "hf-datasets":
+        import datasets  # noqa: F401
+    elif system == "mosaicml":
+        import_mosaic()
+
+
+def build(system: str, directory: Path, workers: int, seq_len: int):
+    """``(epoch -> iterable of [8, block] batches, resume -> seconds to the first batch after a mid-epoch resume)``."""
+    import torch
+
+    block = seq_len + 1
+    if system.startswith("ltsgen"):
+        from ltsgen.loaders import StreamingDataset
+
+        path = directory / ("webdataset" if system == "ltsgen-tar" else "parquet")
+        window = 1 if system == "ltsgen-w1" else 4
+        dataset = StreamingDataset(path, seq_len=seq_len, batch_size=BATCH, seed=0, shuffle_window=window)
+        loader = dataset.loader(num_workers=workers)
+
+        def epoch_batches(epoch):
+            dataset.set_epoch(epoch)
+            return (batch["input_ids"] for batch in loader)
+
+        def resume():
+            state = dataset.state_dict()
+            state["samples_consumed"] = (dataset.num_batches // 2) * BATCH
+            start = time.perf_counter()
+            fresh = StreamingDataset(path, seq_len=seq_len, batch_size=BATCH, seed=0, shuffle_window=window)
+            fresh.load_state_dict(state)
+            next(iter(fresh.loader(num_workers=0)))
+            return time.perf_counter() - start
+
+        return epoch_batches, resume
+
+    if system == "webdataset":
+        import webdataset as wds
+
+        urls = sorted(str(p) for p in (directory / "webdataset" / "train").glob("*.tar"))
+
+        def epoch_batches(epoch):
+            source = (
+                wds.WebDataset(urls, shardshuffle=len(urls), seed=epoch, empty_check=False)
+                .shuffle(SHUFFLE_BUFFER)
+                .decode()
+                .to_tuple("input_ids.npy")
+            )
+            dataset = packed(lambda: (ids for (ids,) in source), block)
+            return torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=workers, drop_last=True)
+
+        return epoch_batches, None
+
+    if system == "hf-datasets":
+        from datasets import load_dataset
+
+        files = sorted(str(p) for p in (directory / "parquet" / "train").glob("*.parquet"))
+        stream = load_dataset("parquet", data_files=files, split="train", streaming=True).select_columns(
+            ["input_ids"]
+        )
+        shuffled = stream.shuffle(seed=0, buffer_size=SHUFFLE_BUFFER)
+
+        def epoch_batches(epoch):
+            shuffled.set_epoch(epoch)
+            dataset = packed(lambda: (row["input_ids"] for row in shuffled), block)
+            return torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=workers, drop_last=True)
+
+        def resume():
+            iterator = iter(shuffled)
+            for _ in range(len(np.load(directory / "offsets.npy")) // 2):
+                next(iterator)
+            state = shuffled.state_dict()
+            start = time.perf_counter()
+            shuffled.load_state_dict(state)
+            dataset = packed(lambda: (row["input_ids"] for row in shuffled), block)
+            next(iter(torch.utils.data.DataLoader(dataset, batch_size=BATCH)))
+            return time.perf_counter() - start
+
+        return epoch_batches, resume
+
+    if system == "mosaicml":
+        mosaic = import_mosaic()
+        mosaic.util.clean_stale_shared_memory()
+
+        dataset = mosaic.StreamingDataset(local=str(directory / "mds"), shuffle=True, batch_size=BATCH)
+
+        def epoch_batches(epoch):
+            wrapped = packed(lambda: (sample["input_ids"] for sample in dataset), block)
+            return torch.utils.data.DataLoader(wrapped, batch_size=BATCH, num_workers=workers, drop_last=True)
+
+        def resume():
+            state = dataset.state_dict(num_samples=dataset.num_samples // 2, from_beginning=True)
+            start = time.perf_counter()
+            dataset.load_state_dict(state)
+            wrapped = packed(lambda: (sample["input_ids"] for sample in dataset), block)
+            next(iter(torch.utils.data.DataLoader(wrapped, batch_size=BATCH)))
+            return time.perf_counter() - start
+
+        return epoch_batches, resume
+
+    if system == "flat-memmap":
+        tokens = np.load(directory / "tokens.npy", mmap_mode="r")
+        offsets = np.load(directory / "offsets.npy")
+        lengths = np.diff(offsets) + 1  # with EOS
+
+        def epoch_batches(epoch):
+            order = np.random.default_rng(epoch).permutation(len(lengths))
+            starts = np.concatenate([[0], np.cumsum(lengths[order])[:-1]])
+            source = np.arange(int(lengths.sum())) + np.repeat(offsets[:-1][order] - starts, lengths[order])
+            stream = np.append(tokens, EOS)[np.minimum(source, len(tokens))]
+            stream[starts + lengths[order] - 1] = EOS
+            count = len(stream) // (block * BATCH)
+            blocks = stream[: count * block * BATCH].reshape(count, BATCH, block)
+            return (torch.from_numpy(b.astype(np.int64)) for b in blocks)
+
+        return epoch_batches, None
+    raise ValueError(system)
+
+
+# ---------------------------------------------------------------------------- shuffle quality
+
+
+def shuffle_quality(docs: int, shards: int) -> None:
+    """How well an epoch order mixes: ltsgen's shuffle windows against a webdataset-style shuffle buffer.
+
+    displacement: mean |epoch position - stored position| / documents (a uniform shuffle gives 1/3);
+    same shard: share of neighbouring documents in the epoch that come from one shard (uniform: 1/shards);
+    batch shards: distinct shards among the 8 documents of a batch (uniform: about 8).
+    """
+    from ltsgen.loaders.order import EpochOrder
+
+    sizes = [docs // shards] * shards
+    orders = {}
+    for window in (1, 2, 4, 8):
+        order = EpochOrder(tuple(sizes), seed=0, epoch=0, shuffle=True, window=window)
+        parts = [order.window_items(w) for w in range(order.num_windows)]
+        shard_of = np.concatenate([p[0] for p in parts])
+        orders[f"ltsgen shuffle_window={window}"] = shard_of * sizes[0] + np.concatenate(
+            [p[1] for p in parts]
+        )
+    rng = np.random.default_rng(0)
+    stored = list(
+        np.concatenate([np.arange(s * sizes[0], (s + 1) * sizes[0]) for s in rng.permutation(shards)])
+    )
+    buffer, out = [], []
+    for item in stored:  # webdataset's shuffle(1000): a buffer of 1,000, a random one out per one in
+        buffer.append(item)
+        if len(buffer) >= SHUFFLE_BUFFER:
+            out.append(buffer.pop(rng.integers(len(buffer))))
+    out += [buffer.pop(rng.integers(len(buffer))) for _ in range(len(buffer))]
+    orders["webdataset shuffle(1000), shards shuffled"] = np.asarray(out)
+    orders["uniform permutation"] = rng.permutation(docs)
+    print(f"\n## Shuffle quality: {docs:,} documents in {shards} shards\n")
+    print("| order | displacement | same shard neighbours | shards per batch of 8 |")
+    print("|---|---|---|---|")
+    for name, order in orders.items():
+        displacement = np.abs(order - np.arange(len(order))).mean() / len(order)
+        shard = order // sizes[0]
+        same = (shard[1:] == shard[:-1]).mean()
+        per_batch = np.mean([len(set(shard[i : i + 8])) for i in range(0, len(shard) - 7, 8)])
+        print(f"| {name} | {displacement:.3f} | {same:.3f} | {per_batch:.2f} |")
+
+
+# ---------------------------------------------------------------------------- driver
+
+
+def available(system: str) -> str | None:
+    """None when the system can run here, else why not."""
+    need = {"webdataset": "webdataset", "hf-datasets": "datasets", "mosaicml": "streaming"}.get(system)
+    if need and need not in sys.modules and importlib.util.find_spec(need) is None:
+        return "not installed"
+    return None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=20000)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seq-len", type=int, default=1024)
+    parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--datasets", default="lts,c4")
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--data", type=Path, help="where to keep the generated data (default: a temp dir)")
+    parser.add_argument("--run", nargs=3, metavar=("SYSTEM", "DIR", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument("--write", nargs=3, metavar=("ROOT", "KIND", "DOCS"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.write:
+        write_data(Path(args.write[0]), args.write[1], int(args.write[2]))
+        return
+    if args.run:
+        system, directory, workers = args.run
+        print(json.dumps(run_system(system, Path(directory), int(workers), args.epochs, args.seq_len)))
+        return
+    root = args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-loaders-"))
+    for kind in args.datasets.split(","):
+        # written by a child process: the driver stays small, and peak RSS is inherited across fork and exec
+        subprocess.run([sys.executable, __file__, "--write", str(root), kind, str(args.docs)], check=True)
+        directory = root / kind
+        lengths = np.diff(np.load(directory / "offsets.npy"))
+        print(
+            f"\n## {kind}: {len(lengths):,} documents, {lengths.sum() / 1e6:.1f}M tokens, median length "
+            f"{int(np.median(lengths))}; [{BATCH}, {args.seq_len + 1}] blocks, median of {args.epochs} epochs\n"
+        )
+        print("| system | workers | M tokens/s | samples/s | first batch | resume | peak RSS |")
+        print("|---|---|---|---|---|---|---|")
+        rows = []
+        for system in args.systems.split(","):
+            for workers in [int(w) for w in args.workers.split(",")]:
+                if system == "flat-memmap" and workers:
+                    continue
+                row = {"system": system, "workers": workers}
+                why = available(system)
+                if why is None:
+                    command = [
+                        sys.executable,
+                        __file__,
+                        "--epochs",
+                        str(args.epochs),
+                        "--seq-len",
+                        str(args.seq_len),
+                    ]
+                    command += ["--run", system, str(directory), str(workers)]
+                    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+                    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+                    if done.returncode == 0:
+                        row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+                    else:
+                        why = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:100]
+                row["why"] = why
+                rows.append(row)
+                print(format_row(row), flush=True)
+        report_ratios(rows)
+    shuffle_quality(args.docs, SHARDS)
+
+
+def format_row(row: dict) -> str:
+    if row["why"]:
+        return f"| {row['system']} | {row['workers']} | {row['why']} | | | | |"
+    resume = f"{row['resume_s']:.3f} s" if "resume_s" in row else "-"
+    return (
+        f"| {row['system']} | {row['workers']} | {row['tokens_per_s'] / 1e6:.2f} | {row['samples_per_s']:,.0f} | "
+        f"{row['first_batch_s']:.3f} s | {resume} | {row['peak_rss_mb']:.0f} MB |"
+    )
+
+
+def report_ratios(rows: list[dict]) -> None:
+    for workers in sorted({r["workers"] for r in rows}):
+        ran = {r["system"]: r for r in rows if r["workers"] == workers and not r["why"]}
+        peers = [r for name, r in ran.items() if name in ("webdataset", "hf-datasets", "mosaicml")]
+        if "ltsgen" not in ran or not peers:
+            continue
+        ours = ran["ltsgen"]
+        best = max(peers, key=lambda r: r["tokens_per_s"])
+        first = min(peers, key=lambda r: r["first_batch_s"])
+        window_one = (
+            f" (shuffle_window=1: {ran['ltsgen-w1']['first_batch_s']:.3f} s)" if "ltsgen-w1" in ran else ""
+        )
+        print(
+            f"\nworkers={workers}: ltsgen {ours['tokens_per_s'] / best['tokens_per_s']:.1f}x the tokens/s of the "
+            f"fastest peer ({best['system']}); first batch {ours['first_batch_s']:.3f} s{window_one}, the quickest "
+            f"peer's {first['first_batch_s']:.3f} s ({first['system']})"
+        )
+
+
+if __name__ == "__main__":
+    main()

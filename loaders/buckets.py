@@ -1,0 +1,54 @@
+"""Length buckets: batches of whole documents drawn within one bucket, and exact-length evaluation sets.
+
+Bucketed batching itself is ``StreamingDataset(..., by_bucket=True)`` (the bucket of each global batch comes
+from ``order.bucket_schedule``); this module collates such batches and reads evaluation sets.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from .contract import ContractError
+
+
+class PadCollate:
+    """Collate records of one bucket into ``input_ids`` [B, L] (right-padded with ``pad_id``) and ``lengths``."""
+
+    def __init__(self, pad_id: int, max_len: int | None = None) -> None:
+        self.pad_id, self.max_len = pad_id, max_len
+
+    def __call__(self, batch: list[dict]) -> dict:
+        arrays = [np.asarray(record["input_ids"])[: self.max_len] for record in batch]
+        width = max(len(a) for a in arrays)
+        ids = torch.full((len(arrays), width), self.pad_id, dtype=torch.long)
+        for row, array in enumerate(arrays):
+            ids[row, : len(array)] = torch.from_numpy(array.astype(np.int64))
+        return {
+            "input_ids": ids,
+            "lengths": torch.tensor([len(a) for a in arrays]),
+            "id": [record.get("id") for record in batch],
+        }
+
+
+def load_eval_set(
+    path_or_url: str | os.PathLike, length: int, *, split: str = "eval", allow_pipe: bool = False
+) -> torch.Tensor:
+    """The evaluation sequences of exactly ``length`` tokens (``DIR/<split>/<length>/``), as LongTensor [n, length].
+
+    ``split="eval-concat"`` reads the concatenated-stream variant. Sequences keep their stored order.
+    """
+    from .dataset import StreamingDataset
+
+    dataset = StreamingDataset(
+        path_or_url, split, bucket=str(length), shuffle=False, columns=("input_ids",), allow_pipe=allow_pipe
+    )
+    rows = [record["input_ids"] for record in dataset]
+    bad = [i for i, row in enumerate(rows) if len(row) != length]
+    if bad:
+        raise ContractError(
+            f"{dataset.root}: {split}/{length} sequence {bad[0]} has {len(rows[bad[0]])} tokens, not {length}"
+        )
+    return torch.from_numpy(np.stack(rows).astype(np.int64))

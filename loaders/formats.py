@@ -1,0 +1,352 @@
+"""Shard readers, one per format: decode a whole shard's bytes into columns, then records.
+
+Decoding is columnar so that the training path touches no per-record Python: a parquet shard's
+``input_ids`` come out of one pyarrow column read as a flat ``values`` array plus ``offsets``; a
+webdataset tar is walked by a small header parser (no ``tarfile`` objects per member) and its ``.npy``
+members are parsed from their fixed header; a jsonl.zst shard is one zstd decompression and one JSON
+parse per line. Every failure is a ``ContractError`` that names the shard.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .contract import FORMATS, TAR_FIELDS_EXT, TAR_IDS_EXT, TAR_TEXT_EXT, ContractError
+from .sources import read_bytes
+
+RECORD_ORDER = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
+
+
+@dataclass
+class TokenColumn:
+    """The token ids of every record of a shard: record ``i`` is ``values[offsets[i]:offsets[i + 1]]``."""
+
+    values: np.ndarray
+    offsets: np.ndarray  # int64, length rows + 1, starting at 0
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.values[self.offsets[index] : self.offsets[index + 1]]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @classmethod
+    def from_arrays(cls, arrays: Sequence[np.ndarray]) -> TokenColumn:
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum([len(a) for a in arrays], out=offsets[1:])
+        values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint16)
+        return cls(values, offsets)
+
+
+@dataclass
+class ShardColumns:
+    """A decoded shard: ``fields`` maps a record field to one value per row (``None`` where absent)."""
+
+    num_rows: int
+    fields: dict[str, list] = field(default_factory=dict)
+    tokens: TokenColumn | None = None
+
+    def record(self, index: int) -> dict:
+        out = {}
+        for name in RECORD_ORDER:
+            if name == "input_ids":
+                if self.tokens is not None:
+                    out[name] = self.tokens[index]
+            elif name in self.fields and self.fields[name][index] is not None:
+                out[name] = self.fields[name][index]
+        for name, values in self.fields.items():
+            if name not in out and name not in RECORD_ORDER and values[index] is not None:
+                out[name] = values[index]
+        return out
+
+    def records(self) -> Iterator[dict]:
+        for index in range(self.num_rows):
+            yield self.record(index)
+
+
+def read_shard(
+    path_or_url: str | os.PathLike,
+    fmt: str,
+    columns: Sequence[str] | None = None,
+    *,
+    allow_pipe: bool = False,
+) -> Iterator[dict]:
+    """Yield the records of one shard in stored order (``input_ids`` as a numpy array when present).
+
+    ``columns`` limits the fields read (``id`` is always kept where the format stores it as the key);
+    ``ContractError`` names the shard when its data is corrupt or it cannot be read.
+    """
+    data = read_bytes(path_or_url, allow_pipe=allow_pipe)
+    yield from decode_shard(data, fmt, str(path_or_url), columns).records()
+
+
+def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | None = None) -> ShardColumns:
+    """Decode a whole shard held in memory; ``where`` names it in errors."""
+    if fmt not in FORMATS:
+        raise ContractError(f"{where}: unknown shard format {fmt!r} (one of {', '.join(FORMATS)})")
+    wanted = None if columns is None else set(columns)
+    try:
+        if fmt == "parquet":
+            return _decode_parquet(data, where, wanted)
+        if fmt == "webdataset":
+            return _decode_tar(data, where, wanted)
+        return _decode_jsonl_zst(data, where, wanted)
+    except ContractError:
+        raise
+    except Exception as error:  # a decoder's own error on corrupt bytes
+        raise ContractError(f"{where}: corrupt {fmt} shard ({type(error).__name__}: {error})") from None
+
+
+# ---------------------------------------------------------------- parquet
+
+
+def _decode_parquet(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    selected = [n for n in parquet.schema_arrow.names if wanted is None or n in wanted]
+    table = parquet.read(columns=selected, use_threads=False)
+    shard = ShardColumns(table.num_rows)
+    for name in selected:
+        column = table.column(name)
+        if name == "input_ids":
+            shard.tokens = _arrow_token_column(column, where)
+        elif name == "meta":
+            shard.fields[name] = [None if m is None else json.loads(m) for m in column.to_pylist()]
+        else:
+            shard.fields[name] = column.to_pylist()
+    return shard
+
+
+def _arrow_token_column(column, where: str) -> TokenColumn:
+    array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if array.null_count:
+        raise ContractError(f"{where}: input_ids has {array.null_count} null rows")
+    # straight from the Arrow buffers: pyarrow's to_numpy() imports pandas, which costs ~0.5 s once
+    offsets_dtype = np.int64 if str(array.type).startswith("large_list") else np.int32
+    buffers = array.buffers()
+    offsets = np.frombuffer(
+        buffers[1], offsets_dtype, len(array) + 1, array.offset * offsets_dtype().itemsize
+    )
+    child = array.values
+    dtype = np.dtype(str(child.type))
+    if dtype.kind not in "ui":
+        raise ContractError(f"{where}: input_ids must hold integers, not {child.type}")
+    values = np.frombuffer(child.buffers()[1], dtype, len(child) + child.offset)[child.offset :]
+    offsets = offsets.astype(np.int64)
+    return TokenColumn(values[offsets[0] : offsets[-1]], offsets - offsets[0])
+
+
+# ---------------------------------------------------------------- webdataset tar
+
+_BLOCK = 512
+_REGULAR = (b"0", b"\0", b"7")
+
+
+def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]]:
+    """Yield ``(name, content)`` of each regular member of an in-memory tar, without copying contents.
+
+    Refuses members whose name escapes the archive (absolute, ``..``) and links or special files.
+    """
+    view = memoryview(data)
+    size_total = len(view)
+    pos = 0
+    pending_name: str | None = None
+    pending_size: int | None = None
+    while True:
+        if pos + _BLOCK > size_total:
+            raise ContractError(f"{where}: truncated tar (no end-of-archive marker)")
+        header = view[pos : pos + _BLOCK]
+        if header[0] == 0 and not any(header):
+            return
+        if header[257:262] != b"ustar":
+            raise ContractError(f"{where}: corrupt tar header at byte {pos}")
+        size = pending_size if pending_size is not None else _tar_number(header[124:136], where, pos)
+        start = pos + _BLOCK
+        pos = start + -(-size // _BLOCK) * _BLOCK
+        if pos > size_total:
+            raise ContractError(f"{where}: truncated tar (member at byte {start - _BLOCK} runs past the end)")
+        content = view[start : start + size]
+        kind = bytes(header[156:157])
+        if kind in (b"x", b"L", b"g"):
+            if kind == b"x":
+                pax = _pax_records(bytes(content), where)
+                pending_name = pax.get("path", pending_name)
+                pending_size = int(pax["size"]) if "size" in pax else None
+            elif kind == b"L":
+                pending_name = bytes(content).rstrip(b"\0").decode("utf-8")
+            continue
+        name = pending_name or _tar_name(header)
+        pending_name = pending_size = None
+        if kind == b"5":
+            continue
+        _check_member_name(name, where)
+        if kind not in _REGULAR:
+            raise ContractError(f"{where}: tar member {name!r} is a link or special file; refused")
+        yield name, content
+
+
+def _tar_number(field: memoryview, where: str, pos: int) -> int:
+    raw = bytes(field)
+    if raw[0] & 0x80:  # base-256 (GNU) for large sizes
+        return int.from_bytes(raw[1:], "big")
+    try:
+        return int(raw.rstrip(b"\0 ").strip() or b"0", 8)
+    except ValueError:
+        raise ContractError(f"{where}: corrupt tar header at byte {pos} (size field {raw!r})") from None
+
+
+def _tar_name(header: memoryview) -> str:
+    name = bytes(header[0:100]).split(b"\0", 1)[0]
+    if bytes(header[257:263]) == b"ustar\0":  # POSIX: a prefix field extends the name
+        prefix = bytes(header[345:500]).split(b"\0", 1)[0]
+        if prefix:
+            name = prefix + b"/" + name
+    return name.decode("utf-8")
+
+
+def _pax_records(raw: bytes, where: str) -> dict[str, str]:
+    records = {}
+    pos = 0
+    while pos < len(raw):
+        length_text, _, _ = raw[pos:].partition(b" ")
+        length = int(length_text)
+        key, _, value = raw[pos + len(length_text) + 1 : pos + length - 1].partition(b"=")
+        records[key.decode("utf-8")] = value.decode("utf-8")
+        pos += length
+    return records
+
+
+def _check_member_name(name: str, where: str) -> None:
+    parts = name.split("/")
+    if name.startswith("/") or ".." in parts or "\\" in name:
+        raise ContractError(f"{where}: tar member {name!r} escapes the archive; refused")
+
+
+def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+    keys: list[str] = []
+    texts: list[str | None] = []
+    extras: list[dict | None] = []
+    arrays: list[np.ndarray | None] = []
+    want_text = wanted is None or "text" in wanted
+    want_ids = wanted is None or "input_ids" in wanted
+    want_fields = wanted is None or bool(wanted - {"id", "text", "input_ids"})
+    for name, content in iter_tar_members(data, where):
+        slash = name.rfind("/")
+        dot = name.find(".", slash + 1)
+        if dot < 0:
+            raise ContractError(f"{where}: tar member {name!r} has no extension")
+        key, ext = name[:dot], name[dot + 1 :]
+        if not keys or keys[-1] != key:
+            keys.append(key)
+            texts.append(None)
+            extras.append(None)
+            arrays.append(None)
+        if ext == TAR_TEXT_EXT:
+            if want_text:
+                texts[-1] = str(content, "utf-8")
+        elif ext == TAR_IDS_EXT:
+            if want_ids:
+                arrays[-1] = parse_npy(content, f"{where}: {name}")
+        elif ext == TAR_FIELDS_EXT:
+            if want_fields:
+                extras[-1] = json.loads(bytes(content))
+    shard = ShardColumns(len(keys), {"id": keys})
+    if want_text:
+        shard.fields["text"] = texts
+    if want_fields:
+        names = sorted({k for e in extras if e for k in e} - {"id", "text", "input_ids"})
+        for name in names:
+            if wanted is None or name in wanted:
+                shard.fields[name] = [e.get(name) if e else None for e in extras]
+    if want_ids and any(a is not None for a in arrays):
+        missing = [keys[i] for i, a in enumerate(arrays) if a is None]
+        if missing:
+            raise ContractError(f"{where}: record {missing[0]!r} has no .{TAR_IDS_EXT} member")
+        shard.tokens = TokenColumn.from_arrays(arrays)
+    return shard
+
+
+_NPY_HEADER = re.compile(
+    rb"\{'descr': '([<|][ui][1248])', 'fortran_order': False, 'shape': \((\d+),\), \}\s*\n?$"
+)
+
+
+def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
+    """A 1-D integer ``.npy`` array, parsed from its fixed header (never unpickled)."""
+    raw = memoryview(content)
+    if bytes(raw[:6]) != b"\x93NUMPY":
+        raise ContractError(f"{where}: not a .npy array")
+    major = raw[6]
+    if major == 1:
+        header_len, start = int.from_bytes(raw[8:10], "little"), 10
+    else:
+        header_len, start = int.from_bytes(raw[8:12], "little"), 12
+    match = _NPY_HEADER.match(bytes(raw[start : start + header_len]))
+    if match is None:
+        array = np.load(io.BytesIO(bytes(raw)), allow_pickle=False)
+        if array.ndim != 1 or array.dtype.kind not in "ui":
+            raise ContractError(
+                f"{where}: token ids must be a 1-D integer array, got {array.dtype}{array.shape}"
+            )
+        return array
+    dtype = np.dtype(match.group(1).decode())
+    count = int(match.group(2))
+    body = start + header_len
+    if len(raw) - body != count * dtype.itemsize:
+        raise ContractError(
+            f"{where}: .npy body holds {len(raw) - body} bytes, header says {count} x {dtype}"
+        )
+    return np.frombuffer(raw, dtype=dtype, count=count, offset=body)
+
+
+# ---------------------------------------------------------------- jsonl.zst
+
+
+def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+    import zstandard
+
+    parts, rest = [], data
+    try:
+        while rest:
+            frame = zstandard.ZstdDecompressor().decompressobj()
+            parts.append(frame.decompress(rest))
+            if not frame.eof:
+                raise ContractError(f"{where}: truncated zstd stream")
+            rest = frame.unused_data
+    except zstandard.ZstdError as error:
+        raise ContractError(f"{where}: corrupt zstd stream ({error})") from None
+    text = b"".join(parts)
+    rows = []
+    for number, line in enumerate(text.split(b"\n"), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as error:
+                raise ContractError(f"{where}: line {number}: malformed JSON ({error})") from None
+    shard = ShardColumns(len(rows))
+    names = sorted({k for row in rows for k in row})
+    for name in names:
+        if name == "input_ids" or (wanted is not None and name not in wanted):
+            continue
+        shard.fields[name] = [row.get(name) for row in rows]
+    if "input_ids" in names and (wanted is None or "input_ids" in wanted):
+        lists = [row.get("input_ids") for row in rows]
+        if any(ids is None for ids in lists):
+            raise ContractError(f"{where}: some records have input_ids and some do not")
+        top = max((max(ids) for ids in lists if ids), default=0)
+        dtype = np.uint16 if top < 2**16 else np.uint32
+        shard.tokens = TokenColumn.from_arrays([np.asarray(ids, dtype=dtype) for ids in lists])
+    return shard

@@ -1,0 +1,126 @@
+"""The stateless order of an epoch, and who reads which part of it.
+
+Everything here is a pure function of (shard sizes, seed, epoch, batch geometry): no state is kept, so
+any rank, worker or resumed process computes the same answer without talking to the others.
+
+- Epoch order: shards are permuted, grouped into windows of ``window`` consecutive shards, and the items
+  of each window are permuted among themselves. Position ``p`` of the epoch is one item.
+- Global batches: batch ``s`` holds positions ``[s * G, (s + 1) * G)``; the last partial batch is dropped
+  (``remainder="drop"``) or filled by wrapping around to the start of the epoch (``"wrap"``).
+- Rank ``r`` of ``world`` takes positions ``[r * b, (r + 1) * b)`` of each global batch (``G = b * world``);
+  DataLoader worker ``w`` of ``k`` takes the global batches ``anchor + w, anchor + w + k, ...`` (the
+  DataLoader interleaves its workers round-robin, so the rank still sees global batches in order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from numpy.random import default_rng  # imported here: numpy loads its random module lazily
+
+REMAINDERS = ("drop", "wrap")
+
+
+def generator(seed: int, *keys: int) -> np.random.Generator:
+    """A random generator that depends only on ``seed`` and ``keys`` (all non-negative ints)."""
+    return default_rng([seed, *keys])
+
+
+@dataclass(frozen=True)
+class EpochOrder:
+    """The order of the items of one stream of shards (``sizes[i]`` items in shard ``i``) in one epoch."""
+
+    sizes: tuple[int, ...]
+    seed: int
+    epoch: int
+    shuffle: bool = True
+    window: int = 4
+    stream: int = 0  # distinguishes the streams (length buckets) of one dataset
+
+    @cached_property
+    def shard_order(self) -> np.ndarray:
+        count = len(self.sizes)
+        if not self.shuffle:
+            return np.arange(count)
+        return generator(self.seed, self.epoch, self.stream, 0).permutation(count)
+
+    @cached_property
+    def window_starts(self) -> np.ndarray:
+        """Position of the first item of each window, plus the total (length ``windows + 1``)."""
+        sizes = np.asarray(self.sizes, dtype=np.int64)[self.shard_order]
+        per_window = np.add.reduceat(sizes, np.arange(0, len(sizes), self.window)) if len(sizes) else sizes
+        return np.concatenate([[0], np.cumsum(per_window)]).astype(np.int64)
+
+    @property
+    def total(self) -> int:
+        return int(self.window_starts[-1])
+
+    @property
+    def num_windows(self) -> int:
+        return len(self.window_starts) - 1
+
+    def window_of(self, position: int) -> int:
+        return int(np.searchsorted(self.window_starts, position, side="right")) - 1
+
+    def window_shards(self, index: int) -> np.ndarray:
+        return self.shard_order[index * self.window : (index + 1) * self.window]
+
+    def window_items(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(shard, row)`` of every item of window ``index``, in epoch order."""
+        shards = self.window_shards(index)
+        counts = np.asarray([self.sizes[s] for s in shards], dtype=np.int64)
+        shard_of = np.repeat(shards, counts)
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        rows = np.arange(len(shard_of), dtype=np.int64) - starts
+        if self.shuffle:
+            perm = generator(self.seed, self.epoch, self.stream, 1, index).permutation(len(shard_of))
+            shard_of, rows = shard_of[perm], rows[perm]
+        return shard_of, rows
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How ``total`` positions of one stream divide into global batches of ``global_batch`` positions."""
+
+    total: int
+    global_batch: int
+    remainder: str = "drop"
+
+    @property
+    def num_batches(self) -> int:
+        if self.remainder == "drop":
+            return self.total // self.global_batch
+        return -(-self.total // self.global_batch)
+
+    def positions(self, batch: int, rank: int, batch_size: int) -> np.ndarray:
+        """Positions of rank ``rank``'s slice of global batch ``batch`` (wrapped around the epoch's end)."""
+        start = batch * self.global_batch + rank * batch_size
+        return np.arange(start, start + batch_size, dtype=np.int64) % self.total
+
+
+def bucket_schedule(batches_per_stream: list[int], seed: int, epoch: int, shuffle: bool) -> np.ndarray:
+    """For each global batch, the stream (length bucket) it comes from: a seeded permutation of the labels."""
+    labels = np.repeat(np.arange(len(batches_per_stream)), batches_per_stream)
+    if shuffle:
+        labels = labels[generator(seed, epoch, 2**31 - 1).permutation(len(labels))]
+    return labels
+
+
+def batch_in_stream(schedule: np.ndarray) -> np.ndarray:
+    """For each global batch, its index among the batches of its own stream."""
+    index = np.empty(len(schedule), dtype=np.int64)
+    for stream in np.unique(schedule):
+        where = np.flatnonzero(schedule == stream)
+        index[where] = np.arange(len(where))
+    return index
+
+
+def worker_batches(num_batches: int, consumed: int, anchor: int, worker: int, num_workers: int) -> range:
+    """Global batches left for DataLoader worker ``worker``: those ``anchor + worker (mod num_workers)``
+    from ``consumed`` on (``consumed`` >= ``anchor`` is where this worker's own progress stands)."""
+    first = anchor + worker
+    if first < consumed:
+        first += -(-(consumed - first) // num_workers) * num_workers
+    return range(first, num_batches, num_workers)

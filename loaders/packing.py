@@ -1,0 +1,94 @@
+"""Packing documents into fixed blocks of ``seq_len + 1`` token ids, vectorised with numpy.
+
+How packing composes with exact resume: the packed token stream of an epoch is itself a pure function of
+(seed, epoch). The epoch's document order (``order.EpochOrder``) is laid out as one stream, each document
+followed by EOS, and block ``i`` is tokens ``[i * (seq_len + 1), (i + 1) * (seq_len + 1))`` of it. The
+stream is built window by window (a window of shards is the unit of shuffling), and the offset of each
+window in the stream comes from the manifest's token counts, so block ``i`` can be cut without reading
+anything before its window. Blocks are then the items of the global batches, exactly as records are in
+unpacked mode: the state stays (seed, epoch, blocks consumed), and resume costs one window read.
+
+Position ids (optional) count from 0 at each document start and at each block start, so a model never
+sees a position beyond ``seq_len`` in training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .formats import TokenColumn
+
+
+class PackedWindow:
+    """The documents of one shuffle window in epoch order, each followed by EOS, cut by token range on demand.
+
+    Only the documents a range touches are gathered, so the first batch does not wait for a whole window
+    to be packed. ``nominal`` longer than the documents (a skipped corrupt shard) repeats them cyclically.
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[TokenColumn],
+        column_of: np.ndarray,
+        rows: np.ndarray,
+        eos_id: int,
+        nominal: int | None = None,
+    ) -> None:
+        """Document ``i`` of the window is row ``rows[i]`` of ``columns[column_of[i]]``."""
+        self.values = [column.values for column in columns]
+        self.column_of = column_of
+        self.sources = np.empty(len(rows), dtype=np.int64)
+        self.lengths = np.empty(len(rows), dtype=np.int64)
+        for index, column in enumerate(columns):
+            mine = column_of == index
+            self.sources[mine] = column.offsets[rows[mine]]
+            self.lengths[mine] = column.offsets[rows[mine] + 1] - self.sources[mine] + 1
+        self.starts = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.starts[1:])
+        self.total = int(self.starts[-1])
+        self.nominal = self.total if nominal is None else nominal
+        self.eos = np.asarray([eos_id], dtype=self.values[0].dtype if columns else np.uint32)
+
+    def slice(self, lo: int, hi: int, positions: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """Tokens ``[lo, hi)`` of the window's stream, and each one's offset in its document if asked."""
+        ids, offsets = [], []
+        while lo < hi:
+            start = lo % self.total
+            stop = min(self.total, start + hi - lo)
+            piece = self._slice(start, stop, positions)
+            ids.append(piece[0])
+            offsets.append(piece[1])
+            lo += stop - start
+        return np.concatenate(ids), (np.concatenate(offsets) if positions else None)
+
+    def _slice(self, lo: int, hi: int, positions: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        first = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        last = int(np.searchsorted(self.starts, hi, side="left"))
+        pieces = []
+        for doc in range(first, last):
+            source = int(self.sources[doc])
+            values = self.values[self.column_of[doc]]
+            pieces += [values[source : source + int(self.lengths[doc]) - 1], self.eos]
+        cut = slice(lo - int(self.starts[first]), hi - int(self.starts[first]))
+        ids = np.concatenate(pieces)[cut]
+        if not positions:
+            return ids, None
+        lengths = self.lengths[first:last]
+        span = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
+            self.starts[first:last] - self.starts[first], lengths
+        )
+        return ids, span[cut]
+
+
+def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:
+    """Position ids of rows of ``block`` tokens, restarting at document starts and at block starts."""
+    rows = document_offsets.reshape(-1, block)
+    return np.minimum(rows, np.arange(block, dtype=rows.dtype))
+
+
+def tokenize_column(texts: Sequence[str], tokenizer, dtype: np.dtype) -> TokenColumn:
+    """Token ids of ``texts`` through a ``tokenizers.Tokenizer`` (no special tokens added)."""
+    encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return TokenColumn.from_arrays([np.asarray(e.ids, dtype=dtype) for e in encodings])

@@ -1,0 +1,95 @@
+"""Where shard bytes come from: local paths, ``file://`` and any fsspec URL (``http(s)://``, ``s3://``, ...).
+
+A ``pipe:`` URL runs a shell command and reads its standard output (the webdataset convention); it is
+refused unless the caller opts in with ``allow_pipe=True``, because it executes what a path string says.
+For a dataset directory given as ``pipe:`` the command is a template with ``{path}`` standing for the
+file inside the directory, e.g. ``pipe:aws s3 cp s3://bucket/data/{path} -``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .contract import ContractError
+
+PIPE_PREFIX = "pipe:"
+
+
+def is_url(path_or_url: str | os.PathLike) -> bool:
+    text = str(path_or_url)
+    return text.startswith(PIPE_PREFIX) or "://" in text
+
+
+def check_pipe(path_or_url: str | os.PathLike, allow_pipe: bool) -> None:
+    """Refuse ``pipe:`` URLs unless the caller opted in."""
+    if str(path_or_url).startswith(PIPE_PREFIX) and not allow_pipe:
+        raise ContractError(
+            f"{path_or_url}: pipe: URLs run shell commands and are refused; pass allow_pipe=True to run it"
+        )
+
+
+def read_bytes(path_or_url: str | os.PathLike, *, allow_pipe: bool = False) -> bytes:
+    """The whole content of one file, local or remote; a one-line ``ContractError`` names it on failure."""
+    text = str(path_or_url)
+    check_pipe(text, allow_pipe)
+    try:
+        if text.startswith(PIPE_PREFIX):
+            return _run_pipe(text[len(PIPE_PREFIX) :])
+        scheme = urlsplit(text).scheme if "://" in text else ""
+        if scheme in ("", "file"):
+            return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
+        return _filesystem(scheme).cat_file(text)
+    except FileNotFoundError:
+        raise ContractError(f"{text}: not found") from None
+    except ContractError:
+        raise
+    except (OSError, ValueError) as error:
+        raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
+    except Exception as error:  # network clients raise their own types (requests, aiohttp)
+        raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
+
+
+def join(base: str | os.PathLike, relpath: str) -> str:
+    """The location of ``relpath`` (``/``-separated) inside the directory ``base``."""
+    text = str(base)
+    if text.startswith(PIPE_PREFIX):
+        return text.replace("{path}", relpath)
+    if "://" in text:
+        return text.rstrip("/") + "/" + relpath
+    return str(Path(text, *relpath.split("/")))
+
+
+def _run_pipe(command: str) -> bytes:
+    result = subprocess.run(command, shell=True, capture_output=True, check=False)
+    if result.returncode != 0:
+        stderr = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ContractError(
+            f"pipe:{command}: exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
+        )
+    return result.stdout
+
+
+_FILESYSTEMS: dict[tuple[int, str], object] = {}
+
+
+def _filesystem(scheme: str):
+    """An fsspec filesystem for ``scheme``, one per process (connections are not shared across forks).
+
+    HTTP falls back to fsspec's blocking client (``requests``) where aiohttp is not installed.
+    """
+    key = (os.getpid(), scheme)
+    if key not in _FILESYSTEMS:
+        import fsspec
+
+        try:
+            _FILESYSTEMS[key] = fsspec.filesystem(scheme, skip_instance_cache=True)
+        except ImportError:
+            if scheme not in ("http", "https"):
+                raise
+            from fsspec.implementations.http_sync import HTTPFileSystem
+
+            _FILESYSTEMS[key] = HTTPFileSystem(skip_instance_cache=True)
+    return _FILESYSTEMS[key]

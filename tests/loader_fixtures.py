@@ -1,0 +1,59 @@
+"""Dataset directories for the loader tests, written through the real shard writer and manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ltsgen.loaders.contract import FORMATS, Manifest, shard_relpath, write_manifest
+from ltsgen.shards import ShardWriter
+
+EOS = 0
+
+
+def document(index: int, length: int) -> dict:
+    """Record ``index``: its token ids encode the record index, so any output can be traced back."""
+    ids = (np.arange(length, dtype=np.int64) % 97) + 1 + 100 * (index % 600)
+    return {"id": f"doc-{index:06d}", "text": f"document {index}", "source": "lts", "input_ids": ids}
+
+
+def make_dataset(
+    directory: Path,
+    shard_sizes: list[int],
+    fmt: str = "parquet",
+    *,
+    lengths=None,
+    split: str = "train",
+    buckets: list[str] | None = None,
+    tokenized: bool = True,
+) -> Path:
+    """Write a dataset with ``shard_sizes[i]`` records in shard ``i`` (in bucket ``buckets[i]`` if given)."""
+    infos = []
+    index = 0
+    for number, size in enumerate(shard_sizes):
+        bucket = buckets[number] if buckets else None
+        relpath = shard_relpath(split, number, fmt, bucket)
+        with ShardWriter(directory, relpath, fmt, token_dtype="uint16" if tokenized else None) as writer:
+            for _ in range(size):
+                record = document(index, 3 + index % 5 if lengths is None else int(lengths[index]))
+                if not tokenized:
+                    record.pop("input_ids")
+                writer.write(record)
+                index += 1
+        infos.append(writer.info)
+    manifest = Manifest(
+        source="lts",
+        format=fmt,
+        splits={split: infos},
+        builder={"name": "test", "version": "0", "arguments": {}},
+        tokenizer={"path": "tokenizer.json", "sha256": "", "vocab_size": 60000, "eos_id": EOS}
+        if tokenized
+        else None,
+        buckets=sorted(set(buckets)) if buckets else None,
+    )
+    write_manifest(directory, manifest)
+    return directory
+
+
+__all__ = ["EOS", "FORMATS", "document", "make_dataset"]

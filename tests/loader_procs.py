@@ -1,0 +1,87 @@
+"""Real processes for the loader tests: one rank of a gloo job, or a training loop that can be killed.
+
+python loader_procs.py ranks DIR OUT [RESUME_STATE]   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
+python loader_procs.py train DIR CHECKPOINT WORKERS
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ltsgen.loaders import StreamingDataset
+
+GLOBAL_BATCH = 6
+SEED = 13
+ELASTIC_STOP = 5  # the 2-rank run saves its state after this many steps
+
+
+def lockstep(loader) -> list[list[str]]:
+    """Iterate like DDP training: every step all-reduces, so unequal batch counts would hang (and time out)."""
+    batches = []
+    for batch in loader:
+        batches.append(list(batch["id"]))
+        dist.all_reduce(torch.ones(1))
+    return batches
+
+
+def ranks(directory: str, out: str, resume: str | None) -> None:
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results: dict[str, object] = {}
+
+    def dataset() -> StreamingDataset:
+        return StreamingDataset(directory, seed=SEED, batch_size=GLOBAL_BATCH // world)
+
+    for workers in (0, 1, 2, 3):
+        results[str(workers)] = lockstep(dataset().loader(num_workers=workers))
+    if world == 2:  # interrupt a 2-rank run; rank 0 keeps the loader state
+        loader = dataset().loader(num_workers=1)
+        head = []
+        for batch in loader:
+            head.append(list(batch["id"]))
+            dist.all_reduce(torch.ones(1))
+            if len(head) == ELASTIC_STOP:
+                break
+        results["elastic_head"] = head
+        if rank == 0:
+            Path(out, "state.json").write_text(json.dumps(loader.state_dict()))
+    if resume:  # continue that run on this world size
+        resumed = dataset()
+        resumed.load_state_dict(json.loads(Path(resume).read_text()))
+        results["elastic_tail"] = lockstep(resumed.loader(num_workers=2))
+    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def train(directory: str, checkpoint: str, workers: int) -> None:
+    """Consume batches, checkpointing (batches so far + loader state) atomically after every step."""
+    path = Path(checkpoint)
+    saved = json.loads(path.read_text()) if path.exists() else {"batches": [], "state": None}
+    dataset = StreamingDataset(directory, seed=SEED, batch_size=GLOBAL_BATCH)
+    if saved["state"] is not None:
+        dataset.load_state_dict(saved["state"])
+    loader = dataset.loader(num_workers=workers)
+    for batch in loader:
+        saved["batches"].append(list(batch["id"]))
+        saved["state"] = loader.state_dict()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(saved))
+        os.replace(tmp, path)
+        time.sleep(0.03)
+    Path(checkpoint + ".done").touch()
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    if sys.argv[1] == "ranks":
+        ranks(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    else:
+        train(sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,0 +1,275 @@
+"""StreamingDataset in one process: order, packing, on-the-fly tokenizing, buckets, eval sets, corrupt shards,
+and resume through torchdata's StatefulDataLoader (same and other worker counts)."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from loader_fixtures import EOS, document, make_dataset
+
+from ltsgen.loaders import ContractError, PadCollate, StreamingDataset, load_eval_set
+from ltsgen.loaders.contract import Manifest, read_manifest, write_manifest
+from ltsgen.loaders.order import EpochOrder
+from ltsgen.shards import ShardWriter
+
+SIZES = [9, 4, 1, 12, 6, 8, 3]
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:This DataLoader will create:UserWarning", "ignore:'set_vital' is deprecated:UserWarning"
+)
+
+
+@pytest.fixture(scope="module")
+def lengths() -> np.ndarray:
+    return np.random.default_rng(0).integers(0, 40, size=sum(SIZES))
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory, lengths) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths)
+
+
+def index_of(record_id: str) -> int:
+    return int(record_id.split("-")[1])
+
+
+def reference_stream(
+    directory: Path, seed: int, epoch: int, window: int, lengths
+) -> tuple[list[int], list[int]]:
+    """The packed epoch as plain Python: documents in epoch order, each followed by EOS."""
+    order = EpochOrder(tuple(SIZES), seed, epoch, True, window)
+    firsts = np.cumsum([0] + SIZES[:-1])
+    tokens, positions = [], []
+    for w in range(order.num_windows):
+        for shard, row in zip(*order.window_items(w), strict=True):
+            index = int(firsts[shard] + row)
+            ids = document(index, int(lengths[index]))["input_ids"].tolist() + [EOS]
+            tokens += ids
+            positions += list(range(len(ids)))
+    return tokens, positions
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "webdataset", "jsonl.zst"])
+def test_every_format_gives_the_same_order_each_record_once(tmp_path, fmt, lengths):
+    directory = make_dataset(tmp_path, SIZES, fmt, lengths=lengths)
+    dataset = StreamingDataset(directory, seed=7, batch_size=5, remainder="wrap")
+    records = list(dataset)
+    ids = [r["id"] for r in records]
+    assert len(ids) == len(dataset) == 45 and sorted(set(ids)) == [f"doc-{i:06d}" for i in range(43)]
+    assert ids[43:] == ids[:2]  # "wrap" fills the last global batch from the start of the epoch
+    reference = StreamingDataset(
+        make_dataset(tmp_path / "p", SIZES, "parquet", lengths=lengths), seed=7, batch_size=5
+    )
+    assert ids[:40] == [r["id"] for r in reference]
+    record = next(r for r in records if r["id"] == "doc-000005")
+    assert record["input_ids"].tolist() == document(5, int(lengths[5]))["input_ids"].tolist()
+
+
+def test_epochs_and_seeds_change_the_order_and_set_epoch_restarts(parquet_dir):
+    dataset = StreamingDataset(parquet_dir, seed=1)
+    first = [r["id"] for r in dataset]
+    assert [r["id"] for r in dataset] == []  # the epoch is consumed until set_epoch
+    dataset.set_epoch(1)
+    second = [r["id"] for r in dataset]
+    assert sorted(first) == sorted(second) and first != second
+    assert [r["id"] for r in StreamingDataset(parquet_dir, seed=1, epoch=1)] == second
+    assert [r["id"] for r in StreamingDataset(parquet_dir, seed=2)] != first
+    assert [r["id"] for r in StreamingDataset(parquet_dir, shuffle=False)] == [
+        f"doc-{i:06d}" for i in range(43)
+    ]
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_packed_blocks_are_the_epoch_stream_cut_in_blocks(parquet_dir, lengths, window):
+    seq_len = 9
+    dataset = StreamingDataset(parquet_dir, seed=3, seq_len=seq_len, position_ids=True, shuffle_window=window)
+    blocks = list(dataset)
+    tokens, positions = reference_stream(parquet_dir, 3, 0, window, lengths)
+    count = len(tokens) // (seq_len + 1)
+    assert len(blocks) == len(dataset) == count
+    assert all(b["input_ids"].dtype == torch.long and b["input_ids"].shape == (seq_len + 1,) for b in blocks)
+    assert torch.cat([b["input_ids"] for b in blocks]).tolist() == tokens[: count * (seq_len + 1)]
+    for number, block in enumerate(blocks):
+        start = number * (seq_len + 1)
+        expected = [min(p, k) for k, p in enumerate(positions[start : start + seq_len + 1])]
+        assert block["position_ids"].tolist() == expected
+
+
+def test_packed_ranks_take_slices_of_the_same_global_batches(parquet_dir):
+    single = [b["input_ids"] for b in StreamingDataset(parquet_dir, seq_len=7, batch_size=6)]
+    ranks = [
+        list(StreamingDataset(parquet_dir, seq_len=7, batch_size=2, rank=r, world_size=3)) for r in range(3)
+    ]
+    assert {len(r) for r in ranks} == {len(single) // 3}
+    merged = [
+        ranks[r][2 * t + i]["input_ids"] for t in range(len(single) // 6) for r in range(3) for i in range(2)
+    ]
+    assert torch.equal(torch.stack(merged), torch.stack(single))
+
+
+def test_untokenized_data_is_tokenized_on_the_fly_with_the_directorys_tokenizer(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    texts = [
+        f"story {i}: " + " ".join(["the cat sat on the mat", "a dog ran"][i % 2] for _ in range(i % 4 + 1))
+        for i in range(30)
+    ]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.train_from_iterator(
+        texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"])
+    )
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    infos = []
+    for shard in range(3):
+        with ShardWriter(tmp_path, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
+            for i in range(shard * 10, shard * 10 + 10):
+                writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
+        infos.append(writer.info)
+    builder = {"name": "test", "version": "0", "arguments": {}}
+    write_manifest(
+        tmp_path, Manifest("lts", "parquet", {"train": infos}, builder, {"path": "tokenizer.json"})
+    )
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    dataset = StreamingDataset(tmp_path, seq_len=15, shuffle=False)
+    stream = [t for text in texts for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]
+    count = len(stream) // 16
+    assert dataset.eos_id == eos and len(dataset) == count
+    assert torch.cat([b["input_ids"] for b in dataset]).tolist() == stream[: count * 16]
+
+
+def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):
+    buckets = ["0-8", "0-8", "8-16", "8-16", "16-inf"]
+    lengths = [3] * 12 + [10] * 20 + [20] * 9
+    directory = make_dataset(tmp_path, [5, 7, 10, 10, 9], "webdataset", lengths=lengths, buckets=buckets)
+    dataset = StreamingDataset(directory, by_bucket=True, batch_size=4, seed=5)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, collate_fn=PadCollate(pad_id=EOS))
+    batches = list(loader)
+    assert len(batches) == len(dataset) // 4 == 3 + 5 + 2
+    for batch in batches:
+        assert batch["input_ids"].shape[0] == 4 and len(set(batch["lengths"].tolist())) == 1
+    ids = [i for b in batches for i in b["id"]]
+    assert len(set(ids)) == len(ids) == 40
+    assert [len(StreamingDataset(directory, bucket=b)) for b in ("0-8", "8-16", "16-inf")] == [12, 20, 9]
+
+
+def test_eval_sets_have_exact_lengths(tmp_path):
+    infos = []
+    for length in (4, 8):
+        with ShardWriter(
+            tmp_path, f"eval/{length}/shard-00000.tar", "webdataset", token_dtype="uint16"
+        ) as writer:
+            for i in range(3):
+                writer.write(
+                    {"id": f"e{length}-{i}", "text": "x", "source": "c4", "input_ids": np.arange(length) + i}
+                )
+        infos.append(writer.info)
+    builder = {"name": "test", "version": "0", "arguments": {}}
+    write_manifest(tmp_path, Manifest("c4", "webdataset", {"eval": infos}, builder))
+    block = load_eval_set(tmp_path, 8)
+    assert block.dtype == torch.long and block.tolist() == [list(range(i, i + 8)) for i in range(3)]
+    assert load_eval_set(tmp_path, 4).shape == (3, 4)
+    with pytest.raises(ContractError, match="split 'eval' bucket '16' .* has no shards"):
+        load_eval_set(tmp_path, 16)
+
+
+def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
+    shutil.copytree(source, target)
+    info = read_manifest(target).shards("train")[shard]
+    path = target / info.path
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    path.write_bytes(bytes(data))
+    return target, info.path
+
+
+def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
+    directory, relpath = corrupt_copy(parquet_dir, tmp_path / "d", shard=3)
+    with pytest.raises(ContractError, match=f"{relpath}: sha256 .* does not match"):
+        list(StreamingDataset(directory))
+    path = directory / relpath
+    path.write_bytes(path.read_bytes()[:-100])  # structural damage, found without the checksum
+    with pytest.raises(ContractError, match=f"{relpath}: corrupt parquet shard"):
+        list(StreamingDataset(directory, verify=False))
+
+
+@pytest.mark.parametrize("seq_len", [None, 5])
+def test_corrupt_shard_is_skipped_and_counted(parquet_dir, tmp_path, seq_len):
+    directory, relpath = corrupt_copy(parquet_dir, tmp_path / "d", shard=3)
+    dataset = StreamingDataset(directory, on_error="skip", batch_size=2, seq_len=seq_len, shuffle_window=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        items = list(dataset)
+    assert len(items) == len(dataset)  # counts stay exact: slots are refilled from the same window
+    assert list(dataset.skipped) == [str(directory / relpath)]
+    assert any(relpath in str(w.message) for w in caught)
+    if seq_len is None:
+        ids = {index_of(r["id"]) for r in items}
+        corrupt = set(range(sum(SIZES[:3]), sum(SIZES[:4])))
+        assert not ids & corrupt and len(set(range(43)) - corrupt - ids) <= 43 % 2  # "drop" loses one slot
+
+
+@pytest.mark.parametrize("seq_len", [None, 7])
+def test_stateful_dataloader_resume_same_and_other_worker_counts(parquet_dir, seq_len):
+    def make():
+        return StreamingDataset(parquet_dir, seed=11, batch_size=2, seq_len=seq_len)
+
+    def key(batch):
+        return tuple(batch["id"]) if seq_len is None else tuple(batch["input_ids"].flatten().tolist())
+
+    full = [key(b) for b in make().loader(num_workers=0)]
+    for workers, stop in ((0, 3), (2, 5)):
+        loader = make().loader(num_workers=workers)
+        head = []
+        for batch in loader:
+            head.append(key(batch))
+            if len(head) == stop:
+                break
+        state = loader.state_dict()
+        restored = make().loader(num_workers=workers)
+        restored.load_state_dict(state)
+        assert head + [key(b) for b in restored] == full
+        elastic = make()
+        elastic.load_state_dict(state)
+        assert head + [key(b) for b in elastic.loader(num_workers=3 - workers)] == full
+
+
+def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
+    dataset = StreamingDataset(parquet_dir, batch_size=2)
+    next(iter(dataset))
+    state = dataset.state_dict()
+    assert state["samples_consumed"] == 0 and state["partial"] == 1
+    with pytest.raises(ValueError, match="global batch size changed from 2 to 3"):
+        StreamingDataset(parquet_dir, batch_size=3).load_state_dict(state)
+    other = make_dataset(tmp_path, [3, 3], "parquet")
+    with pytest.raises(ValueError, match="another dataset"):
+        StreamingDataset(other, batch_size=2).load_state_dict(state)
+    resumed = StreamingDataset(parquet_dir, batch_size=2)
+    resumed.load_state_dict(state)
+    assert [r["id"] for r in dataset] == [r["id"] for r in resumed]
+
+
+def test_bad_arguments_are_one_line_errors(parquet_dir):
+    with pytest.raises(ContractError, match="too few items for one global batch of 50"):
+        StreamingDataset(parquet_dir, batch_size=50)
+    with pytest.raises(ContractError, match="no split 'valid'"):
+        StreamingDataset(parquet_dir, split="valid")
+    with pytest.raises(ValueError, match="remainder"):
+        StreamingDataset(parquet_dir, remainder="pad")
+    with pytest.raises(ValueError, match="rank 2 is outside world size 2"):
+        StreamingDataset(parquet_dir, rank=2, world_size=2)
+
+
+def test_a_plain_dataloader_over_items_gives_the_loaders_batches(parquet_dir):
+    def make():
+        return StreamingDataset(parquet_dir, seq_len=7, batch_size=3, seed=2, position_ids=True)
+
+    plain = list(torch.utils.data.DataLoader(make(), batch_size=3, num_workers=2))
+    ours = list(make().loader(num_workers=0))
+    assert len(plain) == len(ours) == make().num_batches
+    for key in ("input_ids", "position_ids"):
+        assert torch.equal(torch.stack([b[key] for b in plain]), torch.stack([b[key] for b in ours]))

@@ -1,0 +1,139 @@
+"""Real processes: gloo ranks at world sizes 1-3 with 0-3 DataLoader workers, elastic 2 -> 3 ranks, kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from loader_fixtures import make_dataset
+from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED
+
+from ltsgen.loaders import StreamingDataset
+
+HERE = Path(__file__).resolve().parent
+SIZES = [17, 1, 9, 30, 4, 12, 1, 22, 6, 3]  # 105 records: 17 global batches of 6, 3 left over
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("dist"), SIZES, "webdataset")
+
+
+@pytest.fixture(scope="module")
+def global_order(directory) -> list[list[str]]:
+    """The uninterrupted order of global batches, from one process."""
+    dataset = StreamingDataset(directory, seed=SEED, batch_size=GLOBAL_BATCH)
+    return [list(batch["id"]) for batch in dataset.loader(num_workers=0)]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    paths = [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(paths)
+    )  # no "": encodings/ would shadow
+    env.update(extra)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _launch(world: int, directory: Path, out: Path, resume: Path | None = None) -> list[subprocess.Popen]:
+    out.mkdir()
+    port = str(_free_port())
+    args = [sys.executable, str(HERE / "loader_procs.py"), "ranks", str(directory), str(out)]
+    args += [str(resume)] if resume else []
+    return [
+        subprocess.Popen(
+            args,
+            env=_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for r in range(world)
+    ]
+
+
+def _wait(processes: list[subprocess.Popen], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        for process in processes:
+            _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            assert process.returncode == 0, stderr.decode()[-3000:]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
+    """Global batches from each rank's slices: rank r's t-th batch is slice r of global batch t."""
+    return [[i for rank in per_rank for i in rank[t]] for t in range(len(per_rank[0]))]
+
+
+def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory, global_order, tmp_path):
+    assert len(global_order) == 17 and len({i for b in global_order for i in b}) == 102
+    one_and_two = _launch(1, directory, tmp_path / "w1") + _launch(2, directory, tmp_path / "w2")
+    _wait(one_and_two, timeout=120)
+    three = _launch(3, directory, tmp_path / "w3", resume=tmp_path / "w2" / "state.json")
+    _wait(three, timeout=120)
+    for world in (1, 2, 3):
+        results = [json.loads((tmp_path / f"w{world}" / f"rank{r}.json").read_text()) for r in range(world)]
+        for workers in ("0", "1", "2", "3"):
+            per_rank = [result[workers] for result in results]
+            assert {len(batches) for batches in per_rank} == {17}  # equal counts on every rank
+            assert all(len(b) == GLOBAL_BATCH // world for batches in per_rank for b in batches)
+            assert merged(per_rank) == global_order, (world, workers)  # same global batches, each sample once
+    head = merged(
+        [json.loads((tmp_path / "w2" / f"rank{r}.json").read_text())["elastic_head"] for r in range(2)]
+    )
+    tail = merged(
+        [json.loads((tmp_path / "w3" / f"rank{r}.json").read_text())["elastic_tail"] for r in range(3)]
+    )
+    assert len(head) == ELASTIC_STOP
+    assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
+
+
+def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(directory, global_order, tmp_path):
+    checkpoint = tmp_path / "checkpoint.json"
+    rng = random.Random(0)
+    for workers in (2, 0, 1):  # each restart with another worker count
+        seen = len(json.loads(checkpoint.read_text())["batches"]) if checkpoint.exists() else 0
+        target = seen + rng.randint(1, 4)
+        args = [
+            sys.executable,
+            str(HERE / "loader_procs.py"),
+            "train",
+            str(directory),
+            str(checkpoint),
+            str(workers),
+        ]
+        process = subprocess.Popen(args, env=_env(), stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and process.poll() is None:
+                if checkpoint.exists() and len(json.loads(checkpoint.read_text())["batches"]) >= target:
+                    break
+                time.sleep(0.01)
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)  # the process and its DataLoader workers, mid-run
+            process.wait()
+    process = subprocess.run(args, env=_env(), capture_output=True, timeout=120)
+    assert process.returncode == 0, process.stderr.decode()[-3000:]
+    assert Path(str(checkpoint) + ".done").exists()
+    assert json.loads(checkpoint.read_text())["batches"] == global_order

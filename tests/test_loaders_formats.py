@@ -1,0 +1,139 @@
+"""Shard readers on real files of every format, and the sources they come from (local, file://, http, pipe:)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import io
+import shlex
+import tarfile
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loader_fixtures import document, make_dataset
+
+from ltsgen.loaders import ContractError, StreamingDataset, read_shard
+from ltsgen.loaders.contract import FORMATS, read_manifest
+from ltsgen.loaders.sources import join
+
+
+@pytest.fixture(scope="module", params=list(FORMATS))
+def dataset(request, tmp_path_factory) -> tuple[Path, str]:
+    fmt = request.param
+    return make_dataset(tmp_path_factory.mktemp(fmt.replace(".", "-")), [5, 4], fmt), fmt
+
+
+def test_read_shard_returns_every_record_in_stored_order(dataset):
+    directory, fmt = dataset
+    shards = read_manifest(directory).shards("train")
+    records = [r for s in shards for r in read_shard(directory / s.path, fmt)]
+    assert [r["id"] for r in records] == [f"doc-{i:06d}" for i in range(9)]
+    for index, record in enumerate(records):
+        expected = document(index, 3 + index % 5)
+        assert record["text"] == expected["text"] and record["source"] == "lts"
+        assert record["num_words"] == 2 and record["num_tokens"] == len(expected["input_ids"])
+        assert isinstance(record["input_ids"], np.ndarray)
+        assert record["input_ids"].tolist() == expected["input_ids"].tolist()
+        assert record["meta"] == {}
+
+
+def test_read_shard_columns_limit_the_fields(dataset):
+    directory, fmt = dataset
+    path = directory / read_manifest(directory).shards("train")[0].path
+    records = list(read_shard(f"file://{path}", fmt, columns=["input_ids"]))
+    assert len(records) == 5
+    assert all(set(r) <= {"id", "input_ids"} and "input_ids" in r for r in records)
+
+
+def test_corrupt_shard_bytes_give_an_error_naming_the_shard(dataset, tmp_path):
+    directory, fmt = dataset
+    source = directory / read_manifest(directory).shards("train")[0].path
+    data = bytearray(source.read_bytes())
+    broken = tmp_path / source.name
+    broken.write_bytes(bytes(data[: len(data) // 2]))
+    with pytest.raises(ContractError, match=broken.name):
+        list(read_shard(broken, fmt))
+
+
+def _tar_with(name: str, kind: bytes = tarfile.REGTYPE) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo(name)
+        info.type = kind
+        if kind == tarfile.SYMTYPE:
+            info.linkname = "/etc/passwd"
+            tar.addfile(info)
+        else:
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "message"),
+    [
+        ("../evil.txt", tarfile.REGTYPE, "escapes"),
+        ("/abs/evil.txt", tarfile.REGTYPE, "escapes"),
+        ("link.txt", tarfile.SYMTYPE, "link or special"),
+    ],
+)
+def test_tar_members_that_escape_or_link_are_refused(tmp_path, name, kind, message):
+    path = tmp_path / "shard-00000.tar"
+    path.write_bytes(_tar_with(name, kind))
+    with pytest.raises(ContractError, match=message):
+        list(read_shard(path, "webdataset"))
+
+
+def test_pipe_urls_are_refused_unless_allowed(dataset):
+    directory, fmt = dataset
+    path = directory / read_manifest(directory).shards("train")[1].path
+    url = f"pipe:cat {shlex.quote(str(path))}"
+    with pytest.raises(ContractError, match="pipe: URLs run shell commands"):
+        list(read_shard(url, fmt))
+    with pytest.raises(ContractError, match="allow_pipe"):
+        StreamingDataset(f"pipe:cat {shlex.quote(str(directory))}/{{path}}")
+    assert [r["id"] for r in read_shard(url, fmt, allow_pipe=True)] == [f"doc-{i:06d}" for i in range(5, 9)]
+    template = f"pipe:cat {shlex.quote(str(directory))}/{{path}}"
+    dataset = StreamingDataset(template, shuffle=False, allow_pipe=True)
+    assert [r["id"] for r in dataset] == [f"doc-{i:06d}" for i in range(9)]
+    with pytest.raises(ContractError, match="exited with status"):
+        list(read_shard("pipe:false", fmt, allow_pipe=True))
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_root(dataset):
+    directory, fmt = dataset
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=directory)
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", directory, fmt
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
+def test_http_dataset_streams_like_the_local_one(http_root):
+    url, directory, fmt = http_root
+    remote = StreamingDataset(url, seed=4, batch_size=2)
+    local = StreamingDataset(directory, seed=4, batch_size=2)
+    assert [r["id"] for r in remote] == [r["id"] for r in local]
+    workers = StreamingDataset(url, seed=4, batch_size=2).loader(num_workers=2)  # each worker its own client
+    assert [i for batch in workers for i in batch["id"]] == [
+        r["id"] for r in StreamingDataset(directory, seed=4, batch_size=2)
+    ]
+    shard = read_manifest(directory).shards("train")[0].path
+    assert len(list(read_shard(join(url, shard), fmt))) == 5
+    with pytest.raises(ContractError, match="not found"):
+        StreamingDataset(url + "/missing")
