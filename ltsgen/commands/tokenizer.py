@@ -1,0 +1,92 @@
+"""``ltsgen tokenizer``: train a byte-level BPE tokenizer on a corpus or on a built dataset directory."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tokenizer",
+        help="train a byte-level BPE tokenizer (tokenizer.json) on a corpus or a built dataset",
+        description=(
+            "Train a byte-level BPE tokenizer (GPT-2 style, the Hugging Face tokenizers library) with "
+            "<|endoftext|> as its end-of-text token, on documents read with --source/--input or on the "
+            "train split of a built dataset directory (--data). Writes a tokenizer.json that any "
+            "Hugging Face tokenizer loads and that `ltsgen buckets --tokenizer` takes."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    add_reader_arguments(parser, required=False)
+    parser.add_argument(
+        "--data", type=Path, help="a built ltsgen dataset directory to train on (instead of --source)"
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included"
+    )
+    parser.add_argument(
+        "--max-documents", type=int, help="train on at most this many documents (the first ones)"
+    )
+    parser.add_argument("--out", type=Path, required=True, help="where to write tokenizer.json")
+    parser.set_defaults(func=run)
+
+
+def _dataset_texts(directory: Path) -> Iterator[str]:
+    from ltsgen.loaders.contract import read_manifest
+    from ltsgen.loaders.formats import read_shard
+
+    manifest = read_manifest(directory)
+    split = "train" if "train" in manifest.splits else next(iter(manifest.splits))
+    for shard in manifest.shards(split):
+        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"]):
+            yield record["text"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from ltsgen.cli import CommandError
+    from ltsgen.corpora.inputs import InputError
+    from ltsgen.corpora.readers import read_documents
+    from ltsgen.loaders.contract import ContractError, atomic_path
+    from ltsgen.tokenizer import TokenizerError, train_tokenizer
+
+    if (args.data is None) == (args.source is None):
+        raise CommandError("give either --data DIR or --source with --input")
+    if args.source and not args.input:
+        raise CommandError("--source needs --input")
+    started = time.perf_counter()
+    counts = {"documents": 0, "characters": 0}
+
+    def texts() -> Iterator[str]:
+        if args.data is not None:
+            stream = _dataset_texts(args.data)
+        else:
+            stream = (
+                d.text for d in read_documents(args.source, args.input, reader_options(args), screen(args))
+            )
+        for number, text in enumerate(stream):
+            if args.max_documents is not None and number >= args.max_documents:
+                return
+            counts["documents"] += 1
+            counts["characters"] += len(text)
+            yield text
+
+    try:
+        tokenizer = train_tokenizer(texts(), args.vocab_size)
+        if counts["documents"] == 0:
+            raise CommandError("no documents to train on")
+        with atomic_path(args.out) as tmp:
+            tokenizer.save(str(tmp))
+    except (InputError, ContractError, TokenizerError) as error:
+        raise CommandError(str(error)) from None
+    except OSError as error:
+        raise CommandError(f"{args.out}: cannot write ({error.strerror or error})") from None
+    print(
+        f"{args.out}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
+        f"{counts['documents']:,} documents ({counts['characters']:,} characters) in {time.perf_counter() - started:.1f}s"
+    )
+    return 0

@@ -1,0 +1,60 @@
+"""The command-line options shared by every command that reads a corpus (``buckets``, ``tokenizer``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ltsgen.corpora.readers import SOURCES, ReaderOptions, Screen
+
+SOURCE_HELP = (
+    "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "
+    "pile: the Pile's jsonl/jsonl.zst (text, meta.pile_set_name; see --subset); "
+    "redpajama-arxiv: RedPajama arXiv jsonl (text, meta.arxiv_id, ...); "
+    "stack: The Stack parquet (content, lang, ...); "
+    "hf: a Hugging Face dataset name or local folder, streamed (needs network for Hub names); "
+    "text: plain text files or folders (one document per file, or see --separator)"
+)
+
+
+def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    group = parser.add_argument_group("input")
+    group.add_argument("--source", choices=sorted(SOURCES), required=required, help=SOURCE_HELP)
+    group.add_argument(
+        "--input",
+        nargs="+",
+        metavar="PATH",
+        help="files, folders or globs (quote globs), read in the order given; for --source hf, dataset names",
+    )
+    group.add_argument(
+        "--subset", help="pile: keep only documents whose meta.pile_set_name is this (ArXiv, Github, ...)"
+    )
+    group.add_argument("--text-field", help="the field holding the text (default: text; content for stack)")
+    group.add_argument(
+        "--separator", help="text: split each file into documents on this string (e.g. '<|endoftext|>')"
+    )
+    group.add_argument("--hf-config", help="hf: the dataset configuration name (e.g. en for allenai/c4)")
+    group.add_argument("--hf-split", default="train", help="hf: the split to stream (default: train)")
+    group.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="count and skip bad lines (malformed JSON, missing text field, truncated stream) instead of failing",
+    )
+    group.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on empty or invalid UTF-8 documents instead of counting and skipping them",
+    )
+
+
+def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    return ReaderOptions(
+        text_field=args.text_field,
+        subset=args.subset,
+        separator=args.separator,
+        hf_config=args.hf_config,
+        hf_split=args.hf_split,
+    )
+
+
+def screen(args: argparse.Namespace) -> Screen:
+    return Screen(skip_bad=args.skip_bad, strict=args.strict)

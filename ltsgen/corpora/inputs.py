@@ -1,0 +1,152 @@
+"""Input files: ``--input`` paths and globs, and their lines, decompressed as a stream.
+
+Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A truncated or corrupt
+stream raises :class:`InputError` naming the file and the line where it broke off, never a silent end.
+"""
+
+from __future__ import annotations
+
+import glob
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+READ_SIZE = 1 << 20
+
+
+class InputError(ValueError):
+    """Bad input: the message is one line that names the file (and line) and the problem."""
+
+
+class TruncatedInput(InputError):
+    """A compressed stream that ends early or is corrupt; nothing after it can be read."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where = where
+        self.problem = problem
+
+
+class _StreamError(Exception):
+    """Raised inside the decompressors; turned into TruncatedInput with the file and line."""
+
+
+def expand_inputs(patterns: Iterable[str], suffixes: tuple[str, ...] | None = None) -> list[Path]:
+    """Files named by paths, folders (recursively) and globs, each pattern's matches sorted, no repeats.
+
+    ``suffixes`` filters the files found inside folders (files named directly are always taken).
+    """
+    files: list[Path] = []
+    for pattern in patterns:
+        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            raise InputError(f"{pattern}: no file matches this pattern")
+        for match in matches:
+            path = Path(match)
+            if path.is_dir():
+                found = sorted(
+                    p
+                    for p in path.rglob("*")
+                    if p.is_file()
+                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                    and (suffixes is None or p.name.endswith(suffixes))
+                )
+                files.extend(found)
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise InputError(f"{match}: no such file or folder")
+    unique = list(dict.fromkeys(files))
+    if not unique:
+        raise InputError(f"{', '.join(patterns)}: no input files found")
+    return unique
+
+
+def _zstd_chunks(path: Path) -> Iterator[bytes]:
+    """Decompressed bytes of a (multi-frame) zstd file; raises TruncatedInput when a frame is cut short."""
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor(max_window_size=2**31)
+    stream = decompressor.decompressobj()
+    fed = False
+    with open(path, "rb") as handle:
+        while raw := handle.read(READ_SIZE):
+            while raw:
+                try:
+                    out = stream.decompress(raw)
+                except zstandard.ZstdError as error:
+                    raise _StreamError(f"corrupt zstd stream ({error})") from None
+                fed = True
+                if out:
+                    yield out
+                if stream.eof:
+                    raw = stream.unused_data
+                    stream, fed = decompressor.decompressobj(), False
+                else:
+                    raw = b""
+    if fed and not stream.eof:
+        raise _StreamError("truncated zstd stream (the file ends inside a frame)")
+
+
+def _plain_chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        while raw := handle.read(READ_SIZE):
+            yield raw
+
+
+def _gzip_chunks(path: Path) -> Iterator[bytes]:
+    """Decompressed bytes of a (multi-member) gzip file; raises when the last member is cut short."""
+    stream = zlib.decompressobj(wbits=31)
+    fed = False
+    with open(path, "rb") as handle:
+        while raw := handle.read(READ_SIZE):
+            while raw:
+                try:
+                    out = stream.decompress(raw)
+                except zlib.error as error:
+                    raise _StreamError(f"corrupt gzip stream ({error})") from None
+                fed = True
+                if out:
+                    yield out
+                if stream.eof:
+                    raw = stream.unused_data
+                    stream, fed = zlib.decompressobj(wbits=31), False
+                else:
+                    raw = b""
+    if fed and not stream.eof:
+        raise _StreamError("truncated gzip stream (the file ends before the end marker)")
+
+
+def read_chunks(path: Path) -> Iterator[bytes]:
+    """The file's decompressed bytes in pieces; a broken stream raises :class:`TruncatedInput`."""
+    name = path.name
+    if name.endswith(".gz"):
+        chunks = _gzip_chunks(path)
+    elif name.endswith((".zst", ".zstd")):
+        chunks = _zstd_chunks(path)
+    else:
+        chunks = _plain_chunks(path)
+    try:
+        yield from chunks
+    except _StreamError as error:
+        raise TruncatedInput(str(path), str(error)) from None
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line number from 1, line without its newline)`` for each line of the (decompressed) file.
+
+    A compressed stream that breaks off raises :class:`TruncatedInput` naming the file and the line.
+    """
+    number = 0
+    pending = b""
+    try:
+        for chunk in read_chunks(path):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            for line in lines:
+                number += 1
+                yield number, line
+    except TruncatedInput as error:
+        raise TruncatedInput(f"{path}:{number + 1}", error.problem) from None
+    if pending:
+        yield number + 1, pending

@@ -1,0 +1,523 @@
+"""The ``ltsgen buckets`` build: read, clean, tokenize, deduplicate, hold out evaluation sets, bucket, write.
+
+Two passes, both resumable and independent of the worker count:
+
+1. *Tokenize*: the main process streams documents from the readers and cuts them into chunks of about
+   ``CHUNK_CHARS`` characters (a cut fixed by the input alone); a process pool tokenizes each chunk into
+   ``DIR/.ltsgen/chunks/chunk-NNNNNN.arrow``, written atomically, so a rerun skips finished chunks.
+   Exact duplicates (same sha1 of the text) are dropped while reading, before tokenizing.
+2. *Bucket*: with every document's token count known, evaluation documents are chosen (nested, longest
+   length first), the rest are split by id and bucketed by token count, and ``ltsgen.build.run_build`` writes one job per shard (journaled, verified on resume),
+   then the manifest and data card. The chunk files are removed at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import shutil
+import time
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ltsgen import __version__
+from ltsgen.build import (
+    STATE_DIR,
+    BuildResult,
+    BuildSpec,
+    Job,
+    ShardOutput,
+    assign_split,
+    chunk_by_size,
+    claim_directory,
+    finished_manifest,
+    run_build,
+)
+from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
+from ltsgen.corpora.card_text import bucket_card
+from ltsgen.corpora.readers import ReaderOptions, Screen, dataset_source, input_files, read_documents
+from ltsgen.corpora.spool import (
+    SUMMARY_COLUMNS,
+    chunk_path,
+    read_chunk,
+    text_digest,
+    token_arrays,
+    write_chunk,
+)
+from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path, sha256_file, shard_relpath, token_dtype
+from ltsgen.tokenizer import eos_id, load_tokenizer, vocab_size
+
+CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
+# Below this many tokens the shard-writing pass runs in the main process: starting a pool of fresh worker
+# processes (about 1-2 s) would cost more than it saves. The output is the same either way.
+PARALLEL_WRITE_TOKENS = 1 << 23
+EVAL_SPLIT = "eval"
+CONCAT_SPLIT = "eval-concat"
+
+
+@dataclass
+class BucketConfig:
+    """Everything that determines a bucket build's output (never the worker count)."""
+
+    source: str
+    inputs: list[str]
+    out: Path
+    tokenizer: str
+    lengths: list[int]
+    eval_lengths: list[int]
+    eval_per_length: int = 100
+    eval_concat: bool = False
+    splits: dict[str, float] = field(
+        default_factory=lambda: {"train": 0.98, "validation": 0.01, "test": 0.01}
+    )
+    fmt: str = "parquet"
+    shard_tokens: int = 1 << 24
+    seed: int = 0
+    reader: ReaderOptions = field(default_factory=ReaderOptions)
+    skip_bad: bool = False
+    strict: bool = False
+
+    def command(self) -> str:
+        """The ``ltsgen buckets`` command line that rebuilds this dataset (``--out DIR`` left open)."""
+        parts = ["ltsgen buckets", f"--source {self.source}", "--input " + " ".join(self.inputs)]
+        parts += [
+            f"--tokenizer {self.tokenizer}",
+            "--out DIR",
+            "--lengths " + ",".join(map(str, self.lengths)),
+        ]
+        if self.eval_lengths != self.lengths:
+            parts.append("--eval-lengths " + ",".join(map(str, self.eval_lengths)))
+        parts.append(f"--eval-per-length {self.eval_per_length}")
+        parts += ["--eval-concat"] * self.eval_concat
+        parts.append("--splits " + ",".join(f"{name}={fraction:g}" for name, fraction in self.splits.items()))
+        parts += [f"--format {self.fmt}", f"--shard-tokens {self.shard_tokens}", f"--seed {self.seed}"]
+        for option, value in vars(self.reader).items():
+            if value is not None and (option, value) != ("hf_split", "train"):
+                parts.append(f"--{option.replace('_', '-')} {value}")
+        parts += ["--skip-bad"] * self.skip_bad + ["--strict"] * self.strict
+        return " ".join(parts)
+
+    def arguments(self) -> dict[str, Any]:
+        """The builder arguments recorded in the manifest (input files with their sizes)."""
+        files = (
+            [{"name": name} for name in self.inputs]
+            if self.source == "hf"
+            else [{"path": str(p), "bytes": p.stat().st_size} for p in input_files(self.source, self.inputs)]
+        )
+        return {
+            "source": self.source,
+            "inputs": files,
+            "lengths": self.lengths,
+            "eval_lengths": self.eval_lengths,
+            "eval_per_length": self.eval_per_length,
+            "eval_concat": self.eval_concat,
+            "splits": self.splits,
+            "format": self.fmt,
+            "shard_tokens": self.shard_tokens,
+            "seed": self.seed,
+            "reader": {k: v for k, v in vars(self.reader).items() if v is not None},
+            "skip_bad": self.skip_bad,
+            "strict": self.strict,
+        }
+
+
+@dataclass
+class BucketsResult:
+    build: BuildResult
+    statistics: dict[str, Any]
+    tokenize_seconds: float
+    tokens: int
+
+    def summary(self, directory: Path) -> str:
+        if self.build.status == "up to date":
+            return self.build.summary(directory)
+        cleaning = self.statistics["Cleaning"]
+        rate = self.tokens / self.tokenize_seconds if self.tokenize_seconds > 0 else 0.0
+        lines = [
+            self.build.summary(directory),
+            "  " + ", ".join(f"{key} {value:,}" for key, value in cleaning.items()),
+            f"  tokenized {self.tokens:,} tokens in {self.tokenize_seconds:.1f}s ({rate:,.0f} tokens/s)",
+        ]
+        for row in table_rows(self.statistics["Training buckets"]):
+            lines.append(
+                f"  {row['bucket']:>12}: {row['documents']:>8,} documents {row['tokens']:>12,} tokens"
+            )
+        for row in table_rows(self.statistics.get("Evaluation sets", {"columns": [], "rows": []})):
+            lines.append(
+                f"  eval {row['length']:>7}: {row['sequences']:,} sequences, {row['concatenated']:,} concatenated"
+            )
+        return "\n".join(lines)
+
+
+def build_buckets(
+    config: BucketConfig,
+    *,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    card: bool = True,
+) -> BucketsResult:
+    """Run, resume or confirm a bucket build (see the module docstring)."""
+    tokenizer = load_tokenizer(config.tokenizer)
+    tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
+    tokenizer_info = {
+        "path": TOKENIZER_NAME,
+        "sha256": _sha256(tokenizer_text),
+        "vocab_size": vocab_size(tokenizer),
+        "eos_id": eos_id(tokenizer),
+    }
+    arguments = config.arguments()
+    arguments["tokenizer"] = tokenizer_info["sha256"]
+    builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
+    directory = config.out
+    claim_directory(directory, builder, overwrite)
+    source = dataset_source(config.source, config.reader, config.inputs)
+    dtype = token_dtype(tokenizer_info["vocab_size"])
+    spec = BuildSpec(
+        directory=directory,
+        builder=builder,
+        source=source,
+        fmt=config.fmt,
+        splits=[],
+        jobs=[],
+        run_job=write_shard,
+        token_dtype=dtype,
+        tokenizer=tokenizer_info,
+        buckets=bucket_names(config.lengths),
+        unit="documents",
+    )
+    if finished_manifest(directory, builder) is not None:
+        result = run_build(spec, workers=workers, overwrite=overwrite, progress=progress, card=card)
+        return BucketsResult(result, result.manifest.extra.get("statistics", {}), 0.0, 0)
+
+    tokenizer_path = directory / TOKENIZER_NAME
+    if not tokenizer_path.is_file() or sha256_file(tokenizer_path) != tokenizer_info["sha256"]:
+        with atomic_path(tokenizer_path) as tmp:
+            tmp.write_bytes(tokenizer_text)
+    spool = directory / STATE_DIR / "chunks"
+    spool.mkdir(parents=True, exist_ok=True)
+    screen = Screen(skip_bad=config.skip_bad, strict=config.strict)
+    started = time.perf_counter()
+    chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, workers, progress)
+    tokenize_seconds = time.perf_counter() - started
+
+    plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen)
+    spec.splits = plan.splits
+    spec.jobs = plan.jobs
+    spec.finalize = lambda results: plan.extra
+    write_workers = workers if tokens >= PARALLEL_WRITE_TOKENS else 1
+    result = run_build(spec, workers=write_workers, overwrite=overwrite, progress=progress, card=card)
+    shutil.rmtree(spool, ignore_errors=True)
+    return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
+
+
+def _tokenizer_bytes(name: str, tokenizer) -> bytes:
+    path = Path(name)
+    path = path / TOKENIZER_NAME if path.is_dir() else path
+    return path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# ---------------------------------------------------------------- pass 1: tokenize
+
+
+_worker_tokenizer = None
+
+
+def _init_tokenizer(path: str) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = load_tokenizer(path)
+
+
+def _tokenize_chunk(path: str, documents: list[tuple[str, dict[str, Any], str, str]]) -> tuple[int, int]:
+    return write_chunk(Path(path), _worker_tokenizer, documents)
+
+
+def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, dict[str, Any], str, str]]]:
+    """The distinct input documents cut into consecutive chunks of about CHUNK_CHARS characters."""
+    chunk: list[tuple[str, dict[str, Any], str, str]] = []
+    size = 0
+    seen: set[str] = set()
+    for document in read_documents(config.source, config.inputs, config.reader, screen):
+        digest = text_digest(document.text)
+        if digest in seen:
+            screen.counts["duplicates removed"] += 1
+            continue
+        seen.add(digest)
+        chunk.append((document.text, document.meta, document.source, digest))
+        size += len(document.text)
+        if size >= CHUNK_CHARS:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def tokenize_to_chunks(
+    config: BucketConfig, screen: Screen, spool: Path, tokenizer_path: Path, workers: int, progress: bool
+) -> tuple[int, int]:
+    """Pass 1: tokenize every chunk not already in ``spool``; return (chunks, tokens)."""
+    from tqdm import tqdm
+
+    bar = tqdm(unit=" docs", disable=not progress, dynamic_ncols=True, desc="tokenizing")
+    started = time.perf_counter()
+    tokens = 0
+
+    def done(documents: int, chunk_tokens: int) -> None:
+        nonlocal tokens
+        tokens += chunk_tokens
+        bar.set_postfix_str(
+            f"{tokens / max(time.perf_counter() - started, 1e-9):,.0f} tokens/s", refresh=False
+        )
+        bar.update(documents)
+
+    count = 0
+    pool = None
+    try:
+        if workers > 1:
+            context = multiprocessing.get_context(
+                "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            )
+            pool = ProcessPoolExecutor(
+                workers, mp_context=context, initializer=_init_tokenizer, initargs=(str(tokenizer_path),)
+            )
+        else:
+            _init_tokenizer(str(tokenizer_path))
+        pending: deque = deque()
+        for index, documents in enumerate(_chunks(config, screen)):
+            count = index + 1
+            path = chunk_path(spool, index)
+            if path.exists():
+                done(len(documents), int(np.sum(read_chunk(path, ["num_tokens"]).column(0).to_numpy())))
+            elif pool is None:
+                done(*_tokenize_chunk(str(path), documents))
+            else:
+                pending.append(pool.submit(_tokenize_chunk, str(path), documents))
+                while len(pending) >= 2 * workers:
+                    done(*pending.popleft().result())
+            while pending and pending[0].done():
+                done(*pending.popleft().result())
+        while pending:
+            done(*pending.popleft().result())
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        bar.close()
+    return count, tokens
+
+
+# ---------------------------------------------------------------- pass 2: plan and write shards
+
+
+@dataclass
+class ShardPlan:
+    splits: list[str]
+    jobs: list[Job]
+    extra: dict[str, Any]
+
+
+def plan_shards(
+    config: BucketConfig, spool: Path, chunks: int, eos: int, tokenizer_path: str, source: str, screen: Screen
+) -> ShardPlan:
+    """Choose evaluation documents, assign splits and buckets, and cut shards (documents are distinct)."""
+    tables = [read_chunk(chunk_path(spool, index), SUMMARY_COLUMNS) for index in range(chunks)]
+    ids = [value for table in tables for value in table.column("id").to_pylist()]
+    sources = [value for table in tables for value in table.column("source").to_pylist()]
+    num_tokens = np.concatenate([t.column("num_tokens").to_numpy() for t in tables] + [np.zeros(0, np.int64)])
+    refs = np.concatenate(
+        [np.stack([np.full(t.num_rows, i), np.arange(t.num_rows)], axis=1) for i, t in enumerate(tables)]
+        + [np.zeros((0, 2), np.int64)]
+    )
+    if len(set(ids)) != len(ids):
+        raise ValueError("two different documents share a 64-bit id (sha1 prefix); please report this input")
+    eval_sets = select_eval_documents(
+        ids, num_tokens, config.eval_lengths, config.eval_per_length, config.seed
+    )
+    held_out = sorted({document for chosen in eval_sets.values() for document in chosen})
+    names = bucket_names(config.lengths)
+    buckets = bucket_indices(num_tokens, config.lengths)
+    training = np.ones(len(ids), bool)
+    training[held_out] = False
+    groups: dict[tuple[str, int], list[int]] = {}
+    for document in np.flatnonzero(training).tolist():
+        split = assign_split(ids[document], config.splits)
+        groups.setdefault((split, int(buckets[document])), []).append(document)
+
+    def size(document: int) -> int:
+        return int(num_tokens[document])
+
+    jobs: list[Job] = []
+    common = {"eos": eos, "tokenizer": tokenizer_path, "spool": str(spool), "source": source}
+    for split in config.splits:
+        for index, name in enumerate(names):
+            for number, shard in enumerate(
+                chunk_by_size(groups.get((split, index), []), size, config.shard_tokens)
+            ):
+                jobs.append(_job(config.fmt, split, name, number, "train", refs[shard], 0, common))
+    for length, chosen in eval_sets.items():
+        per_shard = max(1, config.shard_tokens // length)
+        for number, start in enumerate(range(0, len(chosen), per_shard)):
+            shard = chosen[start : start + per_shard]
+            jobs.append(
+                _job(config.fmt, EVAL_SPLIT, str(length), number, "eval", refs[shard], length, common)
+            )
+    concat_counts: dict[int, int] = {}
+    if config.eval_concat and held_out:
+        stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
+        for length in eval_sets:
+            concat_counts[length] = min(config.eval_per_length, stream_tokens // length)
+            if concat_counts[length]:
+                job = _job(config.fmt, CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common)
+                job.payload["count"] = concat_counts[length]
+                jobs.append(job)
+
+    splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [CONCAT_SPLIT] * bool(concat_counts)
+    statistics = {
+        "Cleaning": {
+            "documents read": len(ids) + sum(screen.counts.values()),
+            **dict(sorted(screen.counts.items())),
+            "evaluation documents": len(held_out),
+            "training documents": int(training.sum()),
+        },
+        "Training buckets": _table(
+            {
+                "bucket": name,
+                "documents": int(np.sum(training & (buckets == index))),
+                "tokens": int(num_tokens[training & (buckets == index)].sum()),
+                **{split: len(groups.get((split, index), [])) for split in config.splits},
+            }
+            for index, name in enumerate(names)
+        ),
+        "Token lengths by source (documents per bucket, evaluation documents included)": _table(
+            {"bucket": name, **_count(sources, np.flatnonzero(buckets == index), sorted(set(sources)))}
+            for index, name in enumerate(names)
+        ),
+    }
+    if eval_sets:
+        statistics["Evaluation sets"] = _table(
+            {"length": length, "sequences": len(chosen), "concatenated": concat_counts.get(length, 0)}
+            for length, chosen in eval_sets.items()
+        )
+    card = bucket_card(config.source, source, config.command(), config.lengths, sorted(eval_sets))
+    extra = {
+        "card": card,
+        "statistics": statistics,
+        "eval": {
+            "lengths": sorted(eval_sets),
+            "per_length": config.eval_per_length,
+            "concat": config.eval_concat,
+            "seed": config.seed,
+            "documents": {str(length): [ids[d] for d in chosen] for length, chosen in eval_sets.items()},
+        },
+    }
+    return ShardPlan(splits, jobs, extra)
+
+
+def _table(rows: Iterable[dict[str, Any]]) -> dict[str, list]:
+    """Rows as the card's ordered table form ``{"columns", "rows"}`` (the manifest sorts dict keys)."""
+    rows = list(rows)
+    columns = list(rows[0]) if rows else []
+    return {"columns": columns, "rows": [[row[c] for c in columns] for row in rows]}
+
+
+def table_rows(table: dict[str, list]) -> list[dict[str, Any]]:
+    """The rows of a ``{"columns", "rows"}`` table as dicts."""
+    return [dict(zip(table["columns"], row, strict=True)) for row in table["rows"]]
+
+
+def _count(values: list[str], positions: np.ndarray, keys: list[str]) -> dict[str, int]:
+    counts = Counter(values[p] for p in positions.tolist())
+    return {key: counts[key] for key in keys}
+
+
+def _job(fmt: str, split: str, bucket: str, number: int, kind: str, refs, length: int, common) -> Job:
+    relpath = shard_relpath(split, number, fmt, bucket)
+    payload = {"kind": kind, "relpath": relpath, "refs": refs, "length": length, **common}
+    return Job(key=relpath, payload=payload, weight=len(refs))
+
+
+@lru_cache(maxsize=16)
+def _cached_chunk(path: str, stamp: tuple[int, int, int]):
+    """Chunks stay open (memory-mapped) across the shard jobs of one process; ``stamp`` (inode, mtime,
+    size) tells a rewritten file from the one cached."""
+    return read_chunk(Path(path))
+
+
+@lru_cache(maxsize=4)
+def _decoder(path: str):
+    return load_tokenizer(path)
+
+
+def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
+    """``(id, text, source, meta, input_ids)`` of the referenced chunk rows, in ``refs`` order."""
+    start = 0
+    while start < len(refs):
+        chunk = int(refs[start, 0])
+        stop = start
+        while stop < len(refs) and refs[stop, 0] == chunk:
+            stop += 1
+        path = chunk_path(spool, chunk)
+        status = path.stat()
+        table = _cached_chunk(str(path), (status.st_ino, status.st_mtime_ns, status.st_size))
+        table = table.take(refs[start:stop, 1])
+        values, offsets = token_arrays(table)
+        columns = [table.column(name).to_pylist() for name in ("id", "text", "source", "meta")]
+        for i, (key, text, source, meta) in enumerate(zip(*columns, strict=True)):
+            yield key, text, source, json.loads(meta), values[offsets[i] : offsets[i + 1]]
+        start = stop
+
+
+def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
+    """Run one shard job of the plan (in the main process or a build worker)."""
+    payload = job.payload
+    spool, kind, length = Path(payload["spool"]), payload["kind"], payload["length"]
+    with output.open(payload["relpath"]) as writer:
+        if kind == "train":
+            for key, text, source, meta, ids in _rows(spool, payload["refs"]):
+                writer.write({"id": key, "text": text, "source": source, "meta": meta, "input_ids": ids})
+        elif kind == "eval":
+            decoder = _decoder(payload["tokenizer"])
+            for key, _, source, meta, ids in _rows(spool, payload["refs"]):
+                prefix = ids[:length]
+                meta = {**meta, "document_id": key, "document_tokens": int(ids.size)}
+                text = decoder.decode(prefix.tolist(), skip_special_tokens=False)
+                writer.write(
+                    {
+                        "id": f"{key}-{length}",
+                        "text": text,
+                        "source": source,
+                        "meta": meta,
+                        "input_ids": prefix,
+                    }
+                )
+        else:
+            decoder = _decoder(payload["tokenizer"])
+            rows = list(_rows(spool, payload["refs"]))
+            starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
+            windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, payload["count"])
+            for number, (offset, ids) in enumerate(windows):
+                first = int(np.searchsorted(starts, offset, side="right")) - 1
+                last = int(np.searchsorted(starts, offset + length, side="left"))
+                meta = {"offset": offset, "documents": [rows[d][0] for d in range(first, last)]}
+                text = decoder.decode(ids.tolist(), skip_special_tokens=False)
+                writer.write(
+                    {
+                        "id": f"concat-{length}-{number:06d}",
+                        "text": text,
+                        "source": payload["source"],
+                        "meta": meta,
+                        "input_ids": ids,
+                    }
+                )
+    return {}

@@ -1,0 +1,261 @@
+"""Readers: one per corpus layout, each a stream of :class:`Document` in input order (never loaded whole).
+
+Every reader goes through the same :class:`Screen`, which decides what happens to a bad line (malformed
+JSON, missing text field, truncated stream: one-line :class:`InputError`, or a counted skip with
+``skip_bad``) and to an unclean document (empty or invalid UTF-8: a counted skip, or an error with
+``strict``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ltsgen.corpora.inputs import InputError, TruncatedInput, expand_inputs, read_chunks, read_lines
+
+JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
+PARQUET_SUFFIXES = (".parquet",)
+TEXT_SUFFIXES = (".txt", ".txt.gz", ".txt.zst", ".md")
+
+
+@dataclass
+class Document:
+    """One input document: its text, the source's metadata, the record ``source`` and where it was read."""
+
+    text: str
+    meta: dict[str, Any]
+    source: str
+    where: str
+
+
+@dataclass
+class ReaderOptions:
+    text_field: str | None = None  # None: the source's own field ("text", or "content" for the Stack)
+    subset: str | None = None  # pile: keep only meta.pile_set_name == subset
+    separator: str | None = None  # text: split each file into documents on this string
+    hf_config: str | None = None
+    hf_split: str = "train"
+
+
+@dataclass
+class Screen:
+    """The cleaning policy and its counters (``counts`` goes into the manifest statistics)."""
+
+    skip_bad: bool = False
+    strict: bool = False
+    counts: Counter = field(default_factory=Counter)
+
+    def bad(self, where: str, problem: str, kind: str) -> None:
+        if not self.skip_bad:
+            raise InputError(f"{where}: {problem} (use --skip-bad to count and skip such lines)")
+        self.counts[f"skipped: {kind}"] += 1
+
+    def unclean(self, where: str, kind: str) -> None:
+        if self.strict:
+            raise InputError(f"{where}: {kind} document (--strict)")
+        self.counts[f"skipped: {kind}"] += 1
+
+    def clean(self, text: Any, where: str, text_field: str) -> str | None:
+        """The text when it is a usable document, else None (after counting or raising)."""
+        if not isinstance(text, str):
+            self.bad(where, f"missing text field {text_field!r}", "missing text field")
+            return None
+        if not text.strip():
+            self.unclean(where, "empty")
+            return None
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates from JSON escapes: not valid UTF-8
+            self.unclean(where, "invalid UTF-8")
+            return None
+        return text
+
+
+def slug(name: str) -> str:
+    """A record ``source`` from a free name: lower case, runs of other characters as '-'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unnamed"
+
+
+def json_safe(value: Any) -> Any:
+    """Metadata as plain JSON values (dates and other objects as their string form)."""
+    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def _json_objects(path: Path, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, object)`` for each JSON line of a plain, gzip or zstd file; blank lines are ignored."""
+    try:
+        for number, line in read_lines(path):
+            where = f"{path}:{number}"
+            if not line.strip():
+                continue
+            try:
+                decoded = line.decode("utf-8")
+            except UnicodeDecodeError:
+                screen.unclean(where, "invalid UTF-8")
+                continue
+            try:
+                obj = json.loads(decoded)
+            except json.JSONDecodeError as error:
+                screen.bad(where, f"malformed JSON ({error.msg} at column {error.colno})", "malformed JSON")
+                continue
+            if not isinstance(obj, dict):
+                screen.bad(where, "malformed JSON (a line must hold one JSON object)", "malformed JSON")
+                continue
+            yield where, obj
+    except TruncatedInput as error:
+        screen.bad(error.where, error.problem, "truncated stream")
+
+
+def _meta_of(obj: dict[str, Any], text_field: str) -> dict[str, Any]:
+    """Every field but the text; a nested ``meta`` object is flattened into it."""
+    meta = {k: v for k, v in obj.items() if k not in (text_field, "meta")}
+    if isinstance(obj.get("meta"), dict):
+        meta.update(obj["meta"])
+    elif "meta" in obj:
+        meta["meta"] = obj["meta"]
+    return meta
+
+
+def _json_reader(record_source: Callable[[dict[str, Any]], str], default_field: str = "text"):
+    def read(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
+        text_field = options.text_field or default_field
+        for path in expand_inputs(inputs, JSON_SUFFIXES):
+            for where, obj in _json_objects(path, screen):
+                meta = _meta_of(obj, text_field)
+                if options.subset is not None and meta.get("pile_set_name") != options.subset:
+                    screen.counts["other subsets"] += 1
+                    continue
+                text = screen.clean(obj.get(text_field), where, text_field)
+                if text is not None:
+                    yield Document(text, meta, record_source(meta), where)
+
+    return read
+
+
+def _pile_source(meta: dict[str, Any]) -> str:
+    name = meta.get("pile_set_name")
+    return slug(name) if isinstance(name, str) else "pile"
+
+
+def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
+    """The Stack's parquet files: ``content`` plus every other column as metadata, in row-group batches."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    text_field = options.text_field or "content"
+    for path in expand_inputs(inputs, PARQUET_SUFFIXES):
+        try:
+            parquet = pq.ParquetFile(path)
+            if text_field not in parquet.schema_arrow.names:
+                screen.bad(
+                    str(path), f"missing text field {text_field!r} (no such column)", "missing text field"
+                )
+                continue
+            row = 0
+            for batch in parquet.iter_batches(batch_size=1024):
+                for values in batch.to_pylist():
+                    row += 1
+                    where = f"{path}:row {row}"
+                    text = screen.clean(values.pop(text_field), where, text_field)
+                    if text is not None:
+                        yield Document(text, json_safe(values), "stack", where)
+        except (pa.ArrowException, OSError) as error:
+            screen.bad(
+                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "truncated stream"
+            )
+
+
+def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
+    """Any Hugging Face dataset, by Hub name or local folder, streamed with ``datasets.load_dataset``."""
+    import datasets
+
+    text_field = options.text_field or "text"
+    for name in inputs:
+        try:
+            stream = datasets.load_dataset(name, options.hf_config, split=options.hf_split, streaming=True)
+            rows = iter(stream)
+            source = slug(Path(name.rstrip("/")).name)
+            for row, values in enumerate(rows, 1):
+                where = f"{name}:row {row}"
+                values = dict(values)
+                text = screen.clean(values.pop(text_field, None), where, text_field)
+                if text is not None:
+                    yield Document(text, json_safe(values), source, where)
+        except InputError:
+            raise
+        except Exception as error:  # datasets raises many types (network, config, file errors)
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise InputError(f"{name}: cannot stream this dataset ({first})") from None
+
+
+def _split_stream(path: Path, separator: str) -> Iterator[bytes]:
+    """The documents of one text file, split on ``separator`` while streaming."""
+    mark = separator.encode("utf-8")
+    pending = b""
+    for chunk in read_chunks(path):
+        parts = (pending + chunk).split(mark)
+        pending = parts.pop()
+        yield from parts
+    yield pending
+
+
+def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
+    """Plain text files or folders: one document per file, or per ``separator``-delimited piece."""
+    for path in expand_inputs(inputs, TEXT_SUFFIXES):
+        try:
+            pieces = (
+                _split_stream(path, options.separator) if options.separator else [b"".join(read_chunks(path))]
+            )
+            for number, raw in enumerate(pieces, 1):
+                where = f"{path}:document {number}"
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    screen.unclean(where, "invalid UTF-8")
+                    continue
+                text = screen.clean(text.strip() if options.separator else text, where, "text")
+                if text is not None:
+                    yield Document(text, {"file": path.name, "document": number}, "text", where)
+        except TruncatedInput as error:
+            screen.bad(error.where, error.problem, "truncated stream")
+
+
+Reader = Callable[[list[str], ReaderOptions, Screen], Iterator[Document]]
+
+SOURCES: dict[str, Reader] = {
+    "c4": _json_reader(lambda meta: "c4"),
+    "pile": _json_reader(_pile_source),
+    "redpajama-arxiv": _json_reader(lambda meta: "arxiv"),
+    "stack": read_stack,
+    "hf": read_hf,
+    "text": read_text,
+}
+
+
+def input_files(source: str, inputs: list[str]) -> list[Path]:
+    """The files a file-based source reads for ``inputs`` (folders filtered by the source's suffixes)."""
+    suffixes = {"stack": PARQUET_SUFFIXES, "text": TEXT_SUFFIXES}.get(source, JSON_SUFFIXES)
+    return expand_inputs(inputs, suffixes)
+
+
+def dataset_source(source: str, options: ReaderOptions, inputs: list[str]) -> str:
+    """The manifest's ``source`` for a build: what its records are (c4, arxiv, github, ...)."""
+    if source == "pile":
+        return slug(options.subset) if options.subset else "pile"
+    if source == "hf":
+        return slug(Path(inputs[0].rstrip("/")).name)
+    return {"redpajama-arxiv": "arxiv"}.get(source, source)
+
+
+def read_documents(
+    source: str, inputs: list[str], options: ReaderOptions, screen: Screen
+) -> Iterator[Document]:
+    """The documents of ``inputs`` read as ``source`` (one of :data:`SOURCES`)."""
+    if source not in SOURCES:
+        raise InputError(f"unknown source {source!r} (choose from {', '.join(SOURCES)})")
+    return SOURCES[source](inputs, options, screen)

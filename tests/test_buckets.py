@@ -1,0 +1,342 @@
+"""`ltsgen buckets` end to end on the real samples: exact buckets, exact nested evaluation sets, formats,
+determinism across worker counts, kill -9 and resume, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
+
+from ltsgen.cli import main
+from ltsgen.loaders.contract import parse_bucket_name, read_manifest, sha256_file
+from ltsgen.loaders.formats import read_shard
+from ltsgen.tokenizer import load_tokenizer
+
+REPO = Path(__file__).resolve().parents[1]
+LENGTHS = "256,512,1024,2048,4096"
+EVAL_N = 8
+
+
+@pytest.fixture(scope="session")
+def tokenizer_path(tmp_path_factory, shared_data) -> Path:
+    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
+    argv = ["tokenizer", "--source", "c4", "--input", str(shared_data / C4_GZ), "--vocab-size", "1024"]
+    assert main([*argv, "--out", str(path)]) == 0
+    return path
+
+
+def build(out: Path, source: str, inputs: list, tokenizer: Path, *extra: str, card: bool = False) -> int:
+    argv = ["buckets", "--source", source, "--input", *map(str, inputs), "--out", str(out)]
+    return main(
+        [*argv, "--tokenizer", str(tokenizer), "--no-progress", *extra, *([] if card else ["--no-card"])]
+    )
+
+
+def records(directory: Path, split: str) -> dict[str, list[dict]]:
+    """bucket -> records of every shard of ``split``, in manifest order."""
+    manifest = read_manifest(directory)
+    found: dict[str, list[dict]] = {}
+    for shard in manifest.shards(split):
+        found.setdefault(shard.bucket, []).extend(read_shard(str(directory / shard.path), manifest.format))
+    return found
+
+
+def tree(directory: Path) -> dict[str, str]:
+    """Every file of a build (the journal aside, which records completion order) -> sha256."""
+    return {
+        str(p.relative_to(directory)): sha256_file(p)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and ".ltsgen" not in p.parts
+    }
+
+
+@pytest.fixture(scope="session")
+def c4_build(tmp_path_factory, tokenizer_path, shared_data) -> Path:
+    out = tmp_path_factory.mktemp("c4") / "data"
+    extra = [
+        "--lengths",
+        LENGTHS,
+        "--eval-per-length",
+        str(EVAL_N),
+        "--eval-concat",
+        "--shard-tokens",
+        "40000",
+    ]
+    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, card=True) == 0
+    return out
+
+
+def test_every_document_in_the_bucket_of_its_own_length_none_lost(c4_build, tokenizer_path, shared_data):
+    tokenizer = load_tokenizer(tokenizer_path)
+    texts = {
+        f"c4-{hashlib.sha1(r['text'].encode()).hexdigest()[:16]}": r["text"]
+        for r in json_lines(shared_data / C4_JSONL)
+    }
+    assert len(texts) == 800  # the sample has no exact duplicates
+    manifest = read_manifest(c4_build)
+    assert manifest.buckets == ["0-256", "256-512", "512-1024", "1024-2048", "2048-4096", "4096-inf"]
+    assert (
+        manifest.tokenizer["sha256"]
+        == sha256_file(c4_build / "tokenizer.json")
+        == sha256_file(tokenizer_path)
+    )
+    seen: list[str] = []
+    for split in ("train", "validation", "test"):
+        for bucket, rows in records(c4_build, split).items():
+            lo, hi = parse_bucket_name(bucket)
+            for row in rows:
+                ids = np.asarray(row["input_ids"])
+                assert ids.dtype == np.uint16 and row["num_tokens"] == ids.size
+                assert lo <= ids.size and (hi is None or ids.size < hi)
+                assert row["text"] == texts[row["id"]]
+                assert ids.tolist() == tokenizer.encode(row["text"], add_special_tokens=False).ids
+                seen.append(row["id"])
+    held_out = {i for ids in manifest.extra["eval"]["documents"].values() for i in ids}
+    assert len(seen) == len(set(seen)) == 800 - len(held_out)
+    assert set(seen) | held_out == set(texts) and not set(seen) & held_out
+    cleaning = manifest.extra["statistics"]["Cleaning"]
+    assert cleaning["documents read"] == 800 and cleaning["training documents"] == len(seen)
+    card = (c4_build / "README.md").read_text(encoding="utf-8")
+    assert "Training buckets" in card and "Evaluation sets" in card and "ltsgen buckets --source c4" in card
+
+
+def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, shared_data):
+    tokenizer = load_tokenizer(tokenizer_path)
+    full = {}
+    for row in json_lines(shared_data / C4_JSONL):
+        key = f"c4-{hashlib.sha1(row['text'].encode()).hexdigest()[:16]}"
+        full[key] = np.array(tokenizer.encode(row["text"], add_special_tokens=False).ids)
+    eligible = {
+        length: sum(ids.size >= length for ids in full.values()) for length in map(int, LENGTHS.split(","))
+    }
+    manifest = read_manifest(c4_build)
+    evals = records(c4_build, "eval")
+    lengths = sorted(map(int, evals))
+    assert lengths == manifest.extra["eval"]["lengths"] == list(eligible)
+    for length in lengths:
+        rows = evals[str(length)]
+        assert len(rows) == min(EVAL_N, eligible[length])
+        assert [r["meta"]["document_id"] for r in rows] == manifest.extra["eval"]["documents"][str(length)]
+        for row in rows:
+            document = row["meta"]["document_id"]
+            assert row["num_tokens"] == len(row["input_ids"]) == length
+            assert np.array_equal(row["input_ids"], full[document][:length])
+    for short, long in zip(lengths, lengths[1:], strict=False):
+        longer = evals[str(long)]
+        shorter = evals[str(short)][: len(longer)]  # the longer length's documents come first, same order
+        for a, b in zip(shorter, longer, strict=True):
+            assert a["meta"]["document_id"] == b["meta"]["document_id"]
+            assert np.array_equal(a["input_ids"], b["input_ids"][:short])
+
+    eos = manifest.tokenizer["eos_id"]
+    held_out = sorted(
+        {r["meta"]["document_id"] for rows in evals.values() for r in rows}, key=list(full).index
+    )
+    stream = np.concatenate([np.append(full[d], eos) for d in held_out])
+    concat = records(c4_build, "eval-concat")
+    for length in lengths:
+        rows = concat[str(length)]
+        assert len(rows) == min(EVAL_N, stream.size // length)
+        for number, row in enumerate(rows):
+            assert np.array_equal(row["input_ids"], stream[number * length : (number + 1) * length])
+
+
+def test_worker_count_changes_no_byte(c4_build, tmp_path, tokenizer_path, shared_data):
+    out = tmp_path / "two"
+    extra = [
+        "--lengths",
+        LENGTHS,
+        "--eval-per-length",
+        str(EVAL_N),
+        "--eval-concat",
+        "--shard-tokens",
+        "40000",
+    ]
+    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, "--workers", "2") == 0
+    card = {"README.md", "length_histogram.png", "token_length_histogram.png"}  # rendered from the rest
+    assert tree(out) == {k: v for k, v in tree(c4_build).items() if k not in card}
+
+
+def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokenizer_path, shared_data, capsys):
+    papers = tmp_path / "papers.jsonl"  # three arXiv papers: about 34k, 4k and 66k tokens
+    papers.write_bytes(b"".join((shared_data / ARXIV).read_bytes().splitlines(keepends=True)[:3]))
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(papers.read_bytes())
+    rows = {}
+    for fmt in ("parquet", "webdataset", "jsonl.zst"):
+        out = tmp_path / fmt.replace(".", "_")
+        extra = ["--format", fmt, "--lengths", "8192,32768", "--eval-per-length", "1", "--splits", "train=1"]
+        assert build(out, "redpajama-arxiv", [papers, copy], tokenizer_path, *extra) == 0
+        manifest = read_manifest(out)
+        assert manifest.extra["statistics"]["Cleaning"]["duplicates removed"] == 3
+        train = records(out, "train")
+        assert sorted(train) == ["0-8192", "32768-inf"]
+        rows[fmt] = [
+            (r["id"], r["text"], r["input_ids"].tolist(), r["meta"]) for b in train.values() for r in b
+        ]
+        rows[fmt] += [(r["id"], r["input_ids"].tolist()) for b in records(out, "eval").values() for r in b]
+    assert rows["parquet"] == rows["webdataset"] == rows["jsonl.zst"]
+    assert len(rows["parquet"]) == 2 + 2  # two training papers, one held-out paper at 8192 and 32768
+    assert "duplicates removed 3" in capsys.readouterr().out
+
+
+def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_path, shared_data, capsys):
+    before = tree(c4_build)
+    extra = [
+        "--lengths",
+        LENGTHS,
+        "--eval-per-length",
+        str(EVAL_N),
+        "--eval-concat",
+        "--shard-tokens",
+        "40000",
+    ]
+    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, card=True) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert tree(c4_build) == before
+    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, "--eval-per-length", "3") == 2
+    error = capsys.readouterr().err.strip()
+    assert "holds a build with other arguments" in error and "\n" not in error
+
+
+def _cli(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "ltsgen"), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    try:
+        while not ready():
+            assert process.poll() is None, "the build finished before it could be killed"
+            assert time.monotonic() < deadline, "the build never reached the point to kill it"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(
+    tmp_path, tokenizer_path, shared_data
+):
+    args = [
+        "buckets",
+        "--source",
+        "c4",
+        "--input",
+        str(shared_data / C4_GZ),
+        "--tokenizer",
+        str(tokenizer_path),
+    ]
+    args += [
+        "--lengths",
+        LENGTHS,
+        "--eval-per-length",
+        "4",
+        "--shard-tokens",
+        "4000",
+        "--no-progress",
+        "--no-card",
+    ]
+    reference, out = tmp_path / "reference", tmp_path / "killed"
+    assert main([*args, "--out", str(reference)]) == 0
+
+    chunks = out / ".ltsgen" / "chunks"
+    _kill_when(_cli(*args, "--out", str(out), "--workers", "2"), lambda: any(chunks.glob("chunk-*.arrow")))
+    assert not (out / "manifest.json").exists()
+    journal = out / ".ltsgen" / "journal.jsonl"
+    _kill_when(
+        _cli(*args, "--out", str(out)), lambda: journal.exists() and journal.read_text().count("\n") >= 5
+    )
+    assert not (out / "manifest.json").exists()
+    finished = _cli(*args, "--out", str(out))
+    stdout, stderr = finished.communicate(timeout=120)
+    assert finished.returncode == 0, stderr.decode()
+    assert "resumed" in stdout.decode() and "kept from an earlier run" in stdout.decode()
+    assert tree(out) == tree(reference)
+    assert not chunks.exists()
+
+
+@pytest.fixture
+def c4_lines(shared_data) -> list[bytes]:
+    return (shared_data / C4_JSONL).read_bytes().splitlines()[:40]
+
+
+def _bad_input_cases(tmp_path: Path, shared_data: Path, lines: list[bytes]) -> list[tuple[list[str], str]]:
+    cases = []
+    malformed = tmp_path / "malformed.jsonl"
+    malformed.write_bytes(b"\n".join([*lines[:6], b'{"text": "cut', *lines[6:]]) + b"\n")
+    cases.append((["c4", str(malformed)], rf"{malformed}:7: malformed JSON"))
+    missing = tmp_path / "missing.jsonl"
+    missing.write_bytes(b"\n".join([*lines[:2], b'{"url": "https://example.org/"}', *lines[2:]]) + b"\n")
+    cases.append((["c4", str(missing)], rf"{missing}:3: missing text field 'text'"))
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes((shared_data / C4_GZ).read_bytes()[:200_000])
+    cases.append((["c4", str(gz)], rf"{gz}:\d+: truncated gzip stream"))
+    zst = tmp_path / "cut.jsonl.zst"
+    write_pile_zst(zst, shared_data)
+    zst.write_bytes(zst.read_bytes()[:300_000])
+    cases.append((["pile", str(zst)], rf"{zst}:\d+: truncated zstd stream"))
+    return cases
+
+
+def test_bad_input_one_line_error_or_counted_skip(tmp_path, tokenizer_path, shared_data, c4_lines, capsys):
+    for number, (source_input, message) in enumerate(_bad_input_cases(tmp_path, shared_data, c4_lines)):
+        source, path = source_input
+        out = tmp_path / f"out{number}"
+        assert build(out, source, [path], tokenizer_path, "--eval-per-length", "0") == 2
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and error.startswith("ltsgen buckets: error: ")
+        assert __import__("re").search(message, error), error
+        assert "Traceback" not in error and not (out / "manifest.json").exists()
+        assert (
+            build(out, source, [path], tokenizer_path, "--eval-per-length", "0", "--skip-bad", "--overwrite")
+            == 0
+        )
+        statistics = read_manifest(out).extra["statistics"]["Cleaning"]
+        assert sum(v for k, v in statistics.items() if k.startswith("skipped: ")) == 1
+        capsys.readouterr()
+
+
+def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines, capsys):
+    path = tmp_path / "unclean.jsonl"
+    path.write_bytes(
+        b"\n".join([*c4_lines[:3], b'{"text": " "}', b'{"text": "x \xff"}', *c4_lines[3:]]) + b"\n"
+    )
+    assert build(tmp_path / "a", "c4", [path], tokenizer_path, "--eval-per-length", "0") == 0
+    cleaning = read_manifest(tmp_path / "a").extra["statistics"]["Cleaning"]
+    assert cleaning["skipped: empty"] == 1 and cleaning["skipped: invalid UTF-8"] == 1
+    assert cleaning["training documents"] == 40
+    capsys.readouterr()
+    assert build(tmp_path / "b", "c4", [path], tokenizer_path, "--strict") == 2
+    assert capsys.readouterr().err == f"ltsgen buckets: error: {path}:4: empty document (--strict)\n"
+
+
+def test_cli_errors_in_a_real_process_have_no_traceback(tmp_path, shared_data):
+    process = _cli(
+        "buckets", "--source", "c4", "--input", str(shared_data / C4_GZ), "--out", str(tmp_path / "x"),
+        "--tokenizer", "nobody-here/no-such-tokenizer",
+    )  # fmt: skip
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 2
+    lines = stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ltsgen buckets: error: nobody-here/no-such-tokenizer: ")

@@ -1,0 +1,246 @@
+"""Helpers shared by the corpora, buckets and tokenizer tests: real fixture files built from the samples."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+C4_JSONL = "c4_en/c4-train.00000-of-01024.first800.jsonl"
+C4_GZ = "c4_en/c4-train.00000-of-01024.first800.json.gz"
+ARXIV = "arxiv_redpajama/arxiv.jsonl"
+CODE = "code_debian_standin/debian_source_code.jsonl.gz"
+TINY_EOT = "tinystories/tinystories_sample_eot.txt"
+
+
+def json_lines(path: Path) -> list[dict]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def write_pile_zst(path: Path, shared_data: Path) -> tuple[int, int]:
+    """A real Pile-layout .jsonl.zst: the code sample as 'Github', the arXiv sample as 'ArXiv'."""
+    import zstandard
+
+    code = json_lines(shared_data / CODE)
+    arxiv = json_lines(shared_data / ARXIV)
+    lines = []
+    for rows, name in ((code, "Github"), (arxiv, "ArXiv")):
+        for row in rows:
+            lines.append(json.dumps({"text": row["text"], "meta": {"pile_set_name": name}}) + "\n")
+    # the arXiv records interleaved into the code ones, as the Pile mixes its subsets
+    mixed = lines[: len(code)]
+    for i, line in enumerate(lines[len(code) :]):
+        mixed.insert(i * 30, line)
+    path.write_bytes(zstandard.ZstdCompressor(level=3).compress("".join(mixed).encode("utf-8")))
+    return len(code), len(arxiv)
+
+
+def write_stack_parquet(directory: Path, shared_data: Path, files: int = 2) -> int:
+    """Real Stack-layout parquet files (content, lang, max_stars_repo_name, ...) from the code sample."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = json_lines(shared_data / CODE)
+    directory.mkdir(parents=True, exist_ok=True)
+    per_file = (len(rows) + files - 1) // files
+    for number in range(files):
+        part = rows[number * per_file : (number + 1) * per_file]
+        table = pa.table(
+            {
+                "content": [r["text"] for r in part],
+                "lang": [r["meta"]["repo_language"] for r in part],
+                "max_stars_repo_name": [r["meta"]["repo_name"] for r in part],
+                "max_stars_repo_path": [r["meta"]["file_name"] for r in part],
+                "size": [len(r["text"].encode("utf-8")) for r in part],
+            }
+        )
+        pq.write_table(table, directory / f"data-{number:05d}.parquet", row_group_size=100)
+    return len(rows)
+
+
+# ---------------------------------------------------------------- readers on the real samples
+
+import pytest  # noqa: E402
+
+from ltsgen.corpora.inputs import InputError, expand_inputs  # noqa: E402
+from ltsgen.corpora.readers import ReaderOptions, Screen, read_documents  # noqa: E402
+
+
+def read_all(source: str, inputs: list, **options) -> tuple[list, Screen]:
+    screen = Screen(skip_bad=options.pop("skip_bad", False), strict=options.pop("strict", False))
+    documents = list(read_documents(source, [str(p) for p in inputs], ReaderOptions(**options), screen))
+    return documents, screen
+
+
+def test_c4_both_files_800_documents_same_text(shared_data):
+    plain, _ = read_all("c4", [shared_data / C4_JSONL])
+    packed, _ = read_all("c4", [shared_data / C4_GZ])
+    assert len(plain) == len(packed) == 800
+    assert [d.text for d in plain] == [d.text for d in packed]
+    assert plain[0].text.startswith("Beginners BBQ Class Taking Place in Missoula!")
+    assert {d.source for d in plain} == {"c4"}
+    assert plain[0].meta["url"].startswith("https://") and "/" in plain[0].meta["url"]  # \/ unescaped
+    assert packed[0].meta["timestamp"] == "2019-04-25T12:57:54Z"
+    assert plain[0].where.endswith(f"{C4_JSONL}:1")
+
+
+def test_redpajama_arxiv_20_documents(shared_data):
+    documents, _ = read_all("redpajama-arxiv", [shared_data / ARXIV])
+    assert len(documents) == 20
+    assert {d.source for d in documents} == {"arxiv"}
+    ids = [d.meta["arxiv_id"] for d in documents]
+    assert len(set(ids)) == 20 and all(i.startswith("2208.") for i in ids)
+    assert {d.meta["yymm"] for d in documents} == {"2208"}
+
+
+def test_code_sample_740_documents_through_pile_reader(shared_data):
+    documents, _ = read_all("pile", [shared_data / CODE])
+    assert len(documents) == 740
+    assert {d.source for d in documents} == {"pile"}  # no pile_set_name in the stand-in
+    languages = {d.meta["repo_language"] for d in documents}
+    assert languages == {"C", "C++", "Python", "Java", "Perl", "Go"}
+
+
+def test_pile_jsonl_zst_subsets(tmp_path, shared_data):
+    path = tmp_path / "00.jsonl.zst"
+    code, arxiv = write_pile_zst(path, shared_data)
+    everything, _ = read_all("pile", [path])
+    github, screen = read_all("pile", [path], subset="Github")
+    assert screen.counts == {"other subsets": arxiv}
+    papers, _ = read_all("pile", [path], subset="ArXiv")
+    assert (len(everything), len(github), len(papers)) == (code + arxiv, 740, 20)
+    assert {d.source for d in github} == {"github"} and {d.source for d in papers} == {"arxiv"}
+    assert [d.text for d in github] == [r["text"] for r in json_lines(shared_data / CODE)]
+
+
+def test_stack_parquet_files_by_glob(tmp_path, shared_data):
+    count = write_stack_parquet(tmp_path / "stack", shared_data)
+    documents, _ = read_all("stack", [tmp_path / "stack" / "*.parquet"])
+    assert len(documents) == count == 740
+    assert {d.source for d in documents} == {"stack"}
+    assert documents[0].meta["lang"] == "Python" or documents[0].meta["lang"] in {
+        "C",
+        "C++",
+        "Java",
+        "Perl",
+        "Go",
+    }
+    assert set(documents[0].meta) == {"lang", "max_stars_repo_name", "max_stars_repo_path", "size"}
+    assert documents[-1].where.endswith("data-00001.parquet:row 370")
+
+
+def test_text_files_and_folders(tmp_path, shared_data):
+    stories, _ = read_all("text", [shared_data / TINY_EOT], separator="<|endoftext|>")
+    assert len(stories) == 5
+    assert all(s.text == s.text.strip() and "<|endoftext|>" not in s.text for s in stories)
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("first document\n", encoding="utf-8")
+    (folder / "sub" / "b.txt").write_text("second document\n", encoding="utf-8")
+    (folder / ".hidden.txt").write_text("not read\n", encoding="utf-8")
+    documents, _ = read_all("text", [folder])
+    assert [d.text for d in documents] == ["first document\n", "second document\n"]
+
+
+def test_hf_local_folder_streams(tmp_path, shared_data):
+    folder = tmp_path / "hf_arxiv"
+    folder.mkdir()
+    (folder / "train.jsonl").write_bytes((shared_data / ARXIV).read_bytes())
+    documents, _ = read_all("hf", [folder])
+    assert len(documents) == 20
+    assert {d.source for d in documents} == {"hf-arxiv"}
+    assert documents[0].text == json_lines(shared_data / ARXIV)[0]["text"]
+
+
+def test_hf_hub_name_offline_is_one_line_error():
+    with pytest.raises(InputError) as error:
+        list(read_documents("hf", ["nobody-here/no-such-dataset"], ReaderOptions(), Screen()))
+    assert "nobody-here/no-such-dataset" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_inputs_globs_folders_and_missing(tmp_path, shared_data):
+    files = expand_inputs([str(shared_data / "c4_en" / "*.json*")])
+    assert [f.name for f in files] == sorted(p.name for p in (shared_data / "c4_en").glob("*.json*"))
+    with pytest.raises(InputError, match="no file matches"):
+        expand_inputs([str(tmp_path / "*.jsonl")])
+    with pytest.raises(InputError, match="no such file"):
+        expand_inputs([str(tmp_path / "missing.jsonl")])
+
+
+# ---------------------------------------------------------------- bad input, file by file
+
+
+def _lines_file(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+GOOD = b'{"text": "a good document", "url": "https://example.org/"}'
+
+
+@pytest.mark.parametrize(
+    "line, problem, kind",
+    [
+        (b'{"text": "cut off', "malformed JSON", "malformed JSON"),
+        (b'{"url": "https://example.org/"}', "missing text field 'text'", "missing text field"),
+        (b'{"text": null}', "missing text field 'text'", "missing text field"),
+        (b"[1, 2]", "malformed JSON", "malformed JSON"),
+    ],
+)
+def test_bad_lines_fail_with_file_and_line_or_count(tmp_path, line, problem, kind):
+    path = _lines_file(tmp_path / "bad.jsonl", [GOOD, line, GOOD])
+    with pytest.raises(InputError) as error:
+        read_all("c4", [path])
+    assert str(error.value).startswith(f"{path}:2: {problem}") and "\n" not in str(error.value)
+    documents, screen = read_all("c4", [path], skip_bad=True)
+    assert len(documents) == 2 and screen.counts == {f"skipped: {kind}": 1}
+
+
+def test_empty_and_invalid_utf8_are_counted_or_strict(tmp_path):
+    path = _lines_file(
+        tmp_path / "unclean.jsonl",
+        [
+            GOOD,
+            b'{"text": "  \\n "}',
+            b'{"text": "bad \xff byte"}',
+            b'{"text": "lone \\ud800 surrogate"}',
+            GOOD,
+        ],
+    )
+    documents, screen = read_all("c4", [path])
+    assert len(documents) == 2
+    assert screen.counts == {"skipped: empty": 1, "skipped: invalid UTF-8": 2}
+    with pytest.raises(InputError, match=rf"^{path}:2: empty document \(--strict\)$"):
+        read_all("c4", [path], strict=True)
+
+
+def _truncate(path: Path, keep: float) -> Path:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, shared_data):
+    gz = tmp_path / "c4.json.gz"
+    gz.write_bytes((shared_data / C4_GZ).read_bytes()[:300_000])
+    with pytest.raises(InputError, match=rf"^{gz}:\d+: truncated gzip stream"):
+        read_all("c4", [gz])
+    documents, screen = read_all("c4", [gz], skip_bad=True)
+    assert 0 < len(documents) < 800 and screen.counts == {"skipped: truncated stream": 1}
+
+    zst = tmp_path / "pile.jsonl.zst"
+    write_pile_zst(zst, shared_data)
+    _truncate(zst, 0.5)
+    with pytest.raises(InputError, match=rf"^{zst}:\d+: truncated zstd stream"):
+        read_all("pile", [zst])
+    documents, screen = read_all("pile", [zst], skip_bad=True)
+    assert 0 < len(documents) < 760 and screen.counts == {"skipped: truncated stream": 1}
+
+
+def test_corrupt_parquet_is_one_line(tmp_path, shared_data):
+    write_stack_parquet(tmp_path / "stack", shared_data, files=1)
+    broken = _truncate(tmp_path / "stack" / "data-00000.parquet", 0.5)
+    with pytest.raises(InputError, match=rf"^{broken}: not a readable parquet file"):
+        read_all("stack", [broken])
