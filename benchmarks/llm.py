@@ -1,0 +1,113 @@
+"""LLM story throughput: ``ltsgen stories --backend openai`` against the loop a user would write.
+
+The server is the scripted OpenAI-compatible server of the tests, in its own process, answering each request
+after ``--latency`` seconds (a stand-in for a model server that serves requests in parallel, as vLLM or
+OpenAI do). Every contestant sends the same requests, side by side in ``--rounds`` rounds; the table gives
+medians:
+
+- peer:         a plain ``openai.OpenAI`` client in a sequential loop, one request after another (the exact
+                requests ltsgen sent: the recipe's outline, chapter, continuation and summary prompts);
+- ltsgen c=1:   ``ltsgen stories --backend openai --concurrency 1`` end to end (cache, shards, manifest, card);
+- ltsgen c=N:   the same with ``--concurrency N``;
+- ltsgen rerun: the finished build run again (answers from the cache: no request sent).
+
+Usage: python benchmarks/llm.py [--stories 48] [--latency 0.1] [--concurrency 16] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import openai
+
+from ltsgen.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    server = subprocess.Popen(
+        [sys.executable, str(REPO / "tests" / "openai_server.py"), "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return server, server.stdout.readline().strip()
+
+
+def ltsgen_build(url: str, work: Path, stories: int, concurrency: int, fresh: bool = True) -> float:
+    if fresh:
+        shutil.rmtree(work, ignore_errors=True)
+    args = ["stories", "--backend", "openai", "--base-url", url, "--model", "scripted-model"]
+    args += ["--out", str(work / "out"), "--cache-dir", str(work / "cache"), "--quiet", "--seed", "1"]
+    args += ["--num-stories", str(stories), "--min-words", "300", "--max-words", "3000"]
+    args += ["--chapter-words", "400", "--max-tokens", "350", "--concurrency", str(concurrency)]
+    args += ["--splits", "train=1.0", "--samples-per-shard", "8"]
+    started = time.perf_counter()
+    assert main(args) == 0
+    return time.perf_counter() - started
+
+
+def sequential_peer(url: str, requests: list[dict]) -> float:
+    client = openai.OpenAI(base_url=url, api_key="none")
+    started = time.perf_counter()
+    for request in requests:
+        client.chat.completions.create(**request)
+    return time.perf_counter() - started
+
+
+def main_benchmark() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stories", type=int, default=48)
+    parser.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per answer")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    server, url = start_server(args.latency)
+    times: dict[str, list[float]] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp)
+            for _ in range(args.rounds):
+                for name, concurrency in (
+                    ("ltsgen c=1", 1),
+                    (f"ltsgen c={args.concurrency}", args.concurrency),
+                ):
+                    times.setdefault(name, []).append(
+                        ltsgen_build(url, work / name, args.stories, concurrency)
+                    )
+                rerun = ltsgen_build(url, work / "ltsgen c=1", args.stories, 1, fresh=False)
+                times.setdefault("ltsgen rerun (cache)", []).append(rerun)
+                cache = work / "ltsgen c=1" / "cache"
+                requests = [json.loads(p.read_text())["request"] for p in sorted(cache.glob("*/*.json"))]
+                times.setdefault("peer: sequential openai loop", []).append(sequential_peer(url, requests))
+            answers = [json.loads(p.read_text())["answer"] for p in sorted(cache.glob("*/*.json"))]
+    finally:
+        server.terminate()
+        server.wait()
+
+    tokens = sum(a["completion_tokens"] for a in answers)
+    peer = statistics.median(times["peer: sequential openai loop"])
+    print(f"{args.stories} stories, {len(answers)} requests, {tokens:,} completion tokens, ")
+    print(f"server latency {args.latency}s per answer, median of {args.rounds} rounds\n")
+    print("| system | seconds | requests/s | completion tokens/s | vs peer |")
+    print("|---|---|---|---|---|")
+    for name, values in times.items():
+        seconds = statistics.median(values)
+        sent = 0 if "rerun" in name else len(answers)
+        print(
+            f"| {name} | {seconds:.2f} | {sent / seconds:,.1f} | {tokens * bool(sent) / seconds:,.0f} "
+            f"| {peer / seconds:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main_benchmark()

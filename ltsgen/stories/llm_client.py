@@ -1,0 +1,230 @@
+"""Chat completions through ``openai.AsyncOpenAI`` with the cache, retries, rate limits and budget of a build.
+
+The client's own retries are off (``max_retries=0``): ``ChatClient`` retries 408, 409, 429, 5xx, timeouts,
+dropped connections and malformed answers with exponential backoff and jitter, waiting at least what a
+``Retry-After`` header asks. 401, 403, 404 and other 4xx answers stop the build with ``LLMError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import openai
+
+from ltsgen.stories.llm_cache import ResponseCache, request_key
+from ltsgen.stories.llm_ledger import Ledger
+
+RETRYABLE_STATUS = (408, 409, 429)
+CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)
+
+
+class LLMError(Exception):
+    """A failure that stops the build; the message is one line."""
+
+
+class BudgetExhausted(Exception):
+    """``--max-cost`` would be exceeded by the next request."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.8
+    top_p: float = 0.95
+    max_tokens: int = 1024
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RateLimiter:
+    """Spaces out spending so that at most ``per_minute`` units go per minute (a GCRA without burst)."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.interval = 60.0 / per_minute
+        self.next_free = 0.0
+
+    async def acquire(self, amount: float = 1.0) -> None:
+        now = time.monotonic()
+        start = max(now, self.next_free)
+        self.next_free = start + amount * self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    def adjust(self, amount: float) -> None:
+        """Correct an earlier estimate by ``amount`` units (positive: more was spent)."""
+        self.next_free += amount * self.interval
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 8
+    backoff: float = 1.0  # seconds before the first retry; doubles each time, times a jitter in [0.5, 1.5)
+    max_backoff: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.max_backoff, self.backoff * 2**attempt) * (0.5 + random.random())
+        return max(delay, retry_after) if retry_after is not None else delay
+
+
+class ChatClient:
+    """One ``complete(messages, seed)`` per request: from the cache when answered before, else from the server."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        sampling: Sampling,
+        cache: ResponseCache,
+        ledger: Ledger,
+        *,
+        retry: RetryPolicy | None = None,
+        requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
+        max_cost: float | None = None,
+        on_answer: Callable[[Answer, bool], None] | None = None,
+        key_source: str = "the API key",
+    ) -> None:
+        self.client = client
+        self.model = model
+        self.sampling = sampling
+        self.cache = cache
+        self.ledger = ledger
+        self.retry = retry or RetryPolicy()
+        self.rpm = RateLimiter(requests_per_minute) if requests_per_minute else None
+        self.tpm = RateLimiter(tokens_per_minute) if tokens_per_minute else None
+        self.max_cost = max_cost
+        self.exhausted = False
+        self.on_answer = on_answer
+        self.key_source = key_source
+
+    def request(self, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
+        """The request body, which is also the cache key's content."""
+        return {"model": self.model, "messages": messages, **self.sampling.to_dict(), "seed": seed}
+
+    async def complete(self, messages: list[dict[str, str]], seed: int) -> Answer:
+        request = self.request(messages, seed)
+        key = request_key(request)
+        cached = self.cache.get(key)
+        if cached is not None:
+            answer = Answer(**cached)
+            self.ledger.cached.add(answer.prompt_tokens, answer.completion_tokens)
+        else:
+            answer = await self._fetch(request)
+            self.cache.put(key, request, asdict(answer))
+            self.ledger.sent.add(answer.prompt_tokens, answer.completion_tokens)
+        if self.on_answer:
+            self.on_answer(answer, cached is not None)
+        return answer
+
+    async def _fetch(self, request: dict[str, Any]) -> Answer:
+        estimate = sum(len(m["content"]) for m in request["messages"]) / CHARS_PER_TOKEN
+        worst = self.ledger.prices.cost(estimate, self.sampling.max_tokens)
+        if self.exhausted or (
+            self.max_cost is not None and self.ledger.spent + self.ledger.reserved + worst > self.max_cost
+        ):
+            self.exhausted = True
+            raise BudgetExhausted
+        self.ledger.reserved += worst
+        try:
+            for attempt in range(self.retry.max_retries + 1):
+                if self.rpm:
+                    await self.rpm.acquire()
+                if self.tpm:
+                    await self.tpm.acquire(estimate + self.sampling.max_tokens)
+                try:
+                    answer = _answer(await self.client.chat.completions.create(**request), estimate)
+                except (
+                    openai.APIStatusError,
+                    openai.APIConnectionError,
+                    openai.APIResponseValidationError,
+                    ValueError,
+                ) as error:
+                    reason, retry_after = self._classify(error)
+                    if attempt == self.retry.max_retries:
+                        raise LLMError(
+                            f"{self.client.base_url}: gave up after {attempt} retries; last error: "
+                            f"{_describe(error)}"
+                        ) from None
+                    self.ledger.retry(reason)
+                    await asyncio.sleep(self.retry.delay(attempt, retry_after))
+                    continue
+                if self.tpm:
+                    self.tpm.adjust(
+                        answer.prompt_tokens + answer.completion_tokens - estimate - self.sampling.max_tokens
+                    )
+                return answer
+            raise AssertionError("unreachable")
+        finally:
+            self.ledger.reserved -= worst
+
+    def _classify(self, error: Exception) -> tuple[str, float | None]:
+        """(retry reason, Retry-After seconds), or raise ``LLMError`` when retrying cannot help."""
+        if isinstance(error, openai.APIStatusError):
+            status = error.status_code
+            if status in RETRYABLE_STATUS or status >= 500:
+                return str(status), retry_after_seconds(error.response.headers)
+            hint = {
+                401: f"check {self.key_source}",
+                403: "the key may not use this model",
+                404: f"is --model {self.model!r} served at --base-url {self.client.base_url}?",
+            }.get(status, "the server rejected the request")
+            raise LLMError(f"{self.client.base_url} answered {_describe(error)}; {hint}") from None
+        if isinstance(error, openai.APITimeoutError):
+            return "timeout", None
+        if isinstance(error, openai.APIConnectionError):
+            return "connection", None
+        return "malformed", None
+
+
+def _answer(response: Any, prompt_estimate: float) -> Answer:
+    """Check a chat completion and reduce it to an ``Answer``; ValueError when it is malformed."""
+    choices = getattr(response, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise ValueError("answer without choices")
+    text = choices[0].message.content or ""
+    usage = getattr(response, "usage", None)
+    prompt_tokens = usage.prompt_tokens if usage else round(prompt_estimate)
+    completion_tokens = usage.completion_tokens if usage else -(-len(text) // CHARS_PER_TOKEN)
+    return Answer(text, choices[0].finish_reason or "stop", prompt_tokens, completion_tokens)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Seconds asked by ``Retry-After-Ms`` or ``Retry-After`` (seconds or an HTTP date), if any."""
+    if value := headers.get("retry-after-ms"):
+        try:
+            return float(value) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _describe(error: Exception) -> str:
+    if isinstance(error, openai.APIStatusError):
+        body = error.body
+        message = body.get("message") if isinstance(body, dict) else None
+        return f"{error.status_code} {message or error.message}".replace("\n", " ")
+    return f"{type(error).__name__}: {error}".replace("\n", " ")

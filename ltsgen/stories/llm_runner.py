@@ -1,0 +1,225 @@
+"""Run story pipelines concurrently on an event loop, feeding the shard jobs of ``ltsgen.build``.
+
+The build driver runs shard jobs one after another; each job waits for its stories while the loop already
+writes the next jobs' stories, so ``concurrency`` requests stay in flight across shard boundaries. Stories
+are independent pipelines of requests, so their results, and the shards, do not depend on timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ltsgen.build import Job, ShardOutput
+from ltsgen.stories.llm_client import Answer, BudgetExhausted, ChatClient
+from ltsgen.stories.llm_filters import Filters
+from ltsgen.stories.llm_recipe import StorySeed
+from ltsgen.stories.llm_story import Recipe, StoryResult, write_story
+
+LOOKAHEAD = 2  # stories scheduled per worker beyond the job being written
+
+
+class StoryRunner:
+    """``with StoryRunner(...) as runner: run_build(spec with run_job=runner.write_shard)``.
+
+    ``make_chat`` builds the ``ChatClient`` inside the loop's thread; it is closed on exit. The first fatal
+    error (``LLMError``, ``BudgetExhausted``) of any story stops every job at once.
+    """
+
+    def __init__(
+        self,
+        make_chat: Callable[[Callable[[Answer, bool], None]], ChatClient],
+        seed_of: Callable[[int], StorySeed],
+        recipe: Recipe,
+        filters: Filters,
+        jobs: list[Job],
+        concurrency: int,
+        progress: bool = True,
+    ) -> None:
+        self.make_chat = make_chat
+        self.seed_of = seed_of
+        self.recipe = recipe
+        self.filters = filters
+        self.jobs = jobs
+        self.positions = {job.key: position for position, job in enumerate(jobs)}
+        self.concurrency = concurrency
+        self.progress = progress
+        self.next_position = 0
+        self.words = 0
+        self.chat: ChatClient | None = None
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._futures: dict[int, asyncio.Future[StoryResult]] = {}
+        self._scheduled: set[int] = set()
+        self._queue: asyncio.Queue[tuple[int, asyncio.Future[StoryResult]] | None] | None = None
+        self._failed: asyncio.Future[None] | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._started = 0.0
+
+    def __enter__(self) -> StoryRunner:
+        from tqdm import tqdm
+
+        self._thread.start()
+        self.bar = tqdm(
+            total=sum(len(job.payload["indices"]) for job in self.jobs),
+            unit=" stories",
+            disable=not self.progress,
+            dynamic_ncols=True,
+        )
+        self._call(self._start())
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:  # the jobs after the last one run were finished by an earlier run
+            self.bar.update(sum(len(job.payload["indices"]) for job in self.jobs[self.next_position :]))
+        try:
+            self._call(self._stop(graceful=exc_type is not None and issubclass(exc_type, BudgetExhausted)))
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
+            self.bar.close()
+
+    def write_shard(self, job: Job, output: ShardOutput) -> dict[str, Any]:
+        """The build driver's ``run_job``: wait for the job's stories, write the kept ones, return stats."""
+        position = self.positions[job.key]
+        # jobs the driver skipped were finished by an earlier run
+        skipped = [i for kept in self.jobs[self.next_position : position] for i in kept.payload["indices"]]
+        self.bar.update(sum(1 for index in skipped if index not in self._scheduled))
+        self.next_position = position + 1
+        indices = job.payload["indices"]
+        ahead = (later.payload["indices"] for later in self.jobs[position + 1 :])
+        results = self._call(self._results(indices, ahead, skipped))
+        kept = [result.record for result in results if result.record is not None]
+        if kept:
+            with output.open(job.key) as writer:
+                for record in kept:
+                    writer.write(record)
+        return shard_stats(results)
+
+    def _call(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def _start(self) -> None:
+        self.chat = self.make_chat(self._on_answer)
+        self._queue = asyncio.Queue()
+        self._failed = self.loop.create_future()
+        self._started = time.monotonic()
+        self._workers = [asyncio.create_task(self._work()) for _ in range(self.concurrency)]
+
+    async def _stop(self, graceful: bool) -> None:
+        """Cancel the workers, or (``graceful``, after the budget ran out) let the requests in flight
+        finish into the cache: each worker stops when its story needs an uncached answer or ends."""
+        if graceful:
+            for _ in self._workers:
+                self._queue.put_nowait(None)
+        else:
+            for worker in self._workers:
+                worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        if self._failed.done():
+            self._failed.exception()  # retrieved: it was raised to the build already
+        if self.chat is not None:
+            await self.chat.client.close()
+
+    async def _results(
+        self, indices: list[int], ahead: Iterator[list[int]], skipped: list[int]
+    ) -> list[StoryResult]:
+        """The job's stories; meanwhile the next jobs' stories are scheduled until ``LOOKAHEAD``
+        stories per worker wait to be written or consumed, so that no worker idles at a job's end."""
+        for index in skipped:  # scheduled ahead for a job that turned out to be finished already
+            if index in self._futures:
+                self._futures.pop(index).cancel()
+        self._schedule(indices)
+        for upcoming in ahead:
+            if len(self._futures) >= LOOKAHEAD * self.concurrency:
+                break
+            self._schedule(upcoming)
+        results = []
+        for index in indices:
+            future = self._futures.pop(index)
+            await asyncio.wait([future, self._failed], return_when=asyncio.FIRST_COMPLETED)
+            if self._failed.done():
+                self._failed.result()
+            results.append(future.result())
+        return results
+
+    def _schedule(self, indices: list[int]) -> None:
+        for index in indices:
+            if index not in self._scheduled:
+                self._scheduled.add(index)
+                self._futures[index] = self.loop.create_future()
+                self._queue.put_nowait((index, self._futures[index]))
+
+    async def _work(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is None or self._failed.done():
+                return
+            index, future = item
+            if future.cancelled():  # its job was finished by an earlier run
+                continue
+            try:
+                result = await write_story(self.seed_of(index), self.chat, self.recipe, self.filters)
+            except Exception as error:  # the first failure stops the build
+                if not self._failed.done():
+                    self._failed.set_exception(error)
+                return
+            if not future.cancelled():
+                future.set_result(result)
+            self.words += result.record["num_words"] if result.record else 0
+            self.bar.update(1)
+
+    def _on_answer(self, answer: Answer, cached: bool) -> None:
+        ledger = self.chat.ledger
+        rate = ledger.sent.completion_tokens / max(time.monotonic() - self._started, 1e-9)
+        self.bar.set_postfix_str(
+            f"{self.words:,} words, {rate:,.0f} tok/s, {ledger.total_retries} retries", refresh=False
+        )
+
+
+def shard_stats(results: list[StoryResult]) -> dict[str, Any]:
+    """A shard's statistics as sums and maxima that merge across shards (see ``merge_stats``)."""
+    stats: dict[str, Any] = {"stories": 0, "words": 0, "target_words": 0, "within_10pct": 0}
+    stats |= {"chapters": 0, "continuations": 0, "oov_share_sum": 0.0, "max_length_error": 0.0}
+    stats |= {"rejected": Counter(), "finish_reasons": Counter(), "features": Counter()}
+    stats |= {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    for result in results:
+        for key, value in result.usage.to_dict().items():
+            stats[key] += value
+        stats["finish_reasons"].update(result.finish_reasons)
+        if result.record is None:
+            stats["rejected"][result.rejected] += 1
+            continue
+        meta, words, target = result.record["meta"], result.record["num_words"], result.seed.target_words
+        error = abs(words - target) / target
+        stats["stories"] += 1
+        stats["words"] += words
+        stats["target_words"] += target
+        stats["within_10pct"] += error <= 0.10
+        stats["max_length_error"] = max(stats["max_length_error"], round(error, 4))
+        stats["chapters"] += len(meta["chapters"])
+        stats["continuations"] += sum(chapter["continuations"] for chapter in meta["chapters"])
+        stats["oov_share_sum"] += meta["oov_share"]
+        stats["features"].update(meta["features"])
+    return {key: dict(value) if isinstance(value, Counter) else value for key, value in stats.items()}
+
+
+def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum shard statistics (``max_*`` keys take the maximum, dicts merge by key)."""
+    total: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                merged = total.setdefault(key, {})
+                for name, count in value.items():
+                    merged[name] = merged.get(name, 0) + count
+            elif key.startswith("max_"):
+                total[key] = max(total.get(key, 0), value)
+            else:
+                total[key] = total.get(key, 0) + value
+    return total

@@ -1,0 +1,119 @@
+"""Write one LongTinyStories story with a language model: outline, then chapter by chapter."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ltsgen.loaders.contract import count_words
+from ltsgen.stories.llm_client import Answer, ChatClient
+from ltsgen.stories.llm_filters import Filters
+from ltsgen.stories.llm_ledger import Usage
+from ltsgen.stories.llm_recipe import (
+    StorySeed,
+    chapter_messages,
+    clean_answer,
+    continue_messages,
+    is_refusal,
+    outline_messages,
+    parse_outline,
+    summary_messages,
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    chapter_words: int = 600  # words per chapter the plan aims at
+    max_continuations: int = 2  # extra requests for a chapter that ends short
+    short_share: float = 0.8  # a chapter below this share of its budget is continued
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chapter_words": self.chapter_words,
+            "max_continuations": self.max_continuations,
+            "short_share": self.short_share,
+        }
+
+
+@dataclass
+class StoryResult:
+    """A finished story: its record when kept, else the reason it was rejected; its usage either way."""
+
+    seed: StorySeed
+    record: dict[str, Any] | None
+    rejected: str | None
+    usage: Usage
+    finish_reasons: Counter[str] = field(default_factory=Counter)
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filters: Filters) -> StoryResult:
+    """Plan and write ``story``; the same answers always give the same result."""
+    usage, finishes = Usage(), Counter()
+
+    async def ask(messages: list[dict[str, str]], required: bool = True) -> tuple[str, Answer]:
+        answer = await chat.complete(messages, story.request_seed)
+        usage.add(answer.prompt_tokens, answer.completion_tokens)
+        finishes[answer.finish_reason] += 1
+        text = clean_answer(answer.text)
+        if is_refusal(text):
+            raise _Rejected("refusal")
+        if required and not text:
+            raise _Rejected("empty")
+        return text, answer
+
+    try:
+        outline_text, _ = await ask(outline_messages(story))
+        outline = parse_outline(outline_text, story.chapters)
+        chapters: list[dict[str, Any]] = []
+        texts: list[str] = []
+        summaries: list[str] = []
+        total = 0
+        for k, budget in enumerate(story.budgets, 1):
+            previous = texts[-1] if texts else ""
+            summary = summaries[-1] if summaries else ""
+            text, answer = await ask(chapter_messages(story, outline, k, summary, previous))
+            cut, continuations = answer.finish_reason == "length", 0
+            while continuations < recipe.max_continuations and total + len(text.split()) < story.target_words:
+                words = len(text.split())
+                if not cut and words >= recipe.short_share * budget:
+                    break
+                more, answer = await ask(
+                    continue_messages(story, outline, k, text, max(budget - words, 50), cut), required=False
+                )
+                continuations += 1
+                if not more:
+                    break
+                text = f"{text} {more}" if cut else f"{text}\n\n{more}"
+                cut = answer.finish_reason == "length"
+            texts.append(text)
+            chapters.append({"budget": budget, "words": len(text.split()), "continuations": continuations})
+            total += len(text.split())
+            if total >= story.target_words or k == story.chapters:
+                break
+            summary_text, _ = await ask(summary_messages(story, summary, text))
+            summaries.append(summary_text)
+    except _Rejected as rejection:
+        return StoryResult(story, None, rejection.reason, usage, finishes)
+
+    text = "\n\n".join(texts)
+    rejected, measures = filters.verdict(text, story.target_words)
+    meta = {
+        "backend": "openai",
+        "model": chat.model,
+        "seed_words": {"noun": story.noun, "verb": story.verb, "adjective": story.adjective},
+        "features": list(story.features),
+        "target_words": story.target_words,
+        "chapters": chapters,
+        "outline": {"characters": list(outline.characters), "plans": list(outline.plans)},
+        "summaries": summaries,
+        "usage": usage.to_dict(),
+        **measures,
+    }
+    record = {"id": story.id, "text": text, "source": "lts", "num_words": count_words(text), "meta": meta}
+    return StoryResult(story, None if rejected else record, rejected, usage, finishes)

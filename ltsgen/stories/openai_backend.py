@@ -1,0 +1,326 @@
+"""LongTinyStories through any OpenAI-compatible server: the ``--backend openai`` path of ``ltsgen stories``.
+
+Stories are planned, then written chapter by chapter (``llm_recipe``, ``llm_story``), many at once
+(``llm_runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
+cap (``llm_client``), and written through the same build driver, shards, manifest and card as the built-in
+engine. Every answer is cached by request content, so a killed build resumes without sending any request
+twice and a finished build reruns without sending any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+# the arguments of this backend that determine the output (the build's identity, with the stories ones)
+OUTPUT_ARGUMENTS = (
+    "model",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "chapter_words",
+    "max_continuations",
+    "length_tolerance",
+    "max_oov_share",
+    "max_repeated_share",
+    "input_price",
+    "output_price",
+)
+BUDGET_EXIT = 3  # exit status when --max-cost stopped the build
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "ltsgen" / "openai"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``--backend openai`` to the ``ltsgen stories`` parser."""
+    group = parser.add_argument_group(
+        "--backend openai",
+        "Write the stories with a language model behind any OpenAI-compatible server (OpenAI, vLLM, "
+        "llama.cpp, Ollama): an outline per story, then chapter by chapter. Answers are cached in "
+        "--cache-dir, so a rerun resumes without sending a request twice.",
+    )
+    add = group.add_argument
+    add("--base-url", default=None, help="server URL, e.g. http://127.0.0.1:8080/v1 (default: OpenAI's)")
+    add("--model", default=None, help="model name as the server knows it (required)")
+    add(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the key (default OPENAI_API_KEY; local servers need none)",
+    )
+    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight (default 8)")
+    add("--requests-per-minute", type=float, default=None, help="cap on requests per minute (default none)")
+    add("--tokens-per-minute", type=float, default=None, help="cap on tokens per minute (default none)")
+    add(
+        "--request-timeout",
+        type=float,
+        default=300.0,
+        help="seconds per request before a retry (default 300)",
+    )
+    add(
+        "--max-retries", type=int, default=8, help="retries of one request before the build stops (default 8)"
+    )
+    add(
+        "--retry-backoff",
+        type=float,
+        default=1.0,
+        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins (default 1)",
+    )
+    add("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    add("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
+    add("--max-tokens", type=int, default=1024, help="tokens per answer (default 1024)")
+    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at (default 600)")
+    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter (default 2)")
+    add(
+        "--length-tolerance",
+        type=float,
+        default=0.25,
+        help="keep stories within this share of their target length (default 0.25)",
+    )
+    add(
+        "--max-oov-share",
+        type=float,
+        default=0.15,
+        help="reject stories with more words outside the simple vocabulary (default 0.15)",
+    )
+    add(
+        "--max-repeated-share",
+        type=float,
+        default=0.05,
+        help="reject stories with more repeated paragraphs (default 0.05)",
+    )
+    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens (default 0)")
+    add("--output-price", type=float, default=0.0, help="USD per million completion tokens (default 0)")
+    add(
+        "--max-cost",
+        type=float,
+        default=None,
+        help=f"stop cleanly (exit status {BUDGET_EXIT}) before this run spends more USD; rerun to go on",
+    )
+    add("--cache-dir", type=Path, default=None, help=f"answer cache (default {default_cache_dir()})")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """One-line errors for options of this backend that cannot make a build."""
+    from ltsgen.cli import CommandError
+
+    if not args.model:
+        raise CommandError("--backend openai needs --model (the model name the server serves)")
+    if args.workers != 1:
+        raise CommandError("--workers applies to --backend builtin; --backend openai uses --concurrency")
+    positive = ("concurrency", "max_tokens", "chapter_words", "request_timeout", "retry_backoff")
+    positive += ("requests_per_minute", "tokens_per_minute")
+    for name in positive:
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise CommandError(f"--{name.replace('_', '-')} must be positive, not {value}")
+    for name in ("max_retries", "max_continuations", "input_price", "output_price", "length_tolerance"):
+        if getattr(args, name) < 0:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
+    if args.max_cost is not None and not args.input_price and not args.output_price:
+        raise CommandError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
+
+
+def build(args: argparse.Namespace) -> int:
+    """Build (or resume) a LongTinyStories dataset with a language model; returns the exit status."""
+    import openai
+
+    from ltsgen.build import BuildError, run_build
+    from ltsgen.cli import CommandError
+    from ltsgen.commands import stories
+    from ltsgen.loaders.contract import ContractError
+    from ltsgen.stories.llm_cache import ResponseCache
+    from ltsgen.stories.llm_client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
+    from ltsgen.stories.llm_filters import Filters
+    from ltsgen.stories.llm_ledger import Ledger, Prices
+    from ltsgen.stories.llm_recipe import story_seed
+    from ltsgen.stories.llm_runner import StoryRunner
+    from ltsgen.stories.llm_story import Recipe
+
+    stories.check_arguments(args)
+    check_arguments(args)
+    api_key = os.environ.get(args.api_key_env)
+    if not api_key:
+        if args.base_url is None:
+            raise CommandError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
+        api_key = "none"  # servers without keys accept any
+    ledger = Ledger(Prices(args.input_price, args.output_price))
+    cache = ResponseCache(args.cache_dir or default_cache_dir())
+    sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
+
+    def make_chat(on_answer) -> ChatClient:
+        client = openai.AsyncOpenAI(
+            base_url=args.base_url, api_key=api_key, max_retries=0, timeout=args.request_timeout
+        )
+        return ChatClient(
+            client,
+            args.model,
+            sampling,
+            cache,
+            ledger,
+            retry=RetryPolicy(args.max_retries, args.retry_backoff),
+            requests_per_minute=args.requests_per_minute,
+            tokens_per_minute=args.tokens_per_minute,
+            max_cost=args.max_cost,
+            on_answer=on_answer,
+            key_source=f"${args.api_key_env} (--api-key-env)",
+        )
+
+    try:
+        spec = stories.story_build_spec(args, run_job=None, statistics=llm_statistics, extra=OUTPUT_ARGUMENTS)
+        runner = StoryRunner(
+            make_chat,
+            partial(
+                story_seed,
+                seed=args.seed,
+                min_words=args.min_words,
+                max_words=args.max_words,
+                chapter_words=args.chapter_words,
+            ),
+            Recipe(args.chapter_words, args.max_continuations),
+            Filters(args.length_tolerance, args.max_oov_share, args.max_repeated_share),
+            spec.jobs,
+            args.concurrency,
+            progress=not args.quiet,
+        )
+        spec.run_job = runner.write_shard
+        with runner:
+            result = run_build(spec, workers=1, overwrite=args.overwrite, progress=False)
+    except (BuildError, ContractError, LLMError, OSError) as error:  # OSError: e.g. an unwritable --cache-dir
+        raise CommandError(str(error)) from None
+    except BudgetExhausted:
+        print(ledger.summary())
+        print(
+            f"{args.out}: stopped before spending more than --max-cost ${args.max_cost:g}; finished shards "
+            f"and every answer are kept (answers in {cache.directory}): rerun to go on"
+        )
+        return BUDGET_EXIT
+    print(result.summary(args.out))
+    print(ledger.summary())
+    dataset = result.manifest.extra["llm"]["ledger"]
+    print(
+        f"dataset: {dataset['requests']:,} answers, {dataset['prompt_tokens']:,} prompt + "
+        f"{dataset['completion_tokens']:,} completion tokens, ${dataset['cost_usd']:.4f}"
+    )
+    return 0
+
+
+def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
+    """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
+    from ltsgen.stories.llm_filters import REJECTIONS
+    from ltsgen.stories.llm_ledger import Prices, Usage, dataset_ledger
+    from ltsgen.stories.llm_runner import merge_stats
+
+    total = merge_stats([result.stats for result in results])
+    usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])
+    ledger = dataset_ledger(usage, Prices(arguments["input_price"], arguments["output_price"]))
+    stories = total["stories"]
+    rejected = {reason: total["rejected"].get(reason, 0) for reason in REJECTIONS}
+    sampling = {key: arguments[key] for key in ("temperature", "top_p", "max_tokens")}
+    llm = {
+        "model": arguments["model"],
+        "sampling": sampling,
+        "ledger": ledger,
+        "filters": {"kept": stories, "rejected": rejected},
+        "finish_reasons": total["finish_reasons"],
+    }
+    statistics: dict[str, Any] = {
+        "Language model and token ledger": {
+            "model": arguments["model"],
+            **sampling,
+            "answers": ledger["requests"],
+            "prompt tokens": ledger["prompt_tokens"],
+            "completion tokens": ledger["completion_tokens"],
+            "USD per million prompt / completion tokens": f"{arguments['input_price']:g} / "
+            f"{arguments['output_price']:g}",
+            "cost (USD)": ledger["cost_usd"],
+            **{f"answers ending with {reason!r}": n for reason, n in sorted(total["finish_reasons"].items())},
+        },
+        "Filters": {
+            "stories asked for": stories + sum(rejected.values()),
+            "kept": stories,
+            f"rejected: length outside ±{arguments['length_tolerance']:g} of the target": rejected["length"],
+            f"rejected: over {arguments['max_oov_share']:g} of words outside the simple vocabulary": rejected[
+                "vocabulary"
+            ],
+            f"rejected: over {arguments['max_repeated_share']:g} of paragraphs repeated": rejected[
+                "repetition"
+            ],
+            "rejected: refusals": rejected["refusal"],
+            "rejected: empty answers": rejected["empty"],
+        },
+    }
+    if stories:
+        statistics["Length control"] = {
+            "stories": stories,
+            "words": total["words"],
+            "mean words per story": round(total["words"] / stories, 1),
+            "stories within 10% of their target": total["within_10pct"],
+            "largest relative distance to the target": total["max_length_error"],
+            "mean chapters per story": round(total["chapters"] / stories, 2),
+            "continuations of short chapters": total["continuations"],
+            "mean share of words outside the simple vocabulary": round(total["oov_share_sum"] / stories, 4),
+        }
+        statistics["Story features"] = {
+            feature: {"stories": count, "share": round(count / stories, 3)}
+            for feature, count in sorted(total["features"].items())
+        }
+    return {"llm": llm, "statistics": statistics, "card": llm_card(arguments)}
+
+
+def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
+    """What the data card says about a build written by a language model."""
+    from ltsgen.commands.stories import command_line
+
+    model = arguments["model"]
+    return {
+        "pretty_name": "LongTinyStories",
+        "license": "apache-2.0",
+        "language": ["en"],
+        "task_categories": ["text-generation"],
+        "tags": ["long-context", "tinystories", "synthetic", "length-extrapolation", "llm-generated"],
+        "annotations_creators": "machine-generated",
+        "language_creators": "machine-generated",
+        "source_datasets": ["original"],
+        "command": command_line(arguments),
+        "summary": (
+            f"Long stories in the simple English of TinyStories, written by the language model `{model}` "
+            f"chapter by chapter, from {arguments['min_words']:,} to {arguments['max_words']:,} words. Each "
+            "record's `meta` keeps the story's seed words and features, its outline and character sheet, "
+            "the rolling summaries the model wrote between chapters, and its token usage."
+        ),
+        "motivation": (
+            "Models trained on short contexts are evaluated on long ones to measure length extrapolation. "
+            "Following the APE paper's LongTinyStories, a language model is asked, with the TinyStories "
+            "recipe, for very long stories of several chapters, so that a small model can learn the "
+            "language and long documents still carry long-range structure (characters, plot, callbacks)."
+        ),
+        "collection": (
+            "Each story is seeded as TinyStories prompts were: a random noun, verb and adjective from a "
+            "young child's vocabulary and one to three features (dialogue, plot twist, foreshadowing, "
+            "conflict, moral, bad ending), plus a target length (log-uniform between the minimum and the "
+            "maximum) and a chapter count. The model first writes a character sheet and a one-sentence "
+            "plan per chapter (with a word budget), then each chapter from the sheet, the plan, a rolling "
+            "summary of the earlier chapters and the end of the previous chapter; a chapter that ends "
+            "short is continued, and writing stops at the target length. The prompt never grows with the "
+            "story. Stories are then filtered (length, vocabulary, repeated paragraphs, refusals and empty "
+            "answers; counts in the Filters table). Sampling parameters and the token ledger are in the "
+            "tables below and in `manifest.json`."
+        ),
+        "uses": (
+            "Training small language models on short stories and evaluating them on long ones; testing "
+            "long-context data loaders. Not for training assistants or any use that needs facts about the "
+            "real world."
+        ),
+        "limitations": (
+            f"The text is written by `{model}` and carries its errors, repetitions and biases; small "
+            "models drift from the plan over long stories. The vocabulary filter counts words outside a "
+            "fixed list of about 1,800 word forms, so it measures simplicity only roughly. English only; "
+            "the characters are invented."
+        ),
+    }

@@ -1,0 +1,226 @@
+"""``ltsgen stories --backend openai`` end to end: the real openai client against a scripted local server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from openai_server import MODEL, ScriptedOpenAIServer
+
+from ltsgen.cli import main
+from ltsgen.loaders.contract import read_manifest
+from ltsgen.stories.llm_cache import ResponseCache
+from ltsgen.stories.llm_recipe import clean_answer, story_seed
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: str) -> list[str]:
+    return [
+        "stories",
+        "--backend", "openai",
+        "--base-url", server.base_url,
+        "--model", MODEL,
+        "--out", str(out),
+        "--cache-dir", str(cache),
+        "--num-stories", "8",
+        "--seed", "3",
+        "--min-words", "150",
+        "--max-words", "1200",
+        "--chapter-words", "300",
+        "--max-tokens", "250",  # shorter than a chapter: answers end with finish_reason=length
+        "--samples-per-shard", "2",
+        "--splits", "train=1.0",
+        "--concurrency", "3",
+        "--retry-backoff", "0.01",
+        "--request-timeout", "30",
+        "--input-price", "2",
+        "--output-price", "8",
+        "--quiet",
+        *extra,
+    ]  # fmt: skip
+
+
+def cache_entries(cache: Path) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted(cache.glob("*/*.json"))]
+
+
+def read_records(out: Path) -> list[dict]:
+    from ltsgen.loaders.formats import read_shard
+
+    manifest = read_manifest(out)
+    return [r for shard in manifest.shards("train") for r in read_shard(out / shard.path, manifest.format)]
+
+
+def dataset_files(out: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(out)): path.read_bytes()
+        for path in sorted(out.rglob("*"))
+        if path.is_file() and ".ltsgen" not in path.parts
+    }
+
+
+def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, capsys):
+    with ScriptedOpenAIServer(slow_seconds=1.5, retry_after=0.3) as server:
+        server.fault("429", "500", "slow", "malformed", "length")
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--request-timeout", "1")
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+        assert "retries: 1 429, 1 500, 1 malformed, 1 timeout" in printed
+
+        # every request was answered once, and each answer is in the cache
+        assert max(server.answered.values()) == 1
+        entries = cache_entries(tmp_path / "cache")
+        assert len(entries) == server.total_answered == len(server.answered)
+        # the 429 was retried no sooner than its Retry-After, the slow request after the timeout
+        for fault, wait in (("429", 0.3), ("slow", 1.0)):
+            at, key = next((t, k) for t, k, outcome in server.arrivals if outcome == fault)
+            retried = next(t for t, k, _ in server.arrivals if k == key and t > at)
+            assert retried - at >= wait
+
+        manifest = read_manifest(tmp_path / "out")
+        ledger = manifest.extra["llm"]["ledger"]
+        prompt = sum(e["answer"]["prompt_tokens"] for e in entries)
+        completion = sum(e["answer"]["completion_tokens"] for e in entries)
+        assert (ledger["requests"], ledger["prompt_tokens"], ledger["completion_tokens"]) == (
+            len(entries),
+            prompt,
+            completion,
+        )
+        assert ledger["cost_usd"] == pytest.approx((2 * prompt + 8 * completion) / 1e6)
+        assert f"{len(entries)} requests sent" in printed
+        assert manifest.extra["llm"]["finish_reasons"]["length"] >= 1
+        assert manifest.extra["llm"]["filters"] == {
+            "kept": 8,
+            "rejected": {"empty": 0, "length": 0, "refusal": 0, "repetition": 0, "vocabulary": 0},
+        }
+
+        records = read_records(tmp_path / "out")
+        assert [r["id"] for r in records] == [f"lts-3-{i:08d}" for i in range(8)]
+        continued = 0
+        for record in records:
+            meta, seed = record["meta"], story_seed(int(record["id"][-8:]), 3, 150, 1200, 300)
+            assert meta["target_words"] == seed.target_words
+            assert meta["seed_words"] == {"noun": seed.noun, "verb": seed.verb, "adjective": seed.adjective}
+            assert len(meta["summaries"]) == len(meta["chapters"]) - 1
+            assert sum(c["words"] for c in meta["chapters"]) == record["num_words"]
+            assert abs(record["num_words"] - seed.target_words) <= 0.25 * seed.target_words
+            continued += sum(c["continuations"] for c in meta["chapters"])
+            # the story's first chapter is the model's answer to this story's chapter-1 prompt
+            first = next(
+                e["answer"]["text"]
+                for e in entries
+                if e["request"]["seed"] == seed.request_seed
+                and "Write chapter 1 now" in e["request"]["messages"][-1]["content"]
+            )
+            assert record["text"].startswith(clean_answer(first))
+        assert continued >= 1
+
+        # a finished build reruns without a single request
+        requests = server.requests
+        assert main(args) == 0
+        assert server.requests == requests
+        assert "nothing to do" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fault", ["401", "404"])
+def test_bad_key_or_model_stops_at_once_with_one_line(tmp_path, capsys, monkeypatch, fault):
+    monkeypatch.setenv("LTS_TEST_KEY", "wrong")
+    with ScriptedOpenAIServer(api_key="wrong" if fault == "404" else "right") as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--concurrency", "1")
+        args += ["--api-key-env", "LTS_TEST_KEY"]
+        if fault == "404":
+            args[args.index(MODEL)] = "no-such-model"
+        assert main(args) == 2
+        assert server.requests == 1  # no retry
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"answered {fault}" in err
+    assert ("$LTS_TEST_KEY" if fault == "401" else "no-such-model") in err
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_killed_build_resumes_without_repeating_a_request_and_equals_an_uninterrupted_one(tmp_path):
+    with ScriptedOpenAIServer() as reference_server:
+        assert main(stories_args(reference_server, tmp_path / "reference", tmp_path / "cache-ref")) == 0
+        total = reference_server.total_answered
+
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    with ScriptedOpenAIServer() as server:
+        # park every request after 5/6 of them: mid-run, and late enough that a shard is surely finished
+        server.hold_after(total * 5 // 6)
+        command = [sys.executable, "-m", "ltsgen", *stories_args(server, out, cache)]
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            journal = out / ".ltsgen" / "journal.jsonl"
+            deadline = time.monotonic() + 30
+            while not (
+                server.total_answered == total * 5 // 6
+                and len(ResponseCache(cache)) == total * 5 // 6
+                and journal.exists()
+                and journal.read_text().count("\n") >= 1
+            ):
+                assert process.poll() is None, f"the build ended before it was killed: {server.outcomes}"
+                assert time.monotonic() < deadline, "the build did not reach the kill point"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=10) == -signal.SIGKILL
+        finally:
+            process.kill()
+        assert not (out / "manifest.json").exists()
+        server.drop_held()
+
+        assert main(stories_args(server, out, cache)) == 0
+        assert max(server.answered.values()) == 1
+        assert server.total_answered == total
+    assert dataset_files(out) == dataset_files(tmp_path / "reference")
+
+
+def test_max_cost_stops_cleanly_and_a_rerun_finishes(tmp_path, capsys):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    with ScriptedOpenAIServer() as server:
+        prices = ["--input-price", "200", "--output-price", "800", "--max-cost", "1.0"]
+        assert main(stories_args(server, out, cache, *prices)) == 3
+        spent = sum(
+            (200 * e["answer"]["prompt_tokens"] + 800 * e["answer"]["completion_tokens"]) / 1e6
+            for e in cache_entries(cache)
+        )
+        assert 0 < spent <= 1.0
+        assert "stopped before spending more than --max-cost $1" in capsys.readouterr().out
+        assert not (out / "manifest.json").exists()
+
+        assert main(stories_args(server, out, cache, "--input-price", "200", "--output-price", "800")) == 0
+        assert max(server.answered.values()) == 1
+        assert read_manifest(out).extra["llm"]["filters"]["kept"] == 8
+
+
+def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):
+    import asyncio
+
+    import openai
+
+    from ltsgen.stories.llm_client import ChatClient, Sampling
+    from ltsgen.stories.llm_ledger import Ledger
+
+    async def ask(url: str) -> ChatClient:
+        client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)
+        chat = ChatClient(
+            client, MODEL, Sampling(), ResponseCache(tmp_path), Ledger(), requests_per_minute=600
+        )
+        prompts = [[{"role": "user", "content": f"Write about 5 words, story {i}."}] for i in range(6)]
+        await chat.complete(prompts.pop(), seed=1)  # warms the connection up
+        await asyncio.gather(*(chat.complete(messages, seed=1) for messages in prompts))
+        await asyncio.gather(*(chat.complete(messages, seed=1) for messages in prompts))  # cached: free
+        await client.close()
+        return chat
+
+    with ScriptedOpenAIServer() as server:
+        chat = asyncio.run(ask(server.base_url))
+        times = sorted(t for t, _, _ in server.arrivals)[1:]
+    assert len(times) == 5 and (chat.ledger.sent.requests, chat.ledger.cached.requests) == (6, 5)
+    assert times[-1] - times[0] >= 0.35, times  # 5 requests at 600 per minute: one each 0.1 s

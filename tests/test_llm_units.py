@@ -1,0 +1,148 @@
+"""The pieces of the LLM backend: recipe, prompts, filters, cache, ledger, retry and rate-limit rules."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+
+from ltsgen.stories.llm_cache import ResponseCache, request_key
+from ltsgen.stories.llm_client import RateLimiter, RetryPolicy, retry_after_seconds
+from ltsgen.stories.llm_filters import Filters, oov_share, repeated_share
+from ltsgen.stories.llm_ledger import Ledger, Prices, Usage, dataset_ledger
+from ltsgen.stories.llm_recipe import (
+    FEATURE_INSTRUCTIONS,
+    Outline,
+    chapter_messages,
+    clean_answer,
+    continue_messages,
+    is_refusal,
+    outline_messages,
+    parse_outline,
+    story_seed,
+    summary_messages,
+)
+from ltsgen.stories.vocabulary import ADJECTIVES, NOUNS, VERBS
+
+
+def test_story_seed_is_deterministic_and_tinystories_shaped():
+    seeds = [story_seed(i, 7, 500, 32_000, 600) for i in range(200)]
+    assert seeds == [story_seed(i, 7, 500, 32_000, 600) for i in range(200)]
+    assert len({s.request_seed for s in seeds}) == 200
+    for s in seeds:
+        assert s.noun in NOUNS and s.verb in VERBS and s.adjective in ADJECTIVES
+        assert 1 <= len(s.features) <= 3 and set(s.features) <= set(FEATURE_INSTRUCTIONS)
+        assert 500 <= s.target_words <= 32_000
+        assert sum(s.budgets) == s.target_words and max(s.budgets) - min(s.budgets) <= 1
+        assert s.chapters == max(1, round(s.target_words / 600))
+    assert max(s.chapters for s in seeds) >= 40
+
+
+def test_prompts_never_grow_with_the_story():
+    story = next(s for s in (story_seed(i, 0, 30_000, 32_000, 600) for i in range(50)) if s.chapters >= 50)
+    outline = Outline(
+        tuple(f"- Name{i}: " + "word " * 30 for i in range(6)), ("plan " * 40,) * story.chapters
+    )
+    long_text = "Tom ran to the park and saw a big dog. " * 400  # 3,600 words
+    sizes = []
+    for k in (2, 10, story.chapters):
+        sizes.append(len(chapter_messages(story, outline, k, long_text, long_text)[1]["content"]))
+        sizes.append(len(continue_messages(story, outline, k, long_text, 300, True)[1]["content"]))
+    sizes.append(len(summary_messages(story, long_text, " ".join(long_text.split()[:900]))[1]["content"]))
+    assert max(sizes) < 9_000  # about 2,000 tokens, whatever the story's length
+    last = chapter_messages(story, outline, story.chapters, "", "")[1]["content"]
+    assert "This is the last chapter: end the story." in last
+    assert f"about {story.budgets[-1]} words" in last
+
+
+def test_outline_prompt_asks_for_our_budgets_and_parse_outline_reads_answers():
+    story = story_seed(3, 0, 1000, 3000, 600)
+    prompt = outline_messages(story)[1]["content"]
+    for k, words in enumerate(story.budgets, 1):
+        assert f"Chapter {k} (about {words} words):" in prompt
+    answer = (
+        "CHARACTERS:\n- Lily: a girl who likes red.\n* Max: her dog.\n"
+        "OUTLINE:\n**Chapter 1 (about 500 words):** Lily finds a key.\nChapter 3: They go home.\nChapter 9: x"
+    )
+    outline = parse_outline(answer, 3)
+    assert outline.characters == ("- Lily: a girl who likes red.", "* Max: her dog.")
+    assert outline.plans == ("Lily finds a key.", "", "They go home.")
+    assert parse_outline("I am not sure.", 2) == Outline((), ("", ""))
+
+
+def test_clean_answer_and_refusals():
+    assert (
+        clean_answer("## Chapter 2: The Park\n\nTom ran.\n  \n\n  Lily   sat.  ") == "Tom ran.\n\nLily sat."
+    )
+    assert clean_answer("Title: Fun Day\nTom ran.") == "Tom ran."
+    assert is_refusal("I'm sorry, but I can't write that.") and is_refusal("As an AI, I cannot")
+    assert not is_refusal("Tom was sorry he broke the cup.")
+
+
+def test_filters_measure_vocabulary_repetition_and_length():
+    assert oov_share("Lily saw a dog. Lily was happy.") == 0.0  # names are not counted
+    assert oov_share("The magnificent dog ran.") == 0.25
+    paragraph = "Tom and Lily went to the park to play ball."
+    assert repeated_share(f"{paragraph}\n\n{paragraph}\n\nShort one.\n\nShort one.") == 0.5
+    filters = Filters(length_tolerance=0.2, max_oov_share=0.1, max_repeated_share=0.0)
+    assert filters.verdict("Tom ran. " * 50, 100)[0] is None
+    assert filters.verdict("Tom ran. " * 50, 200)[0] == "length"
+    assert filters.verdict("Tom saw an enormous elephant. " * 20, 100)[0] == "vocabulary"
+    assert filters.verdict(f"{paragraph}\n\n{paragraph}", 20)[0] == "repetition"
+
+
+def test_response_cache_is_keyed_by_content(tmp_path):
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 1, "temperature": 0.8}
+    reordered = {"temperature": 0.8, "seed": 1, "messages": [{"content": "hi", "role": "user"}], "model": "m"}
+    assert request_key(request) == request_key(reordered)
+    assert request_key(request) != request_key({**request, "seed": 2})
+    cache = ResponseCache(tmp_path)
+    key = request_key(request)
+    assert cache.get(key) is None
+    cache.put(key, request, {"text": "hello", "finish_reason": "stop"})
+    assert cache.get(key) == {"text": "hello", "finish_reason": "stop"} and len(cache) == 1
+    assert not list(tmp_path.rglob("*.tmp"))
+    cache.path(key).write_text('{"answer": ')  # unreadable: a miss, overwritten by the next answer
+    assert cache.get(key) is None
+
+
+def test_ledger_prices_and_dataset_totals():
+    prices = Prices(input_per_million=2.5, output_per_million=10.0)
+    ledger = Ledger(prices)
+    ledger.sent.add(1000, 500)
+    ledger.cached.add(4000, 2000)
+    ledger.retry("429")
+    ledger.retry("429")
+    assert ledger.spent == (2.5 * 1000 + 10 * 500) / 1e6
+    assert "1 requests sent" in ledger.summary() and "retries: 2 429" in ledger.summary()
+    total = Usage()
+    total.merge(ledger.sent.to_dict())
+    total.merge(ledger.cached.to_dict())
+    assert dataset_ledger(total, prices)["cost_usd"] == round((2.5 * 5000 + 10 * 2500) / 1e6, 6)
+
+
+def test_retry_after_headers_and_backoff():
+    assert retry_after_seconds({"retry-after": "2"}) == 2.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    date = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 < retry_after_seconds({"retry-after": date}) <= 30
+    assert retry_after_seconds({"retry-after": "soon"}) is None and retry_after_seconds({}) is None
+    policy = RetryPolicy(backoff=1.0, max_backoff=8.0)
+    for attempt, cap in ((0, 1.0), (1, 2.0), (2, 4.0), (5, 8.0)):
+        delays = [policy.delay(attempt, None) for _ in range(200)]
+        assert 0.5 * cap <= min(delays) and max(delays) < 1.5 * cap and len(set(delays)) > 100
+    assert policy.delay(0, 30.0) == 30.0  # Retry-After wins over a shorter backoff
+
+
+def test_rate_limiter_spaces_units_out():
+    async def spend() -> list[float]:
+        limiter = RateLimiter(per_minute=1200)  # one unit every 0.05 s
+        stamps = []
+        for amount in (1, 1, 4, 1):
+            await limiter.acquire(amount)
+            stamps.append(time.monotonic())
+        return stamps
+
+    stamps = asyncio.run(spend())
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    assert gaps[0] >= 0.045 and gaps[1] >= 0.045 and gaps[2] >= 0.195  # 4 units held the next one back
