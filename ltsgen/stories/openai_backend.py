@@ -132,8 +132,8 @@ def build(args: argparse.Namespace) -> int:
 
     from ltsgen.build import BuildError, run_build
     from ltsgen.cli import CommandError
-    from ltsgen.commands import stories
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.stories.build import story_build_spec
     from ltsgen.stories.llm_cache import ResponseCache
     from ltsgen.stories.llm_client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
     from ltsgen.stories.llm_filters import Filters
@@ -142,7 +142,6 @@ def build(args: argparse.Namespace) -> int:
     from ltsgen.stories.llm_runner import StoryRunner
     from ltsgen.stories.llm_story import Recipe
 
-    stories.check_arguments(args)
     check_arguments(args)
     api_key = os.environ.get(args.api_key_env)
     if not api_key:
@@ -172,7 +171,7 @@ def build(args: argparse.Namespace) -> int:
         )
 
     try:
-        spec = stories.story_build_spec(args, run_job=None, statistics=llm_statistics, extra=OUTPUT_ARGUMENTS)
+        spec = story_build_spec(args, run_job=None, statistics=llm_statistics, extra=OUTPUT_ARGUMENTS)
         runner = StoryRunner(
             make_chat,
             partial(
@@ -275,7 +274,7 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
 
 def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
     """What the data card says about a build written by a language model."""
-    from ltsgen.commands.stories import command_line
+    from ltsgen.stories.build import command_line
 
     model = arguments["model"]
     return {
