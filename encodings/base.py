@@ -1,0 +1,72 @@
+"""The interface every position encoding implements, and the helper for biases that depend only on i - j."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+
+class PositionEncoding(nn.Module):
+    """A position encoding acting in one place of attention.
+
+    The logit of head h for a query at position i and a key at position j <= i is
+    ``logit_scale * (rotate(q)_i . rotate(k)_j) / sqrt(d) + bias[h, i, j]``; the caller masks j > i.
+    Positions are absolute indices, so any block of queries can be evaluated against any keys.
+    """
+
+    #: True when one instance serves every layer (the model then builds it once).
+    shared_across_layers: bool = True
+    #: Multiplies q.k / sqrt(d) (YaRN's mscale**2); 1.0 otherwise.
+    logit_scale: float = 1.0
+
+    def __init__(self, num_heads: int, head_dim: int):
+        super().__init__()
+        if num_heads < 1 or head_dim < 1:
+            raise ValueError(f"num_heads and head_dim must be positive, got {num_heads} and {head_dim}")
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rotate queries or keys ``x`` [B, H, T, D] at ``positions`` [T]; the identity unless rotary."""
+        return x
+
+    def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
+        """Additive bias [H, Tq, Tk] for queries at ``q_positions`` against keys at ``k_positions``, or None.
+
+        Entries with key position > query position are finite and meaningless; the caller masks them.
+        """
+        return None
+
+    def extra_repr(self) -> str:
+        return f"num_heads={self.num_heads}, head_dim={self.head_dim}"
+
+
+class NoPE(PositionEncoding):
+    """No position encoding: the causal mask is the only source of position information."""
+
+
+def distance_bias(
+    table: Callable[[torch.Tensor], torch.Tensor], q_positions: torch.Tensor, k_positions: torch.Tensor
+) -> torch.Tensor:
+    """Bias [H, Tq, Tk] with ``bias[h, a, b] = table(n)[h]`` at ``n = max(q[a] - k[b], 0)``.
+
+    ``table`` maps distances (a float vector [M]) to values [H, M]. It is evaluated once per distinct
+    distance, then laid out as a Toeplitz matrix by taking overlapping windows of the reversed table, so a
+    learnable table costs O(H * Tq * Tk) copies rather than O(Tq * Tk) evaluations. ``k_positions`` must
+    be consecutive ascending positions (as the model supplies them); ``q_positions`` may be anything.
+    """
+    num_keys = k_positions.numel()
+    first_key = int(k_positions[0])
+    if int(k_positions[-1]) - first_key != num_keys - 1:
+        raise ValueError("distance_bias needs consecutive ascending key positions")
+    q_max, q_min = int(q_positions.max()), int(q_positions.min())
+    longest = max(q_max - first_key, 0)
+    values = table(torch.arange(longest + 1, device=q_positions.device, dtype=torch.float32))
+    # reversed[m] holds distance q_max - first_key - m (negative distances take the value at 0).
+    span = q_max - q_min + num_keys
+    distances = torch.arange(longest, longest - span, -1, device=q_positions.device).clamp_(min=0)
+    reversed_table = values.index_select(1, distances)
+    windows = reversed_table.unfold(1, num_keys, 1)  # [H, q_max - q_min + 1, Tk], a view
+    return windows.index_select(1, q_max - q_positions.to(torch.long))
