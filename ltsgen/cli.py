@@ -9,7 +9,15 @@ import sys
 from ltsgen import __version__
 
 # Each module exposes `register(subparsers)`; the parser it adds sets `func(args) -> int`.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = [
+    "ltsgen.commands.stories",
+    "ltsgen.commands.card",
+    "ltsgen.commands.buckets",
+    "ltsgen.commands.tokenizer",
+    "ltsgen.commands.train",
+    "ltsgen.commands.evaluate",
+    "ltsgen.commands.compare",
+]
 
 
 class CommandError(Exception):
@@ -42,7 +50,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ltsgen {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

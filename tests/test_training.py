@@ -1,0 +1,241 @@
+"""Training: every encoding trains, checkpoints resume exactly, torchrun with gloo, one-line CLI errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from ltsgen.cli import main as ltsgen
+from ltsgen.encodings import NAMES
+from ltsgen.loaders.contract import Manifest, sha256_file, shard_relpath, write_manifest
+from ltsgen.shards import ShardWriter
+from ltsgen.tokenizer import eos_id
+from ltsgen.training import TrainConfig, train
+from ltsgen.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from ltsgen.training.schedule import WarmupCosine
+from ltsgen.training.train import TrainError
+
+WORDS = (
+    "the a little girl boy dog cat saw ran went home happy sad big small red blue tree park ball friend "
+    "mom dad said to and with in on was is they she he it play jump look found lost day sun wet"
+).split()
+PET_NAMES = ("Bobo", "Lulu", "Tiki", "Momo", "Pip")
+
+
+def tiny_story(index: int, words: int) -> dict:
+    """A record whose pet name is set in the first sentence and used again mid-way and at the end."""
+    rng = random.Random(index)
+    name = rng.choice(PET_NAMES)
+    first = f"Once there was a pet named {name}. "
+    half = " ".join(rng.choice(WORDS) for _ in range(words // 2))
+    middle = f"{first}{half}. Then {name} ran. "
+    text = (
+        middle
+        + " ".join(rng.choice(WORDS) for _ in range(words - words // 2))
+        + f". At the end {name} came home."
+    )
+    uses = [middle.rindex(name), text.rindex(name)]
+    fact = {"name": "pet name", "value": name, "first": first.index(name), "uses": uses}
+    return {"id": f"tiny-{index:05d}", "text": text, "source": "lts", "meta": {"facts": [fact]}}
+
+
+def write_tiny_dataset(
+    directory: Path,
+    *,
+    train: int = 40,
+    validation: int = 12,
+    tokenizer=None,
+    eval_lengths: tuple[int, ...] = (),
+) -> Path:
+    """Stories of 100-400 words: ``train`` in two shards, ``validation`` in one, webdataset.
+
+    Untokenized without a ``tokenizer``; with one, every record carries ``input_ids``, the tokenizer is saved
+    as DIR/tokenizer.json, and ``eval/<L>/`` holds the first L tokens of each validation story that long.
+    """
+    fmt, dtype = "webdataset", (None if tokenizer is None else "uint16")
+    splits, index, stories = {}, 0, {}
+    for split, count, shards in (("train", train, 2), ("validation", validation, 1)):
+        infos, per_shard = [], -(-count // shards)
+        for shard in range(shards):
+            with ShardWriter(directory, shard_relpath(split, shard, fmt), fmt, token_dtype=dtype) as writer:
+                for _ in range(min(per_shard, count - shard * per_shard)):
+                    record = tiny_story(index, 100 + (index * 37) % 300)
+                    if tokenizer is not None:
+                        record["input_ids"] = tokenizer.encode(record["text"]).ids
+                    stories.setdefault(split, []).append(record)
+                    writer.write(record)
+                    index += 1
+            infos.append(writer.info)
+        splits[split] = infos
+    splits["eval"] = []
+    for length in eval_lengths:
+        relpath = shard_relpath("eval", 0, fmt, bucket=str(length))
+        with ShardWriter(directory, relpath, fmt, token_dtype=dtype) as writer:
+            for record in stories["validation"]:
+                if len(record["input_ids"]) >= length:
+                    text = tokenizer.decode(record["input_ids"][:length])
+                    writer.write({"id": f"{record['id']}-{length}", "text": text, "source": "lts",
+                                  "input_ids": record["input_ids"][:length]})  # fmt: skip
+        splits["eval"].append(writer.info)
+    manifest = Manifest(source="lts", format=fmt, splits=splits, builder={"name": "tests"})
+    if tokenizer is not None:
+        tokenizer.save(str(directory / "tokenizer.json"))
+        manifest.tokenizer = {"path": "tokenizer.json", "sha256": sha256_file(directory / "tokenizer.json"),
+                              "vocab_size": tokenizer.get_vocab_size(), "eos_id": eos_id(tokenizer)}  # fmt: skip
+    if not splits["eval"]:
+        del splits["eval"]
+    write_manifest(directory, manifest)
+    return directory
+
+
+def tiny_config(data: Path, out: Path, encoding: str = "rope", **overrides) -> TrainConfig:
+    settings = dict(
+        data=str(data), out=str(out), encoding=encoding, train_length=32, steps=4, batch_size=4, d_model=32,
+        layers=2, heads=2, vocab_size=300, device="cpu", log_every=1, lr=3e-3,
+    )  # fmt: skip
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    return write_tiny_dataset(tmp_path_factory.mktemp("tiny") / "lts")
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(tiny_data, tmp_path_factory) -> Path:
+    """One tokenizer trained by a first run, reused by the others (the way `ltsgen compare` shares one)."""
+    out = tmp_path_factory.mktemp("first") / "run"
+    train(tiny_config(tiny_data, out, steps=1), progress=False)
+    return out / "tokenizer.json"
+
+
+def run_bounded(command: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    """Run ``command`` in its own process group; on timeout kill the whole group (workers included)."""
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_schedule_warms_up_then_decays_to_the_floor():
+    schedule = WarmupCosine(warmup=4, total=14, min_ratio=0.1)
+    assert [schedule(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert schedule(4) == 1.0
+    assert schedule(9) == pytest.approx(0.55)  # half way through the cosine
+    assert schedule(14) == pytest.approx(0.1) and schedule(100) == pytest.approx(0.1)
+    values = [schedule(s) for s in range(4, 15)]
+    assert values == sorted(values, reverse=True)
+
+
+def test_a_run_without_a_tokenizer_trains_one_and_saves_it(tiny_data, tokenizer_path):
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_path))
+    assert tokenizer.get_vocab_size() == 300
+    assert not (tiny_data / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("encoding", NAMES)
+def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, tmp_path):
+    out = tmp_path / encoding
+    summary = train(tiny_config(tiny_data, out, encoding, tokenizer=str(tokenizer_path)), progress=False)
+    lines = metrics(out)
+    assert [line["step"] for line in lines] == [1, 2, 3, 4]
+    assert all(math.isfinite(line["loss"]) and line["tokens_per_s"] > 0 for line in lines)
+    assert lines[-1]["loss"] < lines[0]["loss"]  # four steps at 3e-3 already lower the loss
+    assert summary["finished"] and summary["step"] == 4 and summary["last_loss"] == lines[-1]["loss"]
+    checkpoint = load_checkpoint(out / CHECKPOINT_NAME)
+    assert checkpoint["step"] == 4
+    assert json.loads(checkpoint["model_config"])["encoding"] == encoding
+    config = json.loads((out / "config.json").read_text())
+    assert config["train"]["encoding"] == encoding and config["parameters"] > 0
+
+
+def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path, tmp_path):
+    straight = tiny_config(tiny_data, tmp_path / "straight", "fire", steps=7, tokenizer=str(tokenizer_path))
+    reference = train(straight, progress=False)
+    pieces = replace(straight, out=str(tmp_path / "pieces"))
+    first = train(pieces, stop_after=3, progress=False)
+    assert first["step"] == 3 and not first["finished"]
+    assert not (tmp_path / "pieces" / "train_summary.json").exists()
+    resumed = train(pieces, resume=True, progress=False)
+    assert resumed["step"] == 7 and resumed["last_loss"] == reference["last_loss"]
+    assert [m["loss"] for m in metrics(tmp_path / "pieces")] == [
+        m["loss"] for m in metrics(tmp_path / "straight")
+    ]
+    a = load_checkpoint(tmp_path / "straight" / CHECKPOINT_NAME)
+    b = load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)
+    assert all(torch.equal(a["model"][key], b["model"][key]) for key in a["model"])
+    assert a["loader_states"] == b["loader_states"]
+
+
+def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint(
+    tiny_data, tokenizer_path, tmp_path
+):
+    config = tiny_config(tiny_data, tmp_path / "run", steps=2, tokenizer=str(tokenizer_path))
+    train(config, progress=False)
+    with pytest.raises(TrainError, match="already there; pass --resume"):
+        train(config, progress=False)
+    with pytest.raises(TrainError, match=r"lr: 0.003 -> 0.01"):
+        train(replace(config, lr=0.01), resume=True, progress=False)
+
+
+def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
+    path = tmp_path / CHECKPOINT_NAME
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="checkpoint.pt: not a readable checkpoint"):
+        load_checkpoint(path)
+
+
+def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer_path, tmp_path):
+    """Two ranks with half the batch each see the same global batches as one process: same weights."""
+    common = ["--data", str(tiny_data), "--encoding", "alibi", "--train-length", "32", "--steps", "3",
+              "--d-model", "32", "--layers", "2", "--heads", "2", "--tokenizer", str(tokenizer_path),
+              "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "ltsgen", "train", *common, "--batch-size", "2", "--out", str(tmp_path / "ddp")]  # fmt: skip
+    done = run_bounded(command, env, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "ddp" / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["step"] == 3
+    assert ltsgen(["train", *common, "--batch-size", "4", "--out", str(tmp_path / "single")]) == 0
+    ddp = load_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)["model"]
+    single = load_checkpoint(tmp_path / "single" / CHECKPOINT_NAME)["model"]
+    for key in single:
+        torch.testing.assert_close(ddp[key], single[key], rtol=1e-4, atol=1e-5)
+
+
+def test_cli_errors_are_one_line(tiny_data, tmp_path, capsys):
+    assert (
+        ltsgen(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r"), "--steps", "1"])
+        == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "manifest.json" in err and "Traceback" not in err
+    assert (
+        ltsgen(["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--encoding", "xpos"]) == 2
+    )
+    assert "unknown encoding 'xpos'" in capsys.readouterr().err
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--d-model", "30"]) == 2
+    assert "--d-model 30" in capsys.readouterr().err

@@ -1,0 +1,70 @@
+"""Process-group set-up for ``torchrun``: NCCL on GPUs, gloo on CPU; a single process otherwise."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process runs: its rank among ``world_size`` processes and its device."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when present, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    return device
+
+
+def setup(device: str = "auto") -> Placement:
+    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1), else run alone."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return Placement(0, 1, resolve_device(device))
+    resolved = resolve_device(device)
+    if resolved.type == "cuda":
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local_rank)
+        resolved = torch.device("cuda", local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if resolved.type == "cuda" else "gloo")
+    return Placement(dist.get_rank(), dist.get_world_size(), resolved)
+
+
+def teardown(placement: Placement) -> None:
+    if placement.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(placement: Placement) -> None:
+    if placement.distributed:
+        dist.barrier()
+
+
+def mean_across_ranks(value: torch.Tensor, placement: Placement) -> torch.Tensor:
+    """The mean of a scalar tensor over all ranks (the value itself when running alone)."""
+    if not placement.distributed:
+        return value
+    value = value.detach().clone()
+    dist.all_reduce(value, op=dist.ReduceOp.SUM)
+    return value / placement.world_size
