@@ -62,59 +62,55 @@ def expand_inputs(patterns: Iterable[str], suffixes: tuple[str, ...] | None = No
     return unique
 
 
-def _zstd_chunks(path: Path) -> Iterator[bytes]:
-    """Decompressed bytes of a (multi-frame) zstd file; raises TruncatedInput when a frame is cut short."""
-    import zstandard
-
-    decompressor = zstandard.ZstdDecompressor(max_window_size=2**31)
-    stream = decompressor.decompressobj()
+def _frame_chunks(
+    path: Path, new_stream, error_type: type[Exception], codec: str, cut: str
+) -> Iterator[bytes]:
+    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames); raises on corrupt
+    data, and when the file ends inside the last frame (``cut`` says how)."""
+    stream = new_stream()
     fed = False
     with open(path, "rb") as handle:
         while raw := handle.read(READ_SIZE):
             while raw:
                 try:
                     out = stream.decompress(raw)
-                except zstandard.ZstdError as error:
-                    raise _StreamError(f"corrupt zstd stream ({error})") from None
+                except error_type as error:
+                    raise _StreamError(f"corrupt {codec} stream ({error})") from None
                 fed = True
                 if out:
                     yield out
                 if stream.eof:
                     raw = stream.unused_data
-                    stream, fed = decompressor.decompressobj(), False
+                    stream, fed = new_stream(), False
                 else:
                     raw = b""
     if fed and not stream.eof:
-        raise _StreamError("truncated zstd stream (the file ends inside a frame)")
+        raise _StreamError(f"truncated {codec} stream ({cut})")
+
+
+def _zstd_chunks(path: Path) -> Iterator[bytes]:
+    import zstandard
+
+    decompressor = zstandard.ZstdDecompressor(max_window_size=2**31)
+    return _frame_chunks(
+        path, decompressor.decompressobj, zstandard.ZstdError, "zstd", "the file ends inside a frame"
+    )
+
+
+def _gzip_chunks(path: Path) -> Iterator[bytes]:
+    return _frame_chunks(
+        path,
+        lambda: zlib.decompressobj(wbits=31),
+        zlib.error,
+        "gzip",
+        "the file ends before the end marker",
+    )
 
 
 def _plain_chunks(path: Path) -> Iterator[bytes]:
     with open(path, "rb") as handle:
         while raw := handle.read(READ_SIZE):
             yield raw
-
-
-def _gzip_chunks(path: Path) -> Iterator[bytes]:
-    """Decompressed bytes of a (multi-member) gzip file; raises when the last member is cut short."""
-    stream = zlib.decompressobj(wbits=31)
-    fed = False
-    with open(path, "rb") as handle:
-        while raw := handle.read(READ_SIZE):
-            while raw:
-                try:
-                    out = stream.decompress(raw)
-                except zlib.error as error:
-                    raise _StreamError(f"corrupt gzip stream ({error})") from None
-                fed = True
-                if out:
-                    yield out
-                if stream.eof:
-                    raw = stream.unused_data
-                    stream, fed = zlib.decompressobj(wbits=31), False
-                else:
-                    raw = b""
-    if fed and not stream.eof:
-        raise _StreamError("truncated gzip stream (the file ends before the end marker)")
 
 
 def read_chunks(path: Path) -> Iterator[bytes]:
