@@ -161,6 +161,14 @@ def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]
     Refuses members whose name escapes the archive (absolute, ``..``) and links or special files.
     """
     view = memoryview(data)
+    for name, start, size in _tar_members(view, where):
+        yield name, view[start : start + size]
+
+
+def _tar_members(view: memoryview, where: str) -> Iterator[tuple[str, int, int]]:
+    """``(name, start, size)`` of each regular member: offsets, so that no view outlives the walk (a
+    memoryview per member kept alive is a GC-tracked object, and thousands of them trigger a full
+    collection of the whole interpreter's objects in the middle of the first batch)."""
     size_total = len(view)
     pos = 0
     pending_name: str | None = None
@@ -178,9 +186,9 @@ def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]
         pos = start + -(-size // _BLOCK) * _BLOCK
         if pos > size_total:
             raise ContractError(f"{where}: truncated tar (member at byte {start - _BLOCK} runs past the end)")
-        content = view[start : start + size]
         kind = bytes(header[156:157])
         if kind in (b"x", b"L", b"g"):
+            content = view[start : start + size]
             if kind == b"x":
                 pax = _pax_records(bytes(content), where)
                 pending_name = pax.get("path", pending_name)
@@ -195,7 +203,7 @@ def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]
         _check_member_name(name, where)
         if kind not in _REGULAR:
             raise ContractError(f"{where}: tar member {name!r} is a link or special file; refused")
-        yield name, content
+        yield name, start, size
 
 
 def _tar_number(field: memoryview, where: str, pos: int) -> int:
@@ -243,7 +251,9 @@ def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumn
     want_text = wanted is None or "text" in wanted
     want_ids = wanted is None or "input_ids" in wanted
     want_fields = wanted is None or bool(wanted - {"id", "text", "input_ids"})
-    for name, content in iter_tar_members(data, where):
+    view = memoryview(data)
+    octets = np.frombuffer(data, np.uint8) if want_ids else None
+    for name, start, size in _tar_members(view, where):
         slash = name.rfind("/")
         dot = name.find(".", slash + 1)
         if dot < 0:
@@ -256,13 +266,13 @@ def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumn
             arrays.append(None)
         if ext == TAR_TEXT_EXT:
             if want_text:
-                texts[-1] = str(content, "utf-8")
+                texts[-1] = str(view[start : start + size], "utf-8")
         elif ext == TAR_IDS_EXT:
             if want_ids:
-                arrays[-1] = parse_npy(content, f"{where}: {name}")
+                arrays[-1] = _npy_at(octets, view, start, size, f"{where}: {name}")
         elif ext == TAR_FIELDS_EXT:
             if want_fields:
-                extras[-1] = json.loads(bytes(content))
+                extras[-1] = json.loads(view[start : start + size].tobytes())
     shard = ShardColumns(len(keys), {"id": keys})
     if want_text:
         shard.fields["text"] = texts
@@ -287,6 +297,32 @@ _NPY_HEADER = re.compile(
 def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
     """A 1-D integer ``.npy`` array, parsed from its fixed header (never unpickled)."""
     raw = memoryview(content)
+    layout = _npy_layout(raw, where)
+    if layout is None:
+        return _load_npy(raw, where)
+    dtype, count, body = layout
+    return np.frombuffer(raw, dtype=dtype, count=count, offset=body)
+
+
+def _npy_at(octets: np.ndarray, view: memoryview, start: int, size: int, where: str) -> np.ndarray:
+    """``parse_npy`` of the member at ``[start, start + size)`` of a tar, as a view of the tar's bytes
+    (a numpy view is not GC-tracked, where an array over a memoryview keeps a tracked object alive)."""
+    layout = _npy_layout(view[start : start + size], where)
+    if layout is None:
+        return _load_npy(view[start : start + size], where)
+    dtype, count, body = layout
+    return octets[start + body : start + body + count * dtype.itemsize].view(dtype)
+
+
+def _load_npy(raw: memoryview, where: str) -> np.ndarray:
+    array = np.load(io.BytesIO(bytes(raw)), allow_pickle=False)
+    if array.ndim != 1 or array.dtype.kind not in "ui":
+        raise ContractError(f"{where}: token ids must be a 1-D integer array, got {array.dtype}{array.shape}")
+    return array
+
+
+def _npy_layout(raw: memoryview, where: str) -> tuple[np.dtype, int, int] | None:
+    """``(dtype, count, body offset)`` of a 1-D ``.npy`` whose header has the usual fixed form, else None."""
     if bytes(raw[:6]) != b"\x93NUMPY":
         raise ContractError(f"{where}: not a .npy array")
     major = raw[6]
@@ -296,12 +332,7 @@ def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
         header_len, start = int.from_bytes(raw[8:12], "little"), 12
     match = _NPY_HEADER.match(bytes(raw[start : start + header_len]))
     if match is None:
-        array = np.load(io.BytesIO(bytes(raw)), allow_pickle=False)
-        if array.ndim != 1 or array.dtype.kind not in "ui":
-            raise ContractError(
-                f"{where}: token ids must be a 1-D integer array, got {array.dtype}{array.shape}"
-            )
-        return array
+        return None
     dtype = np.dtype(match.group(1).decode())
     count = int(match.group(2))
     body = start + header_len
@@ -309,7 +340,7 @@ def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
         raise ContractError(
             f"{where}: .npy body holds {len(raw) - body} bytes, header says {count} x {dtype}"
         )
-    return np.frombuffer(raw, dtype=dtype, count=count, offset=body)
+    return dtype, count, body
 
 
 # ---------------------------------------------------------------- jsonl.zst
