@@ -23,6 +23,16 @@ from ltsgen.tokenizer import load_tokenizer
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS = "256,512,1024,2048,4096"
 EVAL_N = 8
+# the arguments of the reference C4 build that the other tests compare against
+C4_BUILD_ARGS = [
+    "--lengths",
+    LENGTHS,
+    "--eval-per-length",
+    str(EVAL_N),
+    "--eval-concat",
+    "--shard-tokens",
+    "40000",
+]
 
 
 @pytest.fixture(scope="session")
@@ -61,16 +71,7 @@ def tree(directory: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def c4_build(tmp_path_factory, tokenizer_path, shared_data) -> Path:
     out = tmp_path_factory.mktemp("c4") / "data"
-    extra = [
-        "--lengths",
-        LENGTHS,
-        "--eval-per-length",
-        str(EVAL_N),
-        "--eval-concat",
-        "--shard-tokens",
-        "40000",
-    ]
-    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, card=True) == 0
+    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
     return out
 
 
@@ -151,16 +152,7 @@ def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, shared_d
 
 def test_worker_count_changes_no_byte(c4_build, tmp_path, tokenizer_path, shared_data):
     out = tmp_path / "two"
-    extra = [
-        "--lengths",
-        LENGTHS,
-        "--eval-per-length",
-        str(EVAL_N),
-        "--eval-concat",
-        "--shard-tokens",
-        "40000",
-    ]
-    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, "--workers", "2") == 0
+    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, "--workers", "2") == 0
     card = {"README.md", "length_histogram.png", "token_length_histogram.png"}  # rendered from the rest
     assert tree(out) == {k: v for k, v in tree(c4_build).items() if k not in card}
 
@@ -190,16 +182,7 @@ def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokeniz
 
 def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_path, shared_data, capsys):
     before = tree(c4_build)
-    extra = [
-        "--lengths",
-        LENGTHS,
-        "--eval-per-length",
-        str(EVAL_N),
-        "--eval-concat",
-        "--shard-tokens",
-        "40000",
-    ]
-    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, *extra, card=True) == 0
+    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert tree(c4_build) == before
     assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, "--eval-per-length", "3") == 2

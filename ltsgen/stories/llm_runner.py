@@ -183,7 +183,7 @@ class StoryRunner:
 
 
 def shard_stats(results: list[StoryResult]) -> dict[str, Any]:
-    """A shard's statistics as sums and maxima that merge across shards (see ``merge_stats``)."""
+    """A shard's statistics as sums and maxima that merge across shards (see ``ltsgen.stories.build.merge_stats``)."""
     stats: dict[str, Any] = {"stories": 0, "words": 0, "target_words": 0, "within_10pct": 0}
     stats |= {"chapters": 0, "continuations": 0, "oov_share_sum": 0.0, "max_length_error": 0.0}
     stats |= {"rejected": Counter(), "finish_reasons": Counter(), "features": Counter()}
@@ -207,19 +207,3 @@ def shard_stats(results: list[StoryResult]) -> dict[str, Any]:
         stats["oov_share_sum"] += meta["oov_share"]
         stats["features"].update(meta["features"])
     return {key: dict(value) if isinstance(value, Counter) else value for key, value in stats.items()}
-
-
-def merge_stats(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum shard statistics (``max_*`` keys take the maximum, dicts merge by key)."""
-    total: dict[str, Any] = {}
-    for part in parts:
-        for key, value in part.items():
-            if isinstance(value, dict):
-                merged = total.setdefault(key, {})
-                for name, count in value.items():
-                    merged[name] = merged.get(name, 0) + count
-            elif key.startswith("max_"):
-                total[key] = max(total.get(key, 0), value)
-            else:
-                total[key] = total.get(key, 0) + value
-    return total

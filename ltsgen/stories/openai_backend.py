@@ -211,9 +211,9 @@ def build(args: argparse.Namespace) -> int:
 
 def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
+    from ltsgen.stories.build import merge_stats
     from ltsgen.stories.llm_filters import REJECTIONS
     from ltsgen.stories.llm_ledger import Prices, Usage, dataset_ledger
-    from ltsgen.stories.llm_runner import merge_stats
 
     total = merge_stats([result.stats for result in results])
     usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])
