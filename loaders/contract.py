@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import LtsgenError
+
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
@@ -53,7 +55,7 @@ RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids",
 SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
 
 
-class ContractError(ValueError):
+class ContractError(LtsgenError, ValueError):
     """A dataset directory or shard that breaks the contract; the message names the file."""
 
 

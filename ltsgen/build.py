@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
     FORMATS,
@@ -51,7 +52,7 @@ JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 
 
-class BuildError(Exception):
+class BuildError(LtsgenError):
     """A build that cannot start or finish; the message is one line naming the directory or file."""
 
 

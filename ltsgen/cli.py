@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from ltsgen import __version__
+from ltsgen.errors import LtsgenError
 
 # Each module exposes `register(subparsers)`; the parser it adds sets `func(args) -> int`.
 COMMAND_MODULES: list[str] = [
@@ -18,10 +19,6 @@ COMMAND_MODULES: list[str] = [
     "ltsgen.commands.evaluate",
     "ltsgen.commands.compare",
 ]
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit status 2, no traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(args.func(args) or 0)
-    except CommandError as error:
+    except LtsgenError as error:  # every user-fixable failure: one line, exit status 2
         print(f"ltsgen {args.command}: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -10,11 +10,13 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from ltsgen.errors import LtsgenError
+
 EOS_TOKEN = "<|endoftext|>"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
 
-class TokenizerError(ValueError):
+class TokenizerError(LtsgenError, ValueError):
     """A tokenizer that cannot be found, loaded or used; the message is one line."""
 
 

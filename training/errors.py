@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import ContractError
 
 
-class TrainingError(ValueError):
+class TrainingError(LtsgenError, ValueError):
     """A run, checkpoint, dataset or setting the trainer cannot use; the message names the file or option."""
 
 

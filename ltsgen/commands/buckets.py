@@ -6,24 +6,27 @@ import argparse
 import os
 from pathlib import Path
 
+from ltsgen.commands import add_command
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "buckets",
-        help="tokenize a corpus (C4, the Pile, RedPajama arXiv, The Stack, HF, text) into length buckets",
-        description=(
-            "Read a corpus as a stream, drop empty, invalid and exactly duplicated documents, tokenize, hold "
-            "out exact-length evaluation sets and write the rest into token-length buckets "
-            "DIR/<split>/<lo>-<hi>/shard-NNNNN.<ext> ([0,512), [512,1024), ..., [32768,inf)). Evaluation sets: "
-            "DIR/eval/<L>/ holds --eval-per-length sequences of exactly L tokens, each the first L tokens of one "
-            "held-out document, nested across lengths; --eval-concat adds DIR/eval-concat/<L>/ (held-out "
-            "documents joined with EOS). Output is byte-identical for any --workers; a killed build resumes."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        summary="tokenize a corpus (C4, the Pile, RedPajama arXiv, The Stack, HF, text) into length buckets",
+        description="Read a corpus as a stream, drop empty, invalid and exactly duplicated documents, tokenize, hold "
+        "out exact-length evaluation sets and write the rest into token-length buckets "
+        "DIR/<split>/<lo>-<hi>/shard-NNNNN.<ext> ([0,512), [512,1024), ..., [32768,inf)). Evaluation sets: "
+        "DIR/eval/<L>/ holds --eval-per-length sequences of exactly L tokens, each the first L tokens of one "
+        "held-out document, nested across lengths; --eval-concat adds DIR/eval-concat/<L>/ (held-out "
+        "documents joined with EOS). Output is byte-identical for any --workers; a killed build resumes.",
+        examples=[
+            "ltsgen buckets --source c4 --input 'c4/*.json.gz' --tokenizer tok.json --out c4-buckets",
+            "ltsgen buckets --source arxiv --input arxiv.jsonl --tokenizer tok.json --out arxiv --workers 2",
+        ],
     )
     add_reader_arguments(parser)
     parser.add_argument("--out", type=Path, required=True, help="the dataset directory to write")
@@ -70,17 +73,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one core per worker; --workers scales
     from ltsgen.build import BuildError, parse_splits
-    from ltsgen.cli import CommandError
     from ltsgen.corpora.buckets import parse_lengths
     from ltsgen.corpora.inputs import InputError
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
+    from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
     from ltsgen.tokenizer import TokenizerError
 
     if not args.input:
-        raise CommandError("--input is required (files, folders or globs; dataset names for --source hf)")
+        raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
     if args.workers < 1 or args.shard_tokens < 1 or args.eval_per_length < 0:
-        raise CommandError("--workers and --shard-tokens must be at least 1, --eval-per-length at least 0")
+        raise UsageError("--workers and --shard-tokens must be at least 1, --eval-per-length at least 0")
     try:
         lengths = parse_lengths(args.lengths)
         eval_lengths = parse_lengths(args.eval_lengths, "--eval-lengths") if args.eval_lengths else lengths
@@ -109,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
             card=not args.no_card,
         )
     except (ValueError, InputError, BuildError, ContractError, TokenizerError) as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     except OSError as error:  # unreadable input, full disk, unwritable output
-        raise CommandError(f"{error.filename or args.out}: {error.strerror or error}") from None
+        raise UsageError(f"{error.filename or args.out}: {error.strerror or error}") from None
     print(result.summary(args.out))
     return 0

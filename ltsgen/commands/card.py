@@ -5,18 +5,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.cli import CommandError
+from ltsgen.commands import add_command
+from ltsgen.errors import UsageError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "card",
-        help="write DIR/README.md, the Hugging Face dataset card of a built dataset",
-        description=(
-            "Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
-            "then a datasheet with the build's statistics) and the length histograms beside it, from "
-            "DIR/manifest.json and the shards. Every ltsgen build runs this at its end."
-        ),
+        summary="write DIR/README.md, the Hugging Face dataset card of a built dataset",
+        description="Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
+        "then a datasheet with the build's statistics) and the length histograms beside it, from "
+        "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.",
+        examples=[
+            "ltsgen card lts",
+            "ltsgen card c4-buckets --output data_cards/c4.md",
+        ],
     )
     parser.add_argument("directory", type=Path, metavar="DIR", help="a dataset directory with manifest.json")
     parser.add_argument(
@@ -34,8 +38,8 @@ def run(args: argparse.Namespace) -> int:
         if args.output is not None:
             copy_card(args.directory, args.output)
     except ContractError as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     except OSError as error:
-        raise CommandError(f"{error.filename or args.directory}: {error.strerror or error}") from None
+        raise UsageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
     print(f"wrote {path}" + (f" and {args.output}" if args.output else ""))
     return 0

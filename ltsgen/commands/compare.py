@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ltsgen.commands import add_command
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
 from ltsgen.commands.train import add_training_arguments, training_config
 
@@ -11,13 +12,16 @@ HELP = "train each position encoding with the same seed, data and budget, evalua
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "compare",
-        help=HELP,
+        summary=HELP,
         description=HELP + ". Writes OUT/results.json, results.csv, report.md, ppl_vs_length.png, "
         "entropy_vs_length.png and loss_vs_position.png; runs live in OUT/runs/<encoding>. A rerun skips "
         "finished encodings and resumes an interrupted one.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        examples=[
+            "ltsgen compare --data lts --encodings rope,alibi,fire --train-length 64 --eval-lengths 64,256,1024 --out cmp",
+        ],
     )
     parser.add_argument("--encodings", default="all", help="all, or a comma-separated list of encodings")
     parser.add_argument("--eval-lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
@@ -34,7 +38,7 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from ltsgen.cli import CommandError
+    from ltsgen.errors import UsageError
     from ltsgen.training import compare, resolve_encodings
     from ltsgen.training.errors import user_errors
 
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
             batch_tokens=args.batch_tokens, jobs=args.jobs, progress=not args.no_progress,
         )  # fmt: skip
     except user_errors() as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     print(
         f"compared {len(encodings)} encodings in {time.perf_counter() - started:,.0f} s; report: {args.out}/report.md"
     )

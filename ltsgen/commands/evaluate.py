@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import argparse
 
+from ltsgen.commands import add_command
+
 HELP = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
 
 
 def parse_lengths(text: str) -> list[int]:
     """``64,128,256`` -> [64, 128, 256]; a one-line error otherwise."""
-    from ltsgen.cli import CommandError
+    from ltsgen.errors import UsageError
 
     try:
         lengths = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise CommandError(f"--lengths {text!r}: expected comma-separated integers like 64,128,256") from None
+        raise UsageError(f"--lengths {text!r}: expected comma-separated integers like 64,128,256") from None
     if not lengths or min(lengths) < 2:
-        raise CommandError(f"--lengths {text!r}: every length must be at least 2 tokens")
+        raise UsageError(f"--lengths {text!r}: every length must be at least 2 tokens")
     return sorted(set(lengths))
 
 
@@ -38,12 +40,15 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "evaluate",
-        help=HELP,
+        summary=HELP,
         description=HELP + ". Sequences are exactly L tokens: DIR/eval/<L> when the dataset has it, else the "
         "first L tokens of validation (or test) documents with at least L tokens. Writes RUN/eval.json.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        examples=[
+            "ltsgen evaluate --run runs/rope --data lts --lengths 128,256,512,1024",
+        ],
     )
     parser.add_argument("--run", required=True, metavar="RUN", help="run folder written by `ltsgen train`")
     parser.add_argument("--data", required=True, metavar="DIR", help="dataset directory")
@@ -55,7 +60,7 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.cli import CommandError
+    from ltsgen.errors import UsageError
     from ltsgen.training import evaluate_run
     from ltsgen.training.errors import user_errors
 
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device, progress=not args.no_progress,
         )  # fmt: skip
     except user_errors() as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     print(f"{report['encoding']} trained at {report['train_length']} tokens, step {report['step']}:")
     print(f"{'length':>8} {'seqs':>5} {'loss':>8} {'perplexity':>11} {'entropy':>8} {'peak MiB':>9}")
     for result in report["results"]:

@@ -5,22 +5,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.cli import CommandError
+from ltsgen.commands import add_command
+from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
 from ltsgen.stories import openai_backend
 from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_WORDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "stories",
-        help="build LongTinyStories (long, simple-English stories with long-range facts)",
-        description=(
-            "Build a LongTinyStories dataset directory: TinyStories-style stories of a child's vocabulary, "
-            "from --min-words to --max-words words (log-uniform), whose facts set early are used chapters "
-            "later. Deterministic: the same arguments give byte-identical shards for any --workers. "
-            "Resumable: rerun the same command after an interruption to finish the build."
-        ),
+        summary="build LongTinyStories (long, simple-English stories with long-range facts)",
+        description="Build a LongTinyStories dataset directory: TinyStories-style stories of a child's vocabulary, "
+        "from --min-words to --max-words words (log-uniform), whose facts set early are used chapters "
+        "later. Deterministic: the same arguments give byte-identical shards for any --workers. "
+        "Resumable: rerun the same command after an interruption to finish the build.",
+        examples=[
+            "ltsgen stories --out lts --num-stories 1000",
+            "ltsgen stories --out lts --num-stories 100 --min-words 2000 --max-words 32000 --workers 2",
+            "ltsgen stories --out lts-llm --num-stories 10 --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2",
+        ],
     )
     parser.add_argument("--out", required=True, type=Path, help="dataset directory to create or resume")
     parser.add_argument("--num-stories", required=True, type=int, help="number of stories")
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
         result = run_build(spec, workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
     except (BuildError, ContractError) as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     print(result.summary(args.out, "stories"))
     return 0
 
@@ -80,24 +85,24 @@ def check_arguments(args: argparse.Namespace) -> None:
     from ltsgen.build import BuildError, parse_splits
 
     if args.num_stories < 1:
-        raise CommandError(f"--num-stories must be at least 1, not {args.num_stories}")
+        raise UsageError(f"--num-stories must be at least 1, not {args.num_stories}")
     if args.min_words < 1:
-        raise CommandError(f"--min-words must be at least 1, not {args.min_words}")
+        raise UsageError(f"--min-words must be at least 1, not {args.min_words}")
     if args.max_words > MAX_WORDS:
-        raise CommandError(
+        raise UsageError(
             f"--max-words {args.max_words:,} is above the limit of {MAX_WORDS:,} words per story"
         )
     if args.min_words > args.max_words:
-        raise CommandError(f"--min-words {args.min_words:,} is above --max-words {args.max_words:,}")
+        raise UsageError(f"--min-words {args.min_words:,} is above --max-words {args.max_words:,}")
     if args.workers < 1:
-        raise CommandError(f"--workers must be at least 1, not {args.workers}")
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
     if args.samples_per_shard is not None and args.samples_per_shard < 1:
-        raise CommandError(f"--samples-per-shard must be at least 1, not {args.samples_per_shard}")
+        raise UsageError(f"--samples-per-shard must be at least 1, not {args.samples_per_shard}")
     if args.shard_size_mb is not None and not args.shard_size_mb > 0:
-        raise CommandError(f"--shard-size-mb must be positive, not {args.shard_size_mb}")
+        raise UsageError(f"--shard-size-mb must be positive, not {args.shard_size_mb}")
     if args.seed < 0:
-        raise CommandError(f"--seed must be >= 0, not {args.seed}")
+        raise UsageError(f"--seed must be >= 0, not {args.seed}")
     try:
         parse_splits(args.splits)
     except BuildError as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None

@@ -7,20 +7,23 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ltsgen.commands import add_command
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "tokenizer",
-        help="train a byte-level BPE tokenizer (tokenizer.json) on a corpus or a built dataset",
-        description=(
-            "Train a byte-level BPE tokenizer (GPT-2 style, the Hugging Face tokenizers library) with "
-            "<|endoftext|> as its end-of-text token, on documents read with --source/--input or on the "
-            "train split of a built dataset directory (--data). Writes a tokenizer.json that any "
-            "Hugging Face tokenizer loads and that `ltsgen buckets --tokenizer` takes."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        summary="train a byte-level BPE tokenizer (tokenizer.json) on a corpus or a built dataset",
+        description="Train a byte-level BPE tokenizer (GPT-2 style, the Hugging Face tokenizers library) with "
+        "<|endoftext|> as its end-of-text token, on documents read with --source/--input or on the "
+        "train split of a built dataset directory (--data). Writes a tokenizer.json that any "
+        "Hugging Face tokenizer loads and that `ltsgen buckets --tokenizer` takes.",
+        examples=[
+            "ltsgen tokenizer --data lts --vocab-size 2048 --out lts-tokenizer.json",
+            "ltsgen tokenizer --source c4 --input 'c4/*.json.gz' --vocab-size 8192 --out tok.json",
+        ],
     )
     add_reader_arguments(parser, required=False)
     parser.add_argument(
@@ -48,16 +51,16 @@ def _dataset_texts(directory: Path) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.cli import CommandError
     from ltsgen.corpora.inputs import InputError
     from ltsgen.corpora.readers import read_documents
+    from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError, atomic_path
     from ltsgen.tokenizer import TokenizerError, train_tokenizer
 
     if (args.data is None) == (args.source is None):
-        raise CommandError("give either --data DIR or --source with --input")
+        raise UsageError("give either --data DIR or --source with --input")
     if args.source and not args.input:
-        raise CommandError("--source needs --input")
+        raise UsageError("--source needs --input")
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
 
@@ -78,13 +81,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         tokenizer = train_tokenizer(texts(), args.vocab_size)
         if counts["documents"] == 0:
-            raise CommandError("no documents to train on")
+            raise UsageError("no documents to train on")
         with atomic_path(args.out) as tmp:
             tokenizer.save(str(tmp))
     except (InputError, ContractError, TokenizerError) as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     except OSError as error:
-        raise CommandError(f"{args.out}: cannot write ({error.strerror or error})") from None
+        raise UsageError(f"{args.out}: cannot write ({error.strerror or error})") from None
     print(
         f"{args.out}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in {time.perf_counter() - started:.1f}s"

@@ -6,6 +6,8 @@ import argparse
 import json
 import os
 
+from ltsgen.commands import add_command
+
 HELP = "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
 
 
@@ -59,12 +61,17 @@ def training_config(args: argparse.Namespace, encoding: str):
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "train",
-        help=HELP,
+        summary=HELP,
         description=HELP + ". Writes RUN/config.json, RUN/checkpoint.pt, RUN/metrics.jsonl (JSON lines), "
         "RUN/tokenizer.json and RUN/train_summary.json. Several GPUs or machines: launch with torchrun.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        examples=[
+            "ltsgen train --data lts --encoding rope --train-length 128 --steps 1000 --out runs/rope",
+            "ltsgen train --data lts --encoding rope --train-length 128 --steps 1000 --out runs/rope --resume",
+            "torchrun --nproc-per-node 2 -m ltsgen train --data lts --encoding alibi --out runs/alibi",
+        ],
     )
     add_training_arguments(parser)
     parser.add_argument("--encoding", default="rope", help="position encoding (see ltsgen.encodings.NAMES)")
@@ -81,20 +88,20 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.cli import CommandError
     from ltsgen.encodings import NAMES
+    from ltsgen.errors import UsageError
     from ltsgen.training import train
     from ltsgen.training.errors import user_errors
 
     if args.encoding not in NAMES:
-        raise CommandError(f"unknown encoding {args.encoding!r}; choose one of {', '.join(NAMES)}")
+        raise UsageError(f"unknown encoding {args.encoding!r}; choose one of {', '.join(NAMES)}")
     try:
         summary = train(
             training_config(args, args.encoding), resume=args.resume, stop_after=args.stop_after,
             progress=not args.no_progress,
         )  # fmt: skip
     except user_errors() as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps(summary, indent=1, sort_keys=True))
     return 0

@@ -11,10 +11,12 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ltsgen.errors import LtsgenError
+
 READ_SIZE = 1 << 20
 
 
-class InputError(ValueError):
+class InputError(LtsgenError, ValueError):
     """Bad input: the message is one line that names the file (and line) and the problem."""
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import openai
 
+from ltsgen.errors import LtsgenError
 from ltsgen.stories.llm_cache import ResponseCache, request_key
 from ltsgen.stories.llm_ledger import Ledger
 
@@ -24,7 +25,7 @@ RETRYABLE_STATUS = (408, 409, 429)
 CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)
 
 
-class LLMError(Exception):
+class LLMError(LtsgenError):
     """A failure that stops the build; the message is one line."""
 
 

@@ -107,23 +107,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """One-line errors for options of this backend that cannot make a build."""
-    from ltsgen.cli import CommandError
+    from ltsgen.errors import UsageError
 
     if not args.model:
-        raise CommandError("--backend openai needs --model (the model name the server serves)")
+        raise UsageError("--backend openai needs --model (the model name the server serves)")
     if args.workers != 1:
-        raise CommandError("--workers applies to --backend builtin; --backend openai uses --concurrency")
+        raise UsageError("--workers applies to --backend builtin; --backend openai uses --concurrency")
     positive = ("concurrency", "max_tokens", "chapter_words", "request_timeout", "retry_backoff")
     positive += ("requests_per_minute", "tokens_per_minute")
     for name in positive:
         value = getattr(args, name)
         if value is not None and not value > 0:
-            raise CommandError(f"--{name.replace('_', '-')} must be positive, not {value}")
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, not {value}")
     for name in ("max_retries", "max_continuations", "input_price", "output_price", "length_tolerance"):
         if getattr(args, name) < 0:
-            raise CommandError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
+            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
     if args.max_cost is not None and not args.input_price and not args.output_price:
-        raise CommandError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
+        raise UsageError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
 
 
 def build(args: argparse.Namespace) -> int:
@@ -131,7 +131,7 @@ def build(args: argparse.Namespace) -> int:
     import openai
 
     from ltsgen.build import BuildError, run_build
-    from ltsgen.cli import CommandError
+    from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
     from ltsgen.stories.build import story_build_spec
     from ltsgen.stories.llm_cache import ResponseCache
@@ -146,7 +146,7 @@ def build(args: argparse.Namespace) -> int:
     api_key = os.environ.get(args.api_key_env)
     if not api_key:
         if args.base_url is None:
-            raise CommandError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
+            raise UsageError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
         api_key = "none"  # servers without keys accept any
     ledger = Ledger(Prices(args.input_price, args.output_price))
     cache = ResponseCache(args.cache_dir or default_cache_dir())
@@ -191,7 +191,7 @@ def build(args: argparse.Namespace) -> int:
         with runner:
             result = run_build(spec, workers=1, overwrite=args.overwrite, progress=False)
     except (BuildError, ContractError, LLMError, OSError) as error:  # OSError: e.g. an unwritable --cache-dir
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     except BudgetExhausted:
         print(ledger.summary())
         print(

@@ -1,0 +1,39 @@
+"""The one root of every error a user can cause, and the one-line error for a missing optional extra.
+
+A leaf module: it imports nothing of ltsgen's, so every part (``ltsgen.loaders`` and ``ltsgen.encodings``
+included) may raise its errors under one root, and the CLI catches ``LtsgenError`` alone and prints its
+message as one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class LtsgenError(Exception):
+    """A failure the user can fix (bad option, file, data or environment); the message is one line."""
+
+
+class UsageError(LtsgenError):
+    """Arguments that cannot make a job: the message names the option and the accepted values."""
+
+
+class MissingDependency(LtsgenError):
+    """An optional dependency is not installed; the message names the extra that provides it."""
+
+
+def require(module: str, extra: str, purpose: str) -> ModuleType:
+    """Import ``module`` or raise ``MissingDependency`` naming ``pip install 'ltsgen[extra]'``.
+
+    Args:
+        module: the importable name (``"s3fs"``, ``"ray"``).
+        extra: the ltsgen extra that installs it (``"s3"``, ``"ray"``).
+        purpose: what needs it, for the message (``"s3:// paths"``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependency(
+            f"{purpose} need {module}, which is not installed: pip install 'ltsgen[{extra}]'"
+        ) from None
