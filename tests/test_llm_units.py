@@ -6,11 +6,11 @@ import asyncio
 import email.utils
 import time
 
-from ltsgen.stories.llm_cache import ResponseCache, request_key
-from ltsgen.stories.llm_client import RateLimiter, RetryPolicy, retry_after_seconds
-from ltsgen.stories.llm_filters import Filters, oov_share, repeated_share
-from ltsgen.stories.llm_ledger import Ledger, Prices, Usage, dataset_ledger
-from ltsgen.stories.llm_recipe import (
+from ltsgen.stories.llm.cache import ResponseCache, request_key
+from ltsgen.stories.llm.client import RateLimiter, RetryPolicy, retry_after_seconds
+from ltsgen.stories.llm.filters import Filters, oov_share, repeated_share
+from ltsgen.stories.llm.ledger import Ledger, Prices, Usage, dataset_ledger
+from ltsgen.stories.llm.recipe import (
     FEATURE_INSTRUCTIONS,
     Outline,
     chapter_messages,

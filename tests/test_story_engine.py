@@ -10,18 +10,18 @@ import re
 import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ltsgen.stories.engine import generate_story
-from ltsgen.stories.grammar import Slots, parse_sections
-from ltsgen.stories.phrases import SECTIONS
+from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS
+from ltsgen.stories.engine.grammar import Slots, parse_sections
+from ltsgen.stories.engine.plot import Plot
+from ltsgen.stories.engine.world import PLACES, build_world
 from ltsgen.stories.plan import sample_features, story_id, story_rng, target_words
-from ltsgen.stories.plot import Plot
-from ltsgen.stories.themes import THEME_SECTIONS
 from ltsgen.stories.variety import reference_stats, split_sentences, tinystories_stories, variety_stats
 from ltsgen.stories.vocabulary import ADJECTIVES, BASIC_WORDS, FEATURES, NAMES, NOUNS, VERBS
-from ltsgen.stories.world import PLACES, build_world
 
 LONG = 32_000
 
@@ -266,3 +266,30 @@ def test_features_sampled_from_the_list():
         assert set(features) <= set(FEATURES)
         seen.update(features)
     assert seen == set(FEATURES)
+
+
+def test_wheel_ships_the_engine_data(tmp_path):
+    """The phrase banks are package data: a wheel built from (a copy of) the checkout carries every data file."""
+    import shutil
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / name, source / name)
+    for name in ("ltsgen", "loaders", "encodings", "training"):
+        shutil.copytree(repo / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    (wheel,) = tmp_path.glob("ltsgen-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = repo / "ltsgen" / "stories" / "engine" / "data"
+    shipped = {f"ltsgen/stories/engine/data/{path.name}" for path in data.iterdir()}
+    assert len(shipped) >= 4 and shipped <= names
+    assert {"ltsgen/stories/engine/story.py", "ltsgen/stories/llm/backend.py"} <= names

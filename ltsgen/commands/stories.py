@@ -8,8 +8,8 @@ from pathlib import Path
 from ltsgen.commands import add_command
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
-from ltsgen.stories import openai_backend
 from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_WORDS
+from ltsgen.stories.llm import backend as openai_backend
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "openai":
         return openai_backend.build(args)
     from ltsgen.build import BuildError, run_build
-    from ltsgen.stories.build import story_build_spec, story_statistics, write_story_shard
+    from ltsgen.stories.build import story_build_spec
+    from ltsgen.stories.engine.build import story_statistics, write_story_shard
 
     try:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)

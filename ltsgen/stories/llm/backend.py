@@ -1,8 +1,8 @@
 """LongTinyStories through any OpenAI-compatible server: the ``--backend openai`` path of ``ltsgen stories``.
 
-Stories are planned, then written chapter by chapter (``llm_recipe``, ``llm_story``), many at once
-(``llm_runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
-cap (``llm_client``), and written through the same build driver, shards, manifest and card as the built-in
+Stories are planned, then written chapter by chapter (``recipe``, ``story``), many at once
+(``runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
+cap (``client``), and written through the same build driver, shards, manifest and card as the built-in
 engine. Every answer is cached by request content, so a killed build resumes without sending any request
 twice and a finished build reruns without sending any.
 """
@@ -128,19 +128,19 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def build(args: argparse.Namespace) -> int:
     """Build (or resume) a LongTinyStories dataset with a language model; returns the exit status."""
-    import openai
+    from ltsgen.errors import UsageError, require
 
+    openai = require("openai", "llm", "stories from --backend openai")
     from ltsgen.build import BuildError, run_build
-    from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
     from ltsgen.stories.build import story_build_spec
-    from ltsgen.stories.llm_cache import ResponseCache
-    from ltsgen.stories.llm_client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
-    from ltsgen.stories.llm_filters import Filters
-    from ltsgen.stories.llm_ledger import Ledger, Prices
-    from ltsgen.stories.llm_recipe import story_seed
-    from ltsgen.stories.llm_runner import StoryRunner
-    from ltsgen.stories.llm_story import Recipe
+    from ltsgen.stories.llm.cache import ResponseCache
+    from ltsgen.stories.llm.client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
+    from ltsgen.stories.llm.filters import Filters
+    from ltsgen.stories.llm.ledger import Ledger, Prices
+    from ltsgen.stories.llm.recipe import story_seed
+    from ltsgen.stories.llm.runner import StoryRunner
+    from ltsgen.stories.llm.story import Recipe
 
     check_arguments(args)
     api_key = os.environ.get(args.api_key_env)
@@ -212,8 +212,8 @@ def build(args: argparse.Namespace) -> int:
 def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
     from ltsgen.stories.build import merge_stats
-    from ltsgen.stories.llm_filters import REJECTIONS
-    from ltsgen.stories.llm_ledger import Prices, Usage, dataset_ledger
+    from ltsgen.stories.llm.filters import REJECTIONS
+    from ltsgen.stories.llm.ledger import Prices, Usage, dataset_ledger
 
     total = merge_stats([result.stats for result in results])
     usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])

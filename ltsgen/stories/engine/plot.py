@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import random
 
-from ltsgen.stories.narrator import Narrator
-from ltsgen.stories.phrases import SECTIONS
-from ltsgen.stories.themes import THEME_SECTIONS, THEMES
-from ltsgen.stories.world import PLACES, TRAITS, World
+from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS, THEMES
+from ltsgen.stories.engine.narrator import Narrator
+from ltsgen.stories.engine.world import PLACES, TRAITS, World
 
 Sentence = tuple[str, int, list[tuple[int, int]] | None]
 
@@ -102,15 +101,14 @@ class Plot:
 
     def go_to(self, place: str) -> None:
         table = self.table
-        things, sounds, smells, plays = PLACES[place]
+        found = PLACES[place]
         table["here"] = (place,)
         table["here_cap"] = (place[0].upper() + place[1:],)
-        table["pthing"] = tuple(things.split("|"))
-        table["pthing_cap"] = tuple(t[0].upper() + t[1:] for t in table["pthing"])
-        table["psound"] = tuple(sounds.split("|"))
-        table["psmell"] = tuple(smells.split("|"))
-        table["psmell_short"] = table["psmell"]
-        table["pplay"] = tuple(plays.split("|"))
+        table["pthing"] = found["things"]
+        table["pthing_cap"] = tuple(t[0].upper() + t[1:] for t in found["things"])
+        table["psound"] = found["sounds"]
+        table["psmell"] = table["psmell_short"] = found["smells"]
+        table["pplay"] = found["plays"]
         self.visited.append(place)
         places = self.world.places
         table["next"] = (places[len(self.visited) % len(places)],)
