@@ -27,3 +27,24 @@ def _one_torch_thread():
 def real_data() -> Path:
     """Small real-text fixtures (C4, arXiv, code, TinyStories), each folder with its PROVENANCE.md."""
     return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3-compatible server on 127.0.0.1 (a random free port), for the whole session. Its
+    ``AWS_*`` variables are set in this process (and so in every child), so no S3 client can reach a real
+    endpoint while it runs."""
+    from s3_server import S3Server
+
+    server = S3Server.start()
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
