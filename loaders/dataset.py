@@ -121,6 +121,12 @@ class StreamingDataset(IterableDataset):
             have = sorted({s.bucket for s in self.manifest.shards(split) if s.bucket})
             which = f"split {split!r}" + (f" bucket {bucket!r} (buckets: {have})" if bucket else "")
             raise ContractError(f"{where}: {which} has no shards")
+        unverifiable = [s.path for s in self.shards if s.sha256 is None]
+        if verify and unverifiable:
+            raise ContractError(
+                f"{where}: shard {unverifiable[0]} has no sha256 to verify it against "
+                f"({len(unverifiable)} shards without one; verify=False reads them unverified)"
+            )
         self.streams = self._streams()
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
@@ -174,8 +180,14 @@ class StreamingDataset(IterableDataset):
         if self._tokenizer is None or isinstance(self._tokenizer, str | os.PathLike):
             from tokenizers import Tokenizer
 
-            location = self._tokenizer or join(self.root, self.manifest.tokenizer["path"])
+            stored = self.manifest.tokenizer or {}
+            location = self._tokenizer or join(self.root, stored["path"])
             raw = read_bytes(location, allow_pipe=self.allow_pipe)
+            expected = None if self._tokenizer else stored.get("sha256")
+            if self.verify and expected and hashlib.sha256(raw).hexdigest() != expected:
+                raise ContractError(
+                    f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
+                )
             self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         return self._tokenizer
 
