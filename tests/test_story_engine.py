@@ -191,8 +191,8 @@ def test_variety_stats_definitions():
     assert stats["distinct_2"] == pytest.approx(13 / 26)  # 11 distinct bigrams in story 1, 2 in story 2
 
 
-def test_reference_stats_of_real_tinystories(shared_data):
-    path = shared_data / "tinystories" / "tinystories_validation_head.txt"
+def test_reference_stats_of_real_tinystories(real_data):
+    path = real_data / "tinystories" / "tinystories_validation_head.txt"
     stories = list(tinystories_stories(path))
     assert 700 < len(stories) < 950
     stats = reference_stats(path)
@@ -200,7 +200,7 @@ def test_reference_stats_of_real_tinystories(shared_data):
     assert stats["distinct_2"] == pytest.approx(0.2963, abs=1e-3)
     assert stats["distinct_3"] == pytest.approx(0.6384, abs=1e-3)
     assert stats["repeated_sentence_share"] < 0.02
-    eot = list(tinystories_stories(shared_data / "tinystories" / "tinystories_sample_eot.txt"))
+    eot = list(tinystories_stories(real_data / "tinystories" / "tinystories_sample_eot.txt"))
     assert len(eot) == 5
 
 
