@@ -58,8 +58,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "jobs") ->
         "--workers",
         type=int,
         default=None,
-        help=f"{what} at once: local processes (default 1), or Ray tasks in flight (default: the "
-        "cluster's CPUs); the output is the same for any number",
+        help=f"{what} at once: local processes, 1 unless given; with --engine ray, tasks in flight, the "
+        "cluster's CPUs unless given. The output is the same for any number",
     )
     parser.add_argument(
         "--engine",
