@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ltsgen.commands import add_command, add_engine_arguments, engine_from
+from ltsgen.commands import (
+    add_command,
+    add_engine_arguments,
+    add_storage_argument,
+    engine_from,
+    storage_options,
+)
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
+from ltsgen.loaders.storage import Storage
 from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
 from ltsgen.stories.llm import backend as openai_backend
 from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
@@ -30,7 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "ltsgen stories --out lts-llm --num-stories 10 --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2",
         ],
     )
-    parser.add_argument("--out", required=True, type=Path, help="dataset directory to create or resume")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="dataset directory to create or resume: a local path, or s3://, gs:// or file:// URL",
+    )
     parser.add_argument("--num-stories", required=True, type=int, help="number of stories")
     parser.add_argument(
         "--min-words",
@@ -70,12 +80,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (the summary stays)")
     parser.add_argument("--quiet", dest="no_progress", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
+    add_storage_argument(parser)
     openai_backend.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
+    args.out = Storage(args.out, storage_options(args))
     if args.backend == "openai":
         return openai_backend.build(args)
     from ltsgen.build import BuildError, run_build
