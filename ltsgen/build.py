@@ -3,23 +3,32 @@
 A builder describes its output as a list of ``Job`` s (each writes one or a few shards through
 ``ShardWriter``) and a top-level ``run_job(job, output) -> stats`` function; ``run_build`` does the rest:
 
-- claims the directory: a directory holding a build with other arguments is refused unless ``overwrite``,
-  and so is a directory where another build is running (a lock file);
+- a finished build with the same arguments whose shards all verify is "up to date": nothing is written
+  (a read-only directory works), except a missing card and intermediate files left by a kill;
+- otherwise it takes the lock ``DIR/.ltsgen/lock`` first (a second build in the same directory is refused),
+  then claims the directory: one holding a build with other arguments (that got as far as a shard) is
+  refused unless ``overwrite``, which removes only what that build wrote (the shards of its manifest and
+  journal, its manifest, the card, plots and tokenizer it wrote, ``.ltsgen/``); a directory of other
+  files is refused unless ``overwrite``, which builds beside them and keeps them all;
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
   match their recorded size and sha256; runs the others, in a process pool when ``workers > 1``;
 - appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
   moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
-- writes ``manifest.json`` last, atomically, and the data card after it.
+- writes ``manifest.json`` last, atomically, then the data card, then removes the build's intermediate
+  files (``BuildSpec.scratch``).
 
 Output bytes are a pure function of the jobs: the number of workers and any interruption change nothing.
+Every failure to write (a full disk, a read-only folder) is a one-line ``BuildError`` naming the file.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import multiprocessing
 import os
+import re
 import shutil
 import threading
 import time
@@ -30,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltsgen.card import CARD_FILES, ordered_splits
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
@@ -50,6 +60,15 @@ STATE_DIR = ".ltsgen"
 STATE_NAME = "build.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
+OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
+# What builds made before OUTPUTS_NAME existed wrote beside their shards (a directory with a manifest and no
+# record): the card, its plots and the tokenizer.
+LEGACY_OUTPUTS = (*CARD_FILES, TOKENIZER_NAME)
+# the temporary files of atomic writes (``.<final name>.<random>.tmp``) of the files a build writes
+_TEMPORARY = re.compile(
+    r"^\.(?:shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md|tokenizer\.json|\w+_histogram\.png)"
+    r"(?:\.[^/]*)?\.tmp$"
+)
 
 
 class BuildError(LtsgenError):
@@ -121,6 +140,8 @@ class BuildSpec:
     # main process, after every job: (results in job order) -> manifest.extra
     finalize: Callable[[list[JobResult]], dict[str, Any]] | None = None
     unit: str = "samples"  # what the progress bar counts (the jobs' weights)
+    # intermediate files and folders under DIR/.ltsgen/, removed once the manifest is written (on every path)
+    scratch: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -132,23 +153,24 @@ class BuildResult:
     samples: int
     words: int
     seconds: float
+    notes: list[str] = field(default_factory=list)  # one line each, said after the summary
 
     def summary(self, directory: Path, unit: str = "samples") -> str:
-        from ltsgen.card import ordered_splits
-
         splits = ", ".join(
             f"{split} {sum(s.samples for s in shards):,}" for split, shards in ordered_splits(self.manifest)
         )
         if self.status == "up to date":
-            return f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
-        rate = self.words / self.seconds if self.seconds > 0 else 0.0
-        shards = sum(len(s) for s in self.manifest.splits.values())
-        kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
-        return (
-            f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-            f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}) "
-            f"in {self.seconds:.1f}s, {rate:,.0f} words/s"
-        )
+            line = f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
+        else:
+            rate = self.words / self.seconds if self.seconds > 0 else 0.0
+            shards = sum(len(s) for s in self.manifest.splits.values())
+            kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
+            line = (
+                f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
+                f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}) "
+                f"in {self.seconds:.1f}s, {rate:,.0f} words/s"
+            )
+        return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
 
 
 def stable_fraction(key: str) -> float:
@@ -211,6 +233,124 @@ def run_build(
     card: bool = True,
 ) -> BuildResult:
     """Run (or resume, or confirm) the build described by ``spec``; see the module docstring."""
+    finished = finished_build(spec, card=card)
+    if finished is not None:
+        return finished
+    with claim(spec.directory, spec.builder, overwrite):
+        return build_claimed(spec, workers=workers, progress=progress, card=card)
+
+
+def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
+    """The result of a complete build of ``spec`` already in its directory (its shards verified), else None.
+
+    Reads only, unless the build left work behind (a missing card, intermediate files): that is done
+    under the lock, when no other build holds it.
+    """
+    directory = Path(spec.directory)
+    manifest = finished_manifest(directory, spec.builder)
+    if manifest is None:
+        return None
+    result = BuildResult(manifest, "up to date", 0, len(spec.jobs), *_totals(manifest), 0.0)
+    leftovers = [directory / STATE_DIR / name for name in spec.scratch]
+    missing_card = card and not (directory / CARD_NAME).exists()
+    if missing_card or any(path.exists() for path in leftovers):
+        with _writing(directory):
+            (directory / STATE_DIR).mkdir(exist_ok=True)
+            with _lock(directory, wait=False) as held:
+                if held:
+                    _finish(directory, spec, result, card=missing_card)
+    return result
+
+
+@contextmanager
+def claim(directory: str | os.PathLike, builder: dict[str, Any], overwrite: bool) -> Iterator[None]:
+    """Hold ``DIR/.ltsgen/lock`` with the directory made ours for ``builder`` (see the module docstring).
+
+    The refusals that need no lock come first, so that a refused build writes nothing; the lock is taken
+    before anything is removed, and the directory is examined again under it.
+    """
+    directory = Path(directory)
+    wanted = json.loads(json.dumps(builder, sort_keys=True))
+    if directory.exists() and not directory.is_dir():
+        raise BuildError(f"{directory}: exists and is not a directory")
+    _refuse(directory, wanted, overwrite)
+    with _writing(directory):
+        (directory / STATE_DIR).mkdir(parents=True, exist_ok=True)
+    with _lock(directory, wait=False) as held:
+        if not held:
+            raise BuildError(f"{directory}: another build is running there")
+        with _writing(directory):
+            _refuse(directory, wanted, overwrite)
+            previous = _previous_builder(directory)
+            if previous is not None and previous != wanted:
+                remove_build(directory)
+            state = directory / STATE_DIR / STATE_NAME
+            if previous != wanted or not state.exists():
+                with atomic_path(state) as tmp:
+                    tmp.write_text(json.dumps(wanted, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+            if not (directory / STATE_DIR / OUTPUTS_NAME).exists():
+                _write_outputs(directory, {})
+        yield
+
+
+def _refuse(directory: Path, wanted: dict[str, Any], overwrite: bool) -> None:
+    """Refuse, unless ``overwrite``, a directory with another build or with files no build wrote."""
+    if overwrite or not directory.is_dir():
+        return
+    previous = _previous_builder(directory)
+    if previous is not None and previous != wanted and _holds_shards(directory):
+        raise BuildError(
+            f"{directory}: holds a build with other arguments ({_difference(previous, wanted)}); rerun with "
+            "--overwrite to replace it (removes only the files that build wrote)"
+        )
+    if previous is None:
+        foreign = next(iter(foreign_files(directory)), None)
+        if foreign is not None:
+            raise BuildError(
+                f"{directory}: is not empty and holds no ltsgen build ({foreign.relative_to(directory)}, ...); "
+                "choose a new or empty directory, or --overwrite to build beside its files (they are kept)"
+            )
+
+
+def _holds_shards(directory: Path) -> bool:
+    """Whether the build in ``directory`` got as far as a shard or a manifest (a build that failed before
+    either, on bad input say, leaves nothing to protect: another build may replace it without asking)."""
+    return any(name == MANIFEST_NAME or "/" in name for name in written_files(directory))
+
+
+@contextmanager
+def _lock(directory: Path, *, wait: bool) -> Iterator[bool]:
+    """Hold ``DIR/.ltsgen/lock``; yields False when ``wait`` is False and another process holds it.
+
+    A POSIX record lock (``lockf``): it belongs to this process alone, so worker processes forked from it
+    do not keep it, and it is released when this process ends, however it ends (kill -9 included).
+    """
+    import fcntl
+
+    with open(directory / STATE_DIR / LOCK_NAME, "a") as lock:  # "a": taking it modifies nothing
+        try:
+            fcntl.lockf(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as error:
+            if error.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            yield False
+            return
+        yield True
+
+
+@contextmanager
+def _writing(directory: Path) -> Iterator[None]:
+    """Turn a failure to write (full disk, read-only folder, file size limit) into one ``BuildError``."""
+    try:
+        yield
+    except OSError as error:
+        raise BuildError(f"{error.filename or directory}: cannot write ({error.strerror or error})") from None
+
+
+def build_claimed(
+    spec: BuildSpec, *, workers: int = 1, progress: bool = True, card: bool = True
+) -> BuildResult:
+    """Run the jobs of ``spec`` not yet done, write the manifest and card; inside ``claim`` only."""
     started = time.perf_counter()
     directory = Path(spec.directory)
     if spec.fmt not in FORMATS:
@@ -220,15 +360,8 @@ def run_build(
     keys = [job.key for job in spec.jobs]
     if len(set(keys)) != len(keys):
         raise BuildError("the build plan has duplicate job keys")
-    claim_directory(directory, spec.builder, overwrite)
-    with _exclusive(directory):
-        finished = finished_manifest(directory, spec.builder)
-        if finished is not None:
-            if card and not (directory / CARD_NAME).exists():
-                _write_card(directory)
-            return BuildResult(finished, "up to date", 0, len(spec.jobs), *_totals(finished), 0.0)
-        for tmp in directory.rglob(".*.tmp"):  # left by an interrupted run
-            tmp.unlink()
+    with _writing(directory):
+        remove_temporary_files(directory)  # left by an interrupted run
         kept = _verified_journal(directory, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
@@ -236,55 +369,31 @@ def run_build(
             results[result.key] = result
         manifest = _manifest(spec, [results[key] for key in keys])
         write_manifest(directory, manifest)
-        if card:
-            _write_card(directory)
-    status = "resumed" if kept else "built"
-    return BuildResult(
-        manifest, status, len(todo), len(kept), *_totals(manifest), time.perf_counter() - started
-    )
+        status = "resumed" if kept else "built"
+        result = BuildResult(manifest, status, len(todo), len(kept), *_totals(manifest), 0.0)
+        _finish(directory, spec, result, card=card)
+    result.seconds = time.perf_counter() - started
+    return result
 
 
-def claim_directory(directory: Path, builder: dict[str, Any], overwrite: bool) -> None:
-    """Make ``directory`` ours for ``builder``: refuse another build's directory unless ``overwrite``
-    (which removes that build: its shards, manifest, card and journal) and record the arguments."""
-    state_path = directory / STATE_DIR / STATE_NAME
-    wanted = json.loads(json.dumps(builder, sort_keys=True))
-    try:
-        if directory.exists() and not directory.is_dir():
-            raise BuildError(f"{directory}: exists and is not a directory")
-        previous = _previous_builder(directory)
-        if previous is not None and previous != wanted:
-            if not overwrite:
-                raise BuildError(
-                    f"{directory}: holds a build with other arguments ({_difference(previous, wanted)}); "
-                    "rerun with --overwrite to replace it"
-                )
-            _remove_build(directory)
-        elif previous is None and directory.is_dir() and any(_foreign_entries(directory)):
-            if not overwrite:
-                raise BuildError(
-                    f"{directory}: is not empty and holds no ltsgen build; choose a new or empty directory "
-                    "(or --overwrite to build beside its files)"
-                )
-            _remove_build(directory)
-        if previous != wanted or not state_path.exists():
-            with atomic_path(state_path) as tmp:
-                tmp.write_text(json.dumps(wanted, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise BuildError(f"{directory}: cannot write there ({error.strerror or error})") from None
+def _finish(directory: Path, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
+    """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
+    if card:
+        from ltsgen.card import card_conflict, write_card
 
-
-@contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """Hold ``DIR/.ltsgen/lock`` for the build: a second build in the same directory is refused."""
-    import fcntl
-
-    with open(directory / STATE_DIR / LOCK_NAME, "a") as lock:  # "a": a rerun modifies nothing
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BuildError(f"{directory}: another build is running there") from None
-        yield
+        conflict = card_conflict(directory)
+        if conflict is None:
+            write_card(directory)
+        else:
+            result.notes.append(
+                f"{conflict}; the card was not written (`ltsgen card {directory}` replaces it)"
+            )
+    for name in spec.scratch:
+        path = directory / STATE_DIR / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def _previous_builder(directory: Path) -> dict[str, Any] | None:
@@ -314,32 +423,131 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     return ", ".join(changes) or "different builder"
 
 
-def _is_build_file(path: Path) -> bool:
-    name = path.name
-    return (
-        name in (MANIFEST_NAME, CARD_NAME, TOKENIZER_NAME, STATE_DIR)
-        or (name.startswith("shard-") and any(name.endswith("." + ext) for ext in FORMATS.values()))
-        or (name.startswith(".") and name.endswith(".tmp"))
-        or name.endswith("_histogram.png")
-    )
+# ---------------------------------------------------------------- what a build wrote
 
 
-def _foreign_entries(directory: Path) -> Iterable[Path]:
-    """Files under ``directory`` that no build wrote (the ones a new build must not mix with)."""
-    for path in directory.rglob("*"):
-        if path.is_file() and STATE_DIR not in path.relative_to(directory).parts and not _is_build_file(path):
+def _read_outputs(directory: Path) -> dict[str, str] | None:
+    """The recorded outputs (relative path -> sha256), or None where no record was kept."""
+    path = directory / STATE_DIR / OUTPUTS_NAME
+    try:
+        outputs = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return outputs if isinstance(outputs, dict) else None
+
+
+def _write_outputs(directory: Path, outputs: dict[str, str]) -> None:
+    with atomic_path(directory / STATE_DIR / OUTPUTS_NAME) as tmp:
+        tmp.write_text(json.dumps(outputs, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+
+
+def record_outputs(directory: str | os.PathLike, names: Iterable[str]) -> None:
+    """Record the files ``names`` (relative to ``directory``, not shards) as written by ltsgen, with their
+    sha256, so that ``--overwrite`` removes them and ``ltsgen card`` can tell hand edits. Only where the
+    directory has ``.ltsgen/`` (a build's); elsewhere nothing is recorded."""
+    directory = Path(directory)
+    if not (directory / STATE_DIR).is_dir():
+        return
+    outputs = _read_outputs(directory) or {}
+    outputs.update({name: sha256_file(directory / name) for name in names})
+    _write_outputs(directory, outputs)
+
+
+def output_state(directory: str | os.PathLike, name: str) -> str:
+    """Whose ``DIR/name`` is: ``"absent"``, ``"ltsgen"`` (as ltsgen wrote it), ``"changed"`` (ltsgen
+    wrote it, and it was edited since) or ``"other"`` (ltsgen did not write it)."""
+    directory = Path(directory)
+    path = directory / name
+    if not path.is_file():
+        return "absent"
+    outputs = _read_outputs(directory)
+    if outputs is None:  # a build made before records were kept, or no build at all
+        legacy = name in LEGACY_OUTPUTS and (directory / MANIFEST_NAME).is_file()
+        return "ltsgen" if legacy else "other"
+    if name not in outputs:
+        return "other"
+    return "ltsgen" if sha256_file(path) == outputs[name] else "changed"
+
+
+def _inside(relpath: Any) -> bool:
+    """A relative path that stays inside its directory (manifests and journals are data, not trusted)."""
+    if not isinstance(relpath, str) or not relpath or relpath.startswith("/") or "\\" in relpath:
+        return False
+    return ".." not in relpath.split("/")
+
+
+def written_files(directory: Path) -> set[str]:
+    """The files (relative paths, outside ``.ltsgen/``) that earlier ltsgen builds wrote in ``directory``
+    and that are still as written, shards aside: those are named by the manifest and journal, whatever
+    they hold now."""
+    written: set[str] = set()
+    if (directory / MANIFEST_NAME).is_file():
+        try:
+            manifest = read_manifest(directory)
+        except ContractError:
+            manifest = None
+        if manifest is not None:
+            written.add(MANIFEST_NAME)
+            written.update(shard.path for shards in manifest.splits.values() for shard in shards)
+    journal = directory / STATE_DIR / JOURNAL_NAME
+    if journal.is_file():
+        for line in journal.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                written.update(shard.path for shard in JobResult.from_json(line).shards)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    outputs = _read_outputs(directory)
+    for name in LEGACY_OUTPUTS if outputs is None else outputs:
+        if output_state(directory, name) == "ltsgen":
+            written.add(name)
+    return {name for name in written if _inside(name) and (directory / name).is_file()}
+
+
+def foreign_files(directory: Path) -> Iterator[Path]:
+    """Files under ``directory`` that no ltsgen build wrote (a new build keeps them)."""
+    written = written_files(directory)
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if (
+            path.is_file()
+            and relative.parts[0] != STATE_DIR
+            and relative.as_posix() not in written
+            and not _TEMPORARY.match(path.name)
+        ):
             yield path
 
 
-def _remove_build(directory: Path) -> None:
-    """Remove what a previous build wrote (shards, manifest, card, plots, tokenizer, journal, temp files),
-    nothing else."""
-    shutil.rmtree(directory / STATE_DIR, ignore_errors=True)
-    for path in sorted(directory.rglob("*"), reverse=True):
-        if path.is_file() and _is_build_file(path):
+def remove_temporary_files(directory: Path) -> None:
+    """Remove the temporary files that a killed build left (only the names ltsgen's writers use)."""
+    for path in directory.rglob(".*.tmp"):
+        if _TEMPORARY.match(path.name) and STATE_DIR not in path.relative_to(directory).parts:
             path.unlink()
-        elif path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
+
+
+def remove_build(directory: str | os.PathLike) -> None:
+    """Remove what earlier builds wrote in ``directory`` (``written_files``, their temporary files and
+    ``.ltsgen/`` but its lock), and the folders that this leaves empty; nothing else."""
+    directory = Path(directory)
+    written = written_files(directory)
+    outputs = _read_outputs(directory)
+    state = directory / STATE_DIR
+    for path in state.iterdir() if state.is_dir() else []:
+        if path.name != LOCK_NAME:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    folders = set()
+    for name in written:
+        (directory / name).unlink()
+        folders.update((directory / name).parents)
+    kept = {name: sha for name, sha in (outputs or {}).items() if (directory / name).is_file()}
+    if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
+        _write_outputs(directory, kept)
+    for path in directory.rglob(".*.tmp"):
+        if _TEMPORARY.match(path.name):
+            path.unlink()
+            folders.update(path.parents)
+    for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+        if folder != directory and directory in folder.parents and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | None:
@@ -382,7 +590,11 @@ def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
 def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtype: str | None) -> JobResult:
     """Run one job (in this process or a worker); every writer it opened must have finished."""
     output = ShardOutput(directory, fmt, token_dtype)
-    stats = run_job(job, output) or {}
+    try:
+        stats = run_job(job, output) or {}
+    except OSError as error:  # a full disk or a file size limit: name the shard being written
+        where = error.filename or (output.writers[-1].path if output.writers else directory)
+        raise BuildError(f"{where}: cannot write ({error.strerror or error})") from None
     unfinished = [w.relpath for w in output.writers if w.info is None]
     if unfinished:
         raise BuildError(f"job {job.key}: shard writers not closed: {unfinished}")
@@ -404,7 +616,14 @@ def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, p
     )
     words = 0
     started = time.perf_counter()
+    torn = (
+        journal_path.is_file()
+        and journal_path.stat().st_size
+        and not journal_path.read_bytes().endswith(b"\n")
+    )
     with open(journal_path, "a", encoding="utf-8") as journal:
+        if torn:  # a line cut by a kill or a full disk: end it, so that the next line stays readable
+            journal.write("\n")
 
         def record(result: JobResult) -> JobResult:
             nonlocal words
@@ -487,9 +706,3 @@ def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:
 def _totals(manifest: Manifest) -> tuple[int, int]:
     shards = [s for split in manifest.splits.values() for s in split]
     return sum(s.samples for s in shards), sum(s.words for s in shards)
-
-
-def _write_card(directory: Path) -> None:
-    from ltsgen.card import write_card
-
-    write_card(directory)

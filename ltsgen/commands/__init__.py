@@ -46,3 +46,12 @@ def add_command(
     return subparsers.add_parser(
         name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
     )
+
+
+def add_hidden_alias(parser: argparse.ArgumentParser, old: str, dest: str, **kwargs) -> None:
+    """Accept the earlier spelling ``old`` of an option for one more release, unlisted in ``--help``.
+
+    ``dest`` is the current option's destination; ``kwargs`` repeat what parses a value (``type``,
+    ``action``), so that both spellings give the same result.
+    """
+    parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
