@@ -33,11 +33,11 @@ test: lint
 DEMO := demo
 demo: install
 	$(BIN)/ltsgen stories --out $(DEMO)/lts --num-stories 1200 --min-words 150 --max-words 2500 \
-		--splits train=0.92,validation=0.08 --workers 2 --quiet
+		--splits train=0.92,validation=0.08 --workers 2 --no-progress
 	$(BIN)/ltsgen tokenizer --data $(DEMO)/lts --vocab-size 1024 --out $(DEMO)/tokenizer.json
 	OMP_NUM_THREADS=1 $(BIN)/ltsgen compare --data $(DEMO)/lts --tokenizer $(DEMO)/tokenizer.json \
 		--encodings all --train-length 64 --eval-lengths 64,128,256,512,1024 --eval-sequences 16 \
-		--steps 500 --batch-size 32 --lr 5e-3 --d-model 64 --layers 2 --heads 4 --jobs 2 \
+		--steps 500 --batch-size 32 --lr 5e-3 --d-model 64 --layers 2 --heads 4 --workers 2 \
 		--out $(DEMO)/compare
 
 # `make test-llm`: a real model end to end, kept out of `make test` because it compiles llama.cpp (about

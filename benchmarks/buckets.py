@@ -12,7 +12,11 @@ machines are noisy); the table gives each one's median:
 - datasets:  ``load_dataset("json")`` + ``map(tokenize, batched=True)`` + one ``filter`` per bucket +
              ``to_parquet`` per bucket, the straightforward way to do it with Hugging Face datasets.
 
-Usage: python benchmarks/buckets.py [--copies 1] [--rounds 3] [--data ../shared/data]
+The samples are read from ``--data-dir`` or ``$LTSGEN_DATA_DIR`` (folders ``c4_en/*.json.gz``,
+``arxiv_redpajama/*.jsonl``, ``code_debian_standin/*.jsonl.gz``: 800 C4 documents, 20 papers and 740 code
+files in the measurements the docs quote); without them it says so and runs on the smaller test fixtures.
+
+Usage: python benchmarks/buckets.py [--copies 1] [--rounds 3] [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -31,23 +35,38 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 LENGTHS = [512, 1024, 2048, 4096, 8192, 16384, 32768]
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
 
-def sample_texts(data: Path, copies: int) -> list[dict]:
+def samples_dir(given: Path | None) -> Path:
+    """The folder of real samples: ``given``, else ``$LTSGEN_DATA_DIR``, else the test fixtures (saying so)."""
+    folder = given or (Path(os.environ["LTSGEN_DATA_DIR"]) if os.environ.get("LTSGEN_DATA_DIR") else None)
+    if folder is not None and folder.is_dir():
+        return folder
+    print(f"larger samples not found ({folder or 'no --data-dir or LTSGEN_DATA_DIR'}): using {FIXTURES}")
+    return FIXTURES
+
+
+def sample_texts(data: Path, copies: int) -> tuple[list[dict], int]:
+    """The benchmark's rows (C4 copies first, then arXiv, then code) and the number of C4 documents."""
+
     def lines(path: Path) -> list[dict]:
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as handle:
             return [json.loads(line) for line in handle]
 
-    c4 = lines(data / "c4_en" / "c4-train.00000-of-01024.first800.json.gz")
+    def one(pattern: str) -> Path:
+        found = sorted(data.glob(pattern))
+        if len(found) != 1:
+            raise SystemExit(f"{data}: expected one file {pattern}, found {len(found)}")
+        return found[0]
+
+    c4 = lines(one("c4_en/*.json.gz"))
     rows = [{"text": f"[copy {n}] {r['text']}", "url": r["url"]} for n in range(copies) for r in c4]
-    rows += [
-        {"text": r["text"], "url": r["meta"]["url"]} for r in lines(data / "arxiv_redpajama" / "arxiv.jsonl")
-    ]
-    code = lines(data / "code_debian_standin" / "debian_source_code.jsonl.gz")
+    rows += [{"text": r["text"], "url": r["meta"]["url"]} for r in lines(one("arxiv_redpajama/*.jsonl"))]
+    code = lines(one("code_debian_standin/*.jsonl.gz"))
     rows += [{"text": r["text"], "url": r["meta"]["file_name"]} for r in code]
-    return rows
+    return rows, len(c4)
 
 
 def timed(function) -> tuple[float, object]:
@@ -101,18 +120,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--copies", type=int, default=1, help="copies of the C4 sample in the text")
     parser.add_argument("--rounds", type=int, default=3, help="round-robin rounds (the table gives medians)")
-    parser.add_argument("--data", type=Path, default=DATA, help="the folder of real samples")
+    parser.add_argument("--data-dir", type=Path, help="the folder of real samples (or $LTSGEN_DATA_DIR)")
     args = parser.parse_args()
 
     from ltsgen.tokenizer import train_tokenizer
 
-    rows = sample_texts(args.data, args.copies)
+    rows, c4_documents = sample_texts(samples_dir(args.data_dir), args.copies)
     texts = [r["text"] for r in rows]
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         corpus = scratch / "corpus.jsonl"
         corpus.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        tokenizer = train_tokenizer(texts[:800], 8192)
+        tokenizer = train_tokenizer(texts[:c4_documents], 8192)
         tokenizer_path = scratch / "tokenizer.json"
         tokenizer.save(str(tokenizer_path))
         megabytes = corpus.stat().st_size / 1e6

@@ -13,7 +13,10 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ltsgen.errors import LtsgenError
+
 from .contract import ContractError
+from .storage import filesystem
 
 PIPE_PREFIX = "pipe:"
 
@@ -41,10 +44,10 @@ def read_bytes(path_or_url: str | os.PathLike, *, allow_pipe: bool = False) -> b
         scheme = urlsplit(text).scheme if "://" in text else ""
         if scheme in ("", "file"):
             return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
-        return _filesystem(scheme).cat_file(text)
+        return filesystem(scheme).cat_file(text)
     except FileNotFoundError:
         raise ContractError(f"{text}: not found") from None
-    except ContractError:
+    except LtsgenError:  # a missing extra (MissingDependency) says which one
         raise
     except (OSError, ValueError) as error:
         raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
@@ -70,26 +73,3 @@ def _run_pipe(command: str) -> bytes:
             f"pipe:{command}: exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
         )
     return result.stdout
-
-
-_FILESYSTEMS: dict[tuple[int, str], object] = {}
-
-
-def _filesystem(scheme: str):
-    """An fsspec filesystem for ``scheme``, one per process (connections are not shared across forks).
-
-    HTTP falls back to fsspec's blocking client (``requests``) where aiohttp is not installed.
-    """
-    key = (os.getpid(), scheme)
-    if key not in _FILESYSTEMS:
-        import fsspec
-
-        try:
-            _FILESYSTEMS[key] = fsspec.filesystem(scheme, skip_instance_cache=True)
-        except ImportError:
-            if scheme not in ("http", "https"):
-                raise
-            from fsspec.implementations.http_sync import HTTPFileSystem
-
-            _FILESYSTEMS[key] = HTTPFileSystem(skip_instance_cache=True)
-    return _FILESYSTEMS[key]

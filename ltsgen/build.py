@@ -11,7 +11,8 @@ A builder describes its output as a list of ``Job`` s (each writes one or a few 
   journal, its manifest, the card, plots and tokenizer it wrote, ``.ltsgen/``); a directory of other
   files is refused unless ``overwrite``, which builds beside them and keeps them all;
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
-  match their recorded size and sha256; runs the others, in a process pool when ``workers > 1``;
+  match their recorded size and sha256; hands the others to an engine (``ltsgen.engines``: this process,
+  a local process pool or Ray tasks), which runs them and returns their results as they complete;
 - appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
   moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
 - writes ``manifest.json`` last, atomically, then the data card, then removes the build's intermediate
@@ -26,20 +27,19 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ltsgen.card import CARD_FILES, ordered_splits
+from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
@@ -152,7 +152,9 @@ class BuildResult:
     jobs_kept: int
     samples: int
     words: int
-    seconds: float
+    seconds: float  # wall time of the whole run: jobs, statistics, manifest and card
+    job_words: int = 0  # words of the jobs run now (not those kept from an earlier run)
+    job_seconds: float = 0.0  # wall time of running them, what the progress bar's rate divides by
     notes: list[str] = field(default_factory=list)  # one line each, said after the summary
 
     def summary(self, directory: Path, unit: str = "samples") -> str:
@@ -162,13 +164,13 @@ class BuildResult:
         if self.status == "up to date":
             line = f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
         else:
-            rate = self.words / self.seconds if self.seconds > 0 else 0.0
+            rate = self.job_words / self.job_seconds if self.job_seconds > 0 else 0.0
             shards = sum(len(s) for s in self.manifest.splits.values())
             kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
             line = (
                 f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-                f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}) "
-                f"in {self.seconds:.1f}s, {rate:,.0f} words/s"
+                f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}); shards written at "
+                f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
             )
         return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
 
@@ -227,17 +229,32 @@ def chunk_by_size(items: Iterable[Any], size_of: Callable[[Any], float], limit: 
 def run_build(
     spec: BuildSpec,
     *,
+    engine: Engine | None = None,
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
     card: bool = True,
 ) -> BuildResult:
-    """Run (or resume, or confirm) the build described by ``spec``; see the module docstring."""
+    """Run (or resume, or confirm) the build described by ``spec``; see the module docstring.
+
+    Args:
+        spec: the build.
+        engine: where the jobs run (the caller closes it); default: ``workers`` local processes.
+        workers: with no ``engine``: 1 runs the jobs in this process, more in a local process pool.
+        overwrite: replace a build with other arguments in the directory (removing only what it wrote),
+            or build beside files no build wrote (keeping them).
+        progress, card: show a progress bar; write the data card at the end.
+    """
+    if engine is None:
+        if workers < 1:
+            raise BuildError(f"--workers must be at least 1, not {workers}")
+        with make_engine("local", workers) as own:
+            return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
     finished = finished_build(spec, card=card)
     if finished is not None:
         return finished
     with claim(spec.directory, spec.builder, overwrite):
-        return build_claimed(spec, workers=workers, progress=progress, card=card)
+        return build_claimed(spec, engine=engine, progress=progress, card=card)
 
 
 def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
@@ -344,19 +361,21 @@ def _writing(directory: Path) -> Iterator[None]:
     try:
         yield
     except OSError as error:
-        raise BuildError(f"{error.filename or directory}: cannot write ({error.strerror or error})") from None
+        reason = error.strerror or error
+        path = Path(error.filename) if error.filename else directory
+        if path == directory or STATE_DIR in path.parts:  # the directory itself, or the build's state
+            raise BuildError(f"{directory}: cannot write there ({reason})") from None
+        raise BuildError(f"{path}: cannot write ({reason})") from None
 
 
 def build_claimed(
-    spec: BuildSpec, *, workers: int = 1, progress: bool = True, card: bool = True
+    spec: BuildSpec, *, engine: Engine, progress: bool = True, card: bool = True
 ) -> BuildResult:
     """Run the jobs of ``spec`` not yet done, write the manifest and card; inside ``claim`` only."""
     started = time.perf_counter()
     directory = Path(spec.directory)
     if spec.fmt not in FORMATS:
         raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
-    if workers < 1:
-        raise BuildError(f"--workers must be at least 1, not {workers}")
     keys = [job.key for job in spec.jobs]
     if len(set(keys)) != len(keys):
         raise BuildError("the build plan has duplicate job keys")
@@ -365,12 +384,17 @@ def build_claimed(
         kept = _verified_journal(directory, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
-        for result in _run_jobs(spec, directory, todo, workers, progress):
+        jobs_started = time.perf_counter()
+        for result in _run_jobs(spec, directory, todo, engine, progress):
             results[result.key] = result
+        job_seconds = time.perf_counter() - jobs_started
+        job_words = sum(s.words for key in results if key not in kept for s in results[key].shards)
         manifest = _manifest(spec, [results[key] for key in keys])
         write_manifest(directory, manifest)
         status = "resumed" if kept else "built"
-        result = BuildResult(manifest, status, len(todo), len(kept), *_totals(manifest), 0.0)
+        result = BuildResult(
+            manifest, status, len(todo), len(kept), *_totals(manifest), 0.0, job_words, job_seconds
+        )
         _finish(directory, spec, result, card=card)
     result.seconds = time.perf_counter() - started
     return result
@@ -587,7 +611,7 @@ def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
     return kept
 
 
-def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtype: str | None) -> JobResult:
+def execute_job(run_job: RunJob, directory: Path, fmt: str, token_dtype: str | None, job: Job) -> JobResult:
     """Run one job (in this process or a worker); every writer it opened must have finished."""
     output = ShardOutput(directory, fmt, token_dtype)
     try:
@@ -601,8 +625,8 @@ def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtyp
     return JobResult(job.key, [w.info for w in output.writers], stats)
 
 
-def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, progress: bool):
-    """Yield results of ``todo`` as they finish, journaling each one, with a progress bar."""
+def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], engine: Engine, progress: bool):
+    """Yield results of ``todo`` as the engine finishes them, journaling each one, with a progress bar."""
     from tqdm import tqdm
 
     journal_path = directory / STATE_DIR / JOURNAL_NAME
@@ -616,18 +640,17 @@ def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, p
     )
     words = 0
     started = time.perf_counter()
-    torn = (
-        journal_path.is_file()
-        and journal_path.stat().st_size
-        and not journal_path.read_bytes().endswith(b"\n")
-    )
-    with open(journal_path, "a", encoding="utf-8") as journal:
-        if torn:  # a line cut by a kill or a full disk: end it, so that the next line stays readable
-            journal.write("\n")
-
-        def record(result: JobResult) -> JobResult:
-            nonlocal words
-            journal.write(result.to_json() + "\n")
+    if len(todo) <= 1 and not isinstance(engine, RayEngine):
+        engine = SerialEngine()  # one job: not worth starting worker processes for
+    run = partial(execute_job, spec.run_job, directory, spec.fmt, spec.token_dtype)
+    with open(journal_path, "a+b") as journal, ExitStack() as stack:
+        stack.callback(bar.close)
+        if journal.tell():
+            journal.seek(-1, os.SEEK_END)
+            if journal.read(1) != b"\n":  # a line cut by a kill or a full disk: end it, so the next reads
+                journal.write(b"\n")
+        for result in engine.map(run, todo):
+            journal.write((result.to_json() + "\n").encode("utf-8"))
             journal.flush()
             os.fsync(journal.fileno())
             words += sum(s.words for s in result.shards)
@@ -635,46 +658,7 @@ def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, p
                 f"{words / max(time.perf_counter() - started, 1e-9):,.0f} words/s", refresh=False
             )
             bar.update(weights[result.key])
-            return result
-
-        try:
-            if workers == 1 or len(todo) <= 1:
-                for job in todo:
-                    yield record(execute_job(spec.run_job, job, directory, spec.fmt, spec.token_dtype))
-                return
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(
-                max_workers=min(workers, len(todo)),
-                mp_context=context,
-                initializer=_exit_with_parent,
-                initargs=(os.getpid(),),
-            ) as pool:
-                pending = {
-                    pool.submit(execute_job, spec.run_job, job, directory, spec.fmt, spec.token_dtype)
-                    for job in todo
-                }
-                try:
-                    while pending:
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for future in done:
-                            yield record(future.result())
-                except BaseException:
-                    for future in pending:
-                        future.cancel()
-                    raise
-        finally:
-            bar.close()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Worker start-up: end this worker when the build process dies (kill -9 leaves no orphans)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
+            yield result
 
 
 def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:

@@ -14,7 +14,7 @@ With ``api_key`` set, a request without ``Authorization: Bearer <api_key>`` gets
 request was ever answered twice. ``hold_after(n)`` answers n requests, then parks every later one until
 ``drop_held()``, which closes them unanswered (a crash test kills the client meanwhile).
 
-Answers follow the prompts of ``ltsgen.stories.llm_recipe``: an outline request gets a character sheet and
+Answers follow the prompts of ``ltsgen.stories.llm.recipe``: an outline request gets a character sheet and
 one line per chapter; a summary request a short summary; a chapter request about the number of words it
 asks for, cut (``finish_reason="length"``) at ``max_tokens`` words. Usage counts one token per word.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tools import children, still_alive
 from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 
 from ltsgen.cli import main
@@ -36,9 +37,9 @@ C4_BUILD_ARGS = [
 
 
 @pytest.fixture(scope="session")
-def tokenizer_path(tmp_path_factory, shared_data) -> Path:
+def tokenizer_path(tmp_path_factory, real_data) -> Path:
     path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    argv = ["tokenizer", "--source", "c4", "--input", str(shared_data / C4_GZ), "--vocab-size", "1024"]
+    argv = ["tokenizer", "--source", "c4", "--input", str(real_data / C4_GZ), "--vocab-size", "1024"]
     assert main([*argv, "--out", str(path)]) == 0
     return path
 
@@ -69,19 +70,19 @@ def tree(directory: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def c4_build(tmp_path_factory, tokenizer_path, shared_data) -> Path:
+def c4_build(tmp_path_factory, tokenizer_path, real_data) -> Path:
     out = tmp_path_factory.mktemp("c4") / "data"
-    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
+    assert build(out, "c4", [real_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
     return out
 
 
-def test_every_document_in_the_bucket_of_its_own_length_none_lost(c4_build, tokenizer_path, shared_data):
+def test_every_document_in_the_bucket_of_its_own_length_none_lost(c4_build, tokenizer_path, real_data):
     tokenizer = load_tokenizer(tokenizer_path)
     texts = {
         f"c4-{hashlib.sha1(r['text'].encode()).hexdigest()[:16]}": r["text"]
-        for r in json_lines(shared_data / C4_JSONL)
+        for r in json_lines(real_data / C4_JSONL)
     }
-    assert len(texts) == 800  # the sample has no exact duplicates
+    assert len(texts) == 400  # the sample has no exact duplicates
     manifest = read_manifest(c4_build)
     assert manifest.buckets == ["0-256", "256-512", "512-1024", "1024-2048", "2048-4096", "4096-inf"]
     assert (
@@ -101,18 +102,18 @@ def test_every_document_in_the_bucket_of_its_own_length_none_lost(c4_build, toke
                 assert ids.tolist() == tokenizer.encode(row["text"], add_special_tokens=False).ids
                 seen.append(row["id"])
     held_out = {i for ids in manifest.extra["eval"]["documents"].values() for i in ids}
-    assert len(seen) == len(set(seen)) == 800 - len(held_out)
+    assert len(seen) == len(set(seen)) == 400 - len(held_out)
     assert set(seen) | held_out == set(texts) and not set(seen) & held_out
     cleaning = manifest.extra["statistics"]["Cleaning"]
-    assert cleaning["documents read"] == 800 and cleaning["training documents"] == len(seen)
+    assert cleaning["documents read"] == 400 and cleaning["training documents"] == len(seen)
     card = (c4_build / "README.md").read_text(encoding="utf-8")
     assert "Training buckets" in card and "Evaluation sets" in card and "ltsgen buckets --source c4" in card
 
 
-def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, shared_data):
+def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, real_data):
     tokenizer = load_tokenizer(tokenizer_path)
     full = {}
-    for row in json_lines(shared_data / C4_JSONL):
+    for row in json_lines(real_data / C4_JSONL):
         key = f"c4-{hashlib.sha1(row['text'].encode()).hexdigest()[:16]}"
         full[key] = np.array(tokenizer.encode(row["text"], add_special_tokens=False).ids)
     eligible = {
@@ -150,16 +151,16 @@ def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, shared_d
             assert np.array_equal(row["input_ids"], stream[number * length : (number + 1) * length])
 
 
-def test_worker_count_changes_no_byte(c4_build, tmp_path, tokenizer_path, shared_data):
+def test_worker_count_changes_no_byte(c4_build, tmp_path, tokenizer_path, real_data):
     out = tmp_path / "two"
-    assert build(out, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, "--workers", "2") == 0
+    assert build(out, "c4", [real_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, "--workers", "2") == 0
     card = {"README.md", "length_histogram.png", "token_length_histogram.png"}  # rendered from the rest
     assert tree(out) == {k: v for k, v in tree(c4_build).items() if k not in card}
 
 
-def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokenizer_path, shared_data, capsys):
+def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokenizer_path, real_data, capsys):
     papers = tmp_path / "papers.jsonl"  # three arXiv papers: about 34k, 4k and 66k tokens
-    papers.write_bytes(b"".join((shared_data / ARXIV).read_bytes().splitlines(keepends=True)[:3]))
+    papers.write_bytes(b"".join((real_data / ARXIV).read_bytes().splitlines(keepends=True)[:3]))
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(papers.read_bytes())
     rows = {}
@@ -189,12 +190,12 @@ def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokeniz
     assert "duplicates removed 3" in capsys.readouterr().out
 
 
-def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_path, shared_data, capsys):
+def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_path, real_data, capsys):
     before = tree(c4_build)
-    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
+    assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert tree(c4_build) == before
-    assert build(c4_build, "c4", [shared_data / C4_JSONL], tokenizer_path, "--eval-sequences", "3") == 2
+    assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, "--eval-sequences", "3") == 2
     error = capsys.readouterr().err.strip()
     assert "holds a build with other arguments" in error and "\n" not in error
 
@@ -217,8 +218,10 @@ def _kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> None:
             assert process.poll() is None, "the build finished before it could be killed"
             assert time.monotonic() < deadline, "the build never reached the point to kill it"
             time.sleep(0.01)
+        workers = children(process.pid)
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=30) == -signal.SIGKILL
+        assert still_alive(workers) == []  # its worker processes end with it
     finally:
         if process.poll() is None:
             process.kill()
@@ -227,15 +230,13 @@ def _kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> None:
         process.stderr.close()
 
 
-def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(
-    tmp_path, tokenizer_path, shared_data
-):
+def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(tmp_path, tokenizer_path, real_data):
     args = [
         "buckets",
         "--source",
         "c4",
         "--input",
-        str(shared_data / C4_GZ),
+        str(real_data / C4_GZ),
         "--tokenizer",
         str(tokenizer_path),
     ]
@@ -269,11 +270,11 @@ def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(
 
 
 @pytest.fixture
-def c4_lines(shared_data) -> list[bytes]:
-    return (shared_data / C4_JSONL).read_bytes().splitlines()[:40]
+def c4_lines(real_data) -> list[bytes]:
+    return (real_data / C4_JSONL).read_bytes().splitlines()[:40]
 
 
-def _bad_input_cases(tmp_path: Path, shared_data: Path, lines: list[bytes]) -> list[tuple[list[str], str]]:
+def _bad_input_cases(tmp_path: Path, real_data: Path, lines: list[bytes]) -> list[tuple[list[str], str]]:
     cases = []
     malformed = tmp_path / "malformed.jsonl"
     malformed.write_bytes(b"\n".join([*lines[:6], b'{"text": "cut', *lines[6:]]) + b"\n")
@@ -282,17 +283,17 @@ def _bad_input_cases(tmp_path: Path, shared_data: Path, lines: list[bytes]) -> l
     missing.write_bytes(b"\n".join([*lines[:2], b'{"url": "https://example.org/"}', *lines[2:]]) + b"\n")
     cases.append((["c4", str(missing)], rf"{missing}:3: missing text field 'text'"))
     gz = tmp_path / "cut.json.gz"
-    gz.write_bytes((shared_data / C4_GZ).read_bytes()[:200_000])
+    gz.write_bytes((real_data / C4_GZ).read_bytes()[:200_000])
     cases.append((["c4", str(gz)], rf"{gz}:\d+: truncated gzip stream"))
     zst = tmp_path / "cut.jsonl.zst"
-    write_pile_zst(zst, shared_data)
+    write_pile_zst(zst, real_data)
     zst.write_bytes(zst.read_bytes()[:300_000])
     cases.append((["pile", str(zst)], rf"{zst}:\d+: truncated zstd stream"))
     return cases
 
 
-def test_bad_input_one_line_error_or_counted_skip(tmp_path, tokenizer_path, shared_data, c4_lines, capsys):
-    for number, (source_input, message) in enumerate(_bad_input_cases(tmp_path, shared_data, c4_lines)):
+def test_bad_input_one_line_error_or_counted_skip(tmp_path, tokenizer_path, real_data, c4_lines, capsys):
+    for number, (source_input, message) in enumerate(_bad_input_cases(tmp_path, real_data, c4_lines)):
         source, path = source_input
         out = tmp_path / f"out{number}"
         assert build(out, source, [path], tokenizer_path, "--eval-sequences", "0") == 2
@@ -323,9 +324,9 @@ def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines,
     assert capsys.readouterr().err == f"ltsgen buckets: error: {path}:4: empty document (--strict)\n"
 
 
-def test_cli_errors_in_a_real_process_have_no_traceback(tmp_path, shared_data):
+def test_cli_errors_in_a_real_process_have_no_traceback(tmp_path, real_data):
     process = _cli(
-        "buckets", "--source", "c4", "--input", str(shared_data / C4_GZ), "--out", str(tmp_path / "x"),
+        "buckets", "--source", "c4", "--input", str(real_data / C4_GZ), "--out", str(tmp_path / "x"),
         "--tokenizer", "nobody-here/no-such-tokenizer",
     )  # fmt: skip
     stdout, stderr = process.communicate(timeout=60)

@@ -28,8 +28,8 @@ LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 BUCKETS = ["0-64", "64-inf"]
 
 
-def test_reference_constants_match_the_real_text(shared_data):
-    path = shared_data / "tinystories" / REFERENCE_FILE
+def test_reference_constants_match_the_real_text(real_data):
+    path = real_data / "tinystories" / REFERENCE_FILE
     assert hashlib.sha256(path.read_bytes()).hexdigest() == REFERENCE_SHA256
     for words, (distinct_2, distinct_3) in TINYSTORIES_DISTINCT.items():
         stats = reference_stats(path, max_words=words)
@@ -42,7 +42,7 @@ def test_reference_constants_match_the_real_text(shared_data):
 def story_build(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("card") / "lts"
     args = ["--num-stories", "30", "--max-words", "600", "--samples-per-shard", "10", "--format", "parquet"]
-    assert main(["stories", "--out", str(out), *args, "--quiet"]) == 0
+    assert main(["stories", "--out", str(out), *args, "--no-progress"]) == 0
     return out
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import pickle
 
 from test_training import write_tiny_dataset
 
+from ltsgen.cli import build_parser
 from ltsgen.cli import main as ltsgen
+from ltsgen.commands.train import training_config
+from ltsgen.training import compare
 
 FILES = ("results.json", "results.csv", "report.md", "ppl_vs_length.png", "entropy_vs_length.png",
          "loss_vs_position.png")  # fmt: skip
@@ -21,7 +25,7 @@ def test_compare_writes_every_report_file_and_resumes(tmp_path, capsys):
             "--eval-lengths", "16,32,128", "--steps", "3", "--batch-size", "4", "--d-model", "32", "--layers", "2",
             "--heads", "2", "--vocab-size", "300", "--eval-sequences", "4", "--device", "cpu", "--log-every", "1", "--no-progress",
             "--out", str(out)]  # fmt: skip
-    assert ltsgen([*args, "--jobs", "2"]) == 0  # two encodings at a time, in worker processes
+    assert ltsgen([*args, "--workers", "2"]) == 0  # two encodings at a time, in worker processes
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     for name in FILES[3:]:
@@ -54,6 +58,19 @@ def test_compare_writes_every_report_file_and_resumes(tmp_path, capsys):
     assert ltsgen(args) == 0
     log = capsys.readouterr().out
     assert log.count("trained earlier, kept") == 4 and log.count("evaluated earlier, kept") == 4
+    assert (out / "results.json").read_bytes() == before
+
+    # any engine's map can carry the runs: each spec survives pickling, results may come back in any order
+    seen = []
+
+    def reversed_map(fn, specs):
+        seen.extend(specs)
+        return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
+
+    base = training_config(build_parser().parse_args(args[:1] + args[1:]), "nope")
+    compare(base, ["nope", "rope", "rope_pi", "alibi"], [16, 32, 128], eval_sequences=4, run_map=reversed_map,
+            progress=False, log=lambda line: None)  # fmt: skip
+    assert [spec.config.encoding for spec in seen] == ["nope", "rope", "rope_pi", "alibi"]
     assert (out / "results.json").read_bytes() == before
 
     assert ltsgen([*args[:-2], "--steps", "5", "--out", str(out)]) == 2

@@ -6,10 +6,10 @@ import gzip
 import json
 from pathlib import Path
 
-C4_JSONL = "c4_en/c4-train.00000-of-01024.first800.jsonl"
-C4_GZ = "c4_en/c4-train.00000-of-01024.first800.json.gz"
-ARXIV = "arxiv_redpajama/arxiv.jsonl"
-CODE = "code_debian_standin/debian_source_code.jsonl.gz"
+C4_JSONL = "c4_en/c4-train.00000-of-01024.first400.jsonl"
+C4_GZ = "c4_en/c4-train.00000-of-01024.first400.json.gz"
+ARXIV = "arxiv_redpajama/arxiv.first5.jsonl"
+CODE = "code_debian_standin/debian_source_code.sample.jsonl.gz"
 TINY_EOT = "tinystories/tinystories_sample_eot.txt"
 
 
@@ -19,12 +19,12 @@ def json_lines(path: Path) -> list[dict]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def write_pile_zst(path: Path, shared_data: Path) -> tuple[int, int]:
+def write_pile_zst(path: Path, real_data: Path) -> tuple[int, int]:
     """A real Pile-layout .jsonl.zst: the code sample as 'Github', the arXiv sample as 'ArXiv'."""
     import zstandard
 
-    code = json_lines(shared_data / CODE)
-    arxiv = json_lines(shared_data / ARXIV)
+    code = json_lines(real_data / CODE)
+    arxiv = json_lines(real_data / ARXIV)
     lines = []
     for rows, name in ((code, "Github"), (arxiv, "ArXiv")):
         for row in rows:
@@ -37,12 +37,12 @@ def write_pile_zst(path: Path, shared_data: Path) -> tuple[int, int]:
     return len(code), len(arxiv)
 
 
-def write_stack_parquet(directory: Path, shared_data: Path, files: int = 2) -> int:
+def write_stack_parquet(directory: Path, real_data: Path, files: int = 2) -> int:
     """Real Stack-layout parquet files (content, lang, max_stars_repo_name, ...) from the code sample."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows = json_lines(shared_data / CODE)
+    rows = json_lines(real_data / CODE)
     directory.mkdir(parents=True, exist_ok=True)
     per_file = (len(rows) + files - 1) // files
     for number in range(files):
@@ -74,10 +74,10 @@ def read_all(source: str, inputs: list, **options) -> tuple[list, Screen]:
     return documents, screen
 
 
-def test_c4_both_files_800_documents_same_text(shared_data):
-    plain, _ = read_all("c4", [shared_data / C4_JSONL])
-    packed, _ = read_all("c4", [shared_data / C4_GZ])
-    assert len(plain) == len(packed) == 800
+def test_c4_both_files_400_documents_same_text(real_data):
+    plain, _ = read_all("c4", [real_data / C4_JSONL])
+    packed, _ = read_all("c4", [real_data / C4_GZ])
+    assert len(plain) == len(packed) == 400
     assert [d.text for d in plain] == [d.text for d in packed]
     assert plain[0].text.startswith("Beginners BBQ Class Taking Place in Missoula!")
     assert {d.source for d in plain} == {"c4"}
@@ -86,39 +86,39 @@ def test_c4_both_files_800_documents_same_text(shared_data):
     assert plain[0].where.endswith(f"{C4_JSONL}:1")
 
 
-def test_redpajama_arxiv_20_documents(shared_data):
-    documents, _ = read_all("redpajama-arxiv", [shared_data / ARXIV])
-    assert len(documents) == 20
+def test_redpajama_arxiv_5_documents(real_data):
+    documents, _ = read_all("redpajama-arxiv", [real_data / ARXIV])
+    assert len(documents) == 5
     assert {d.source for d in documents} == {"arxiv"}
     ids = [d.meta["arxiv_id"] for d in documents]
-    assert len(set(ids)) == 20 and all(i.startswith("2208.") for i in ids)
+    assert len(set(ids)) == 5 and all(i.startswith("2208.") for i in ids)
     assert {d.meta["yymm"] for d in documents} == {"2208"}
 
 
-def test_code_sample_740_documents_through_pile_reader(shared_data):
-    documents, _ = read_all("pile", [shared_data / CODE])
-    assert len(documents) == 740
+def test_code_sample_124_documents_through_pile_reader(real_data):
+    documents, _ = read_all("pile", [real_data / CODE])
+    assert len(documents) == 124
     assert {d.source for d in documents} == {"pile"}  # no pile_set_name in the stand-in
     languages = {d.meta["repo_language"] for d in documents}
     assert languages == {"C", "C++", "Python", "Java", "Perl", "Go"}
 
 
-def test_pile_jsonl_zst_subsets(tmp_path, shared_data):
+def test_pile_jsonl_zst_subsets(tmp_path, real_data):
     path = tmp_path / "00.jsonl.zst"
-    code, arxiv = write_pile_zst(path, shared_data)
+    code, arxiv = write_pile_zst(path, real_data)
     everything, _ = read_all("pile", [path])
     github, screen = read_all("pile", [path], subset="Github")
     assert screen.counts == {"other subsets": arxiv}
     papers, _ = read_all("pile", [path], subset="ArXiv")
-    assert (len(everything), len(github), len(papers)) == (code + arxiv, 740, 20)
+    assert (len(everything), len(github), len(papers)) == (code + arxiv, 124, 5)
     assert {d.source for d in github} == {"github"} and {d.source for d in papers} == {"arxiv"}
-    assert [d.text for d in github] == [r["text"] for r in json_lines(shared_data / CODE)]
+    assert [d.text for d in github] == [r["text"] for r in json_lines(real_data / CODE)]
 
 
-def test_stack_parquet_files_by_glob(tmp_path, shared_data):
-    count = write_stack_parquet(tmp_path / "stack", shared_data)
+def test_stack_parquet_files_by_glob(tmp_path, real_data):
+    count = write_stack_parquet(tmp_path / "stack", real_data)
     documents, _ = read_all("stack", [tmp_path / "stack" / "*.parquet"])
-    assert len(documents) == count == 740
+    assert len(documents) == count == 124
     assert {d.source for d in documents} == {"stack"}
     assert documents[0].meta["lang"] == "Python" or documents[0].meta["lang"] in {
         "C",
@@ -128,11 +128,11 @@ def test_stack_parquet_files_by_glob(tmp_path, shared_data):
         "Go",
     }
     assert set(documents[0].meta) == {"lang", "max_stars_repo_name", "max_stars_repo_path", "size"}
-    assert documents[-1].where.endswith("data-00001.parquet:row 370")
+    assert documents[-1].where.endswith("data-00001.parquet:row 62")
 
 
-def test_text_files_and_folders(tmp_path, shared_data):
-    stories, _ = read_all("text", [shared_data / TINY_EOT], separator="<|endoftext|>")
+def test_text_files_and_folders(tmp_path, real_data):
+    stories, _ = read_all("text", [real_data / TINY_EOT], separator="<|endoftext|>")
     assert len(stories) == 5
     assert all(s.text == s.text.strip() and "<|endoftext|>" not in s.text for s in stories)
     folder = tmp_path / "notes"
@@ -144,14 +144,14 @@ def test_text_files_and_folders(tmp_path, shared_data):
     assert [d.text for d in documents] == ["first document\n", "second document\n"]
 
 
-def test_hf_local_folder_streams(tmp_path, shared_data):
+def test_hf_local_folder_streams(tmp_path, real_data):
     folder = tmp_path / "hf_arxiv"
     folder.mkdir()
-    (folder / "train.jsonl").write_bytes((shared_data / ARXIV).read_bytes())
+    (folder / "train.jsonl").write_bytes((real_data / ARXIV).read_bytes())
     documents, _ = read_all("hf", [folder])
-    assert len(documents) == 20
+    assert len(documents) == 5
     assert {d.source for d in documents} == {"hf-arxiv"}
-    assert documents[0].text == json_lines(shared_data / ARXIV)[0]["text"]
+    assert documents[0].text == json_lines(real_data / ARXIV)[0]["text"]
 
 
 def test_hf_hub_name_offline_is_one_line_error():
@@ -160,9 +160,9 @@ def test_hf_hub_name_offline_is_one_line_error():
     assert "nobody-here/no-such-dataset" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_inputs_globs_folders_and_missing(tmp_path, shared_data):
-    files = expand_inputs([str(shared_data / "c4_en" / "*.json*")])
-    assert [f.name for f in files] == sorted(p.name for p in (shared_data / "c4_en").glob("*.json*"))
+def test_inputs_globs_folders_and_missing(tmp_path, real_data):
+    files = expand_inputs([str(real_data / "c4_en" / "*.json*")])
+    assert [f.name for f in files] == sorted(p.name for p in (real_data / "c4_en").glob("*.json*"))
     with pytest.raises(InputError, match="no file matches"):
         expand_inputs([str(tmp_path / "*.jsonl")])
     with pytest.raises(InputError, match="no such file"):
@@ -222,25 +222,25 @@ def _truncate(path: Path, keep: float) -> Path:
     return path
 
 
-def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, shared_data):
+def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, real_data):
     gz = tmp_path / "c4.json.gz"
-    gz.write_bytes((shared_data / C4_GZ).read_bytes()[:300_000])
+    gz.write_bytes((real_data / C4_GZ).read_bytes()[:300_000])
     with pytest.raises(InputError, match=rf"^{gz}:\d+: truncated gzip stream"):
         read_all("c4", [gz])
     documents, screen = read_all("c4", [gz], skip_bad=True)
-    assert 0 < len(documents) < 800 and screen.counts == {"skipped: truncated stream": 1}
+    assert 0 < len(documents) < 400 and screen.counts == {"skipped: truncated stream": 1}
 
     zst = tmp_path / "pile.jsonl.zst"
-    write_pile_zst(zst, shared_data)
+    write_pile_zst(zst, real_data)
     _truncate(zst, 0.5)
     with pytest.raises(InputError, match=rf"^{zst}:\d+: truncated zstd stream"):
         read_all("pile", [zst])
     documents, screen = read_all("pile", [zst], skip_bad=True)
-    assert 0 < len(documents) < 760 and screen.counts == {"skipped: truncated stream": 1}
+    assert 0 < len(documents) < 129 and screen.counts == {"skipped: truncated stream": 1}
 
 
-def test_corrupt_parquet_is_one_line(tmp_path, shared_data):
-    write_stack_parquet(tmp_path / "stack", shared_data, files=1)
+def test_corrupt_parquet_is_one_line(tmp_path, real_data):
+    write_stack_parquet(tmp_path / "stack", real_data, files=1)
     broken = _truncate(tmp_path / "stack" / "data-00000.parquet", 0.5)
     with pytest.raises(InputError, match=rf"^{broken}: not a readable parquet file"):
         read_all("stack", [broken])

@@ -14,8 +14,8 @@ from openai_server import MODEL, ScriptedOpenAIServer
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
-from ltsgen.stories.llm_cache import ResponseCache
-from ltsgen.stories.llm_recipe import clean_answer, story_seed
+from ltsgen.stories.llm.cache import ResponseCache
+from ltsgen.stories.llm.recipe import clean_answer, story_seed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: s
         "--request-timeout", "30",
         "--input-price", "2",
         "--output-price", "8",
-        "--quiet",
+        "--no-progress",
         *extra,
     ]  # fmt: skip
 
@@ -204,8 +204,8 @@ def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):
 
     import openai
 
-    from ltsgen.stories.llm_client import ChatClient, Sampling
-    from ltsgen.stories.llm_ledger import Ledger
+    from ltsgen.stories.llm.client import ChatClient, Sampling
+    from ltsgen.stories.llm.ledger import Ledger
 
     async def ask(url: str) -> ChatClient:
         client = openai.AsyncOpenAI(base_url=url, api_key="none", max_retries=0)

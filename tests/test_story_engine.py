@@ -10,18 +10,18 @@ import re
 import string
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from ltsgen.stories.engine import generate_story
-from ltsgen.stories.grammar import Slots, parse_sections
-from ltsgen.stories.phrases import SECTIONS
-from ltsgen.stories.plan import sample_features, story_id, story_rng, target_words
-from ltsgen.stories.plot import Plot
-from ltsgen.stories.themes import THEME_SECTIONS
+from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS
+from ltsgen.stories.engine.grammar import Slots, parse_sections
+from ltsgen.stories.engine.plot import Plot
+from ltsgen.stories.engine.world import PLACES, build_world
+from ltsgen.stories.plan import MIN_TARGET_WORDS, sample_features, story_id, story_rng, target_words
 from ltsgen.stories.variety import reference_stats, split_sentences, tinystories_stories, variety_stats
 from ltsgen.stories.vocabulary import ADJECTIVES, BASIC_WORDS, FEATURES, NAMES, NOUNS, VERBS
-from ltsgen.stories.world import PLACES, build_world
 
 LONG = 32_000
 
@@ -97,6 +97,12 @@ def test_length_within_five_percent(target):
         record = generate_story(index, 2, target)
         assert record["num_words"] == len(record["text"].split())
         assert abs(record["num_words"] - target) <= 0.05 * target, (index, target, record["num_words"])
+
+
+def test_the_shortest_target_is_met_by_every_story():
+    for index in range(300):
+        record = generate_story(index, 4, MIN_TARGET_WORDS)
+        assert abs(record["num_words"] - MIN_TARGET_WORDS) <= 0.05 * MIN_TARGET_WORDS, record["text"]
 
 
 def test_longest_story_on_target(longest):
@@ -191,8 +197,8 @@ def test_variety_stats_definitions():
     assert stats["distinct_2"] == pytest.approx(13 / 26)  # 11 distinct bigrams in story 1, 2 in story 2
 
 
-def test_reference_stats_of_real_tinystories(shared_data):
-    path = shared_data / "tinystories" / "tinystories_validation_head.txt"
+def test_reference_stats_of_real_tinystories(real_data):
+    path = real_data / "tinystories" / "tinystories_validation_head.txt"
     stories = list(tinystories_stories(path))
     assert 700 < len(stories) < 950
     stats = reference_stats(path)
@@ -200,7 +206,7 @@ def test_reference_stats_of_real_tinystories(shared_data):
     assert stats["distinct_2"] == pytest.approx(0.2963, abs=1e-3)
     assert stats["distinct_3"] == pytest.approx(0.6384, abs=1e-3)
     assert stats["repeated_sentence_share"] < 0.02
-    eot = list(tinystories_stories(shared_data / "tinystories" / "tinystories_sample_eot.txt"))
+    eot = list(tinystories_stories(real_data / "tinystories" / "tinystories_sample_eot.txt"))
     assert len(eot) == 5
 
 
@@ -266,3 +272,30 @@ def test_features_sampled_from_the_list():
         assert set(features) <= set(FEATURES)
         seen.update(features)
     assert seen == set(FEATURES)
+
+
+def test_wheel_ships_the_engine_data(tmp_path):
+    """The phrase banks are package data: a wheel built from (a copy of) the checkout carries every data file."""
+    import shutil
+    import zipfile
+
+    repo = Path(__file__).resolve().parents[1]
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo / name, source / name)
+    for name in ("ltsgen", "loaders", "encodings", "training"):
+        shutil.copytree(repo / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(source)],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    (wheel,) = tmp_path.glob("ltsgen-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = repo / "ltsgen" / "stories" / "engine" / "data"
+    shipped = {f"ltsgen/stories/engine/data/{path.name}" for path in data.iterdir()}
+    assert len(shipped) >= 4 and shipped <= names
+    assert {"ltsgen/stories/engine/story.py", "ltsgen/stories/llm/backend.py"} <= names

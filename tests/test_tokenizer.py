@@ -11,8 +11,8 @@ from ltsgen.tokenizer import TokenizerError, encode_arrays, eos_id, load_tokeniz
 
 
 @pytest.fixture(scope="module")
-def texts(shared_data) -> list[str]:
-    return [row["text"] for row in json_lines(shared_data / C4_GZ)[:300]]
+def texts(real_data) -> list[str]:
+    return [row["text"] for row in json_lines(real_data / C4_GZ)[:300]]
 
 
 def test_training_is_deterministic_with_exact_vocabulary(texts):
@@ -24,12 +24,12 @@ def test_training_is_deterministic_with_exact_vocabulary(texts):
         train_tokenizer(texts, 200)
 
 
-def test_byte_level_round_trip_and_batch_arrays(texts, shared_data):
+def test_byte_level_round_trip_and_batch_arrays(texts, real_data):
     tokenizer = train_tokenizer(texts, 512)
     samples = [
         texts[0],
-        json_lines(shared_data / ARXIV)[0]["text"][:5000],
-        json_lines(shared_data / CODE)[0]["text"],
+        json_lines(real_data / ARXIV)[0]["text"][:5000],
+        json_lines(real_data / CODE)[0]["text"],
     ]
     samples.append(
         "naïve café — 東京 🚀"
@@ -58,9 +58,9 @@ def test_load_file_folder_and_one_line_errors(tmp_path, texts):
     assert "Hugging Face Hub" in str(error.value) and "\n" not in str(error.value)
 
 
-def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, shared_data, capsys):
+def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, real_data, capsys):
     papers = tmp_path / "papers.jsonl"
-    papers.write_bytes(b"".join((shared_data / ARXIV).read_bytes().splitlines(keepends=True)[:4]))
+    papers.write_bytes(b"".join((real_data / ARXIV).read_bytes().splitlines(keepends=True)[:4]))
     out = tmp_path / "arxiv.json"
     argv = ["tokenizer", "--source", "redpajama-arxiv", "--input", str(papers)]
     assert main([*argv, "--vocab-size", "600", "--out", str(out)]) == 0

@@ -8,8 +8,8 @@ lengths) and resumes an interrupted training from its checkpoint.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import asdict, replace
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,52 +69,89 @@ def _write_json(path: Path, data: Any) -> None:
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def run_encoding(
-    base: TrainConfig,
-    encoding: str,
-    tag: str,
-    tokenizer_path: str,
-    eval_lengths: list[int],
-    eval_sequences: int,
-    batch_tokens: int,
-    progress: bool,
-    threads: int | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """Train (or resume, or keep) and evaluate one encoding; returns (train summary, evaluation, log lines)."""
-    if threads:
-        import torch
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a comparison: train (or resume, or keep) ``config`` and evaluate it; picklable, so that any
+    engine (a local process pool, Ray) can carry it to a worker and call ``run_job`` on it there."""
 
-        torch.set_num_threads(threads)
-    run_dir = Path(base.out) / "runs" / encoding
+    config: TrainConfig  # encoding, train_length, seed and out (the run folder) set
+    tag: str  # how the log names this run
+    eval_lengths: tuple[int, ...]
+    eval_sequences: int
+    batch_tokens: int
+    progress: bool = False
+
+
+#: How runs are dispatched: ``run_map(run_job, specs)`` yields ``run_job(spec)`` of every spec, in any order.
+RunMap = Callable[[Callable[[RunSpec], dict[str, Any]], list[RunSpec]], Iterable[dict[str, Any]]]
+
+
+def run_job(spec: RunSpec) -> dict[str, Any]:
+    """Train (or resume, or keep) and evaluate one run; returns ``{"tag", "train", "eval", "lines"}``.
+
+    A top-level function of plain inputs, so that it runs the same in this process, a worker process or a
+    Ray task.
+    """
+    config = spec.config
+    run_dir = Path(config.out)
     summary_path, eval_path = run_dir / SUMMARY_NAME, run_dir / EVAL_NAME
     lines = []
     if summary_path.exists():
-        lines.append(f"{tag}: trained earlier, kept")
+        lines.append(f"{spec.tag}: trained earlier, kept")
     else:
-        config = replace(base, encoding=encoding, out=str(run_dir), tokenizer=tokenizer_path)
-        summary = train(config, resume=True, progress=progress)
-        lines.append(f"{tag}: trained {summary['step']} steps, loss {summary['last_loss']:.3f}, "
+        summary = train(config, resume=True, progress=spec.progress)
+        lines.append(f"{spec.tag}: trained {summary['step']} steps, loss {summary['last_loss']:.3f}, "
                      f"{summary['tokens_per_s'] or 0:,.0f} tokens/s")  # fmt: skip
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
     evaluation = json.loads(eval_path.read_text(encoding="utf-8")) if eval_path.exists() else None
     if (
         evaluation is not None
-        and [r["eval_length"] for r in evaluation["results"]] == eval_lengths
+        and [r["eval_length"] for r in evaluation["results"]] == list(spec.eval_lengths)
         and evaluation.get("step") == summary["step"]
     ):
-        lines.append(f"{tag}: evaluated earlier, kept")
+        lines.append(f"{spec.tag}: evaluated earlier, kept")
     else:
         evaluation = evaluate_run(
-            run_dir, base.data, eval_lengths, max_sequences=eval_sequences, batch_tokens=batch_tokens,
-            device=base.device, progress=progress,
+            run_dir, config.data, list(spec.eval_lengths), max_sequences=spec.eval_sequences,
+            batch_tokens=spec.batch_tokens, device=config.device, progress=spec.progress,
         )  # fmt: skip
         shown = ", ".join(
             f"{r['eval_length']}: {r['perplexity']:.2f}"
             for r in evaluation["results"]
             if r.get("num_sequences")
         )
-        lines.append(f"{tag}: perplexity {shown}")
-    return summary, evaluation, lines
+        lines.append(f"{spec.tag}: perplexity {shown}")
+    return {"tag": spec.tag, "train": summary, "eval": evaluation, "lines": lines}
+
+
+def serial_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
+    """Run every spec in this process, one after another."""
+    for spec in specs:
+        yield fn(spec)
+
+
+def process_pool_map(workers: int) -> RunMap:
+    """A ``RunMap`` over ``workers`` spawned processes, each with an equal share of the CPU threads."""
+
+    def run_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
+        import multiprocessing
+        import os
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_threads,
+                                 initargs=(threads,)) as pool:  # fmt: skip
+            for future in as_completed([pool.submit(fn, spec) for spec in specs]):
+                yield future.result()
+
+    return run_map
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def compare(
@@ -124,14 +161,16 @@ def compare(
     *,
     eval_sequences: int = 32,
     batch_tokens: int = 16384,
-    jobs: int = 1,
+    workers: int = 1,
+    run_map: RunMap | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Run the comparison in ``base.out`` (``base.encoding`` is ignored); returns results.json's content.
 
-    ``jobs`` > 1 trains that many encodings at once in worker processes, each with an equal share of the
-    CPU threads (progress bars off); every run is the same as it would be alone.
+    Runs go through ``run_map`` (any engine's ``map``); by default one after another in this process, or with
+    ``workers`` > 1 that many at once in worker processes, each with an equal share of the CPU threads
+    (progress bars off). Every run is the same wherever it runs.
     """
     out = Path(base.out)
     eval_lengths = sorted(set(eval_lengths))
@@ -146,37 +185,32 @@ def compare(
         base.data, out, tokenizer_path=base.tokenizer, vocab_size=base.vocab_size
     )
 
-    tags = {encoding: f"[{i}/{len(encodings)}] {encoding}" for i, encoding in enumerate(encodings, 1)}
-    common = (str(tokenizer_path), eval_lengths, eval_sequences, batch_tokens)
-    runs: dict[str, dict[str, Any]] = {}
-    if jobs <= 1:
-        for encoding in encodings:
-            summary, evaluation, lines = run_encoding(base, encoding, tags[encoding], *common, progress)
-            runs[encoding] = {"train": summary, "eval": evaluation}
-            for line in lines:
-                log(line)
-    else:
-        import multiprocessing
-        import os
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        threads = max(1, (os.cpu_count() or 1) // jobs)
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-            futures = {
-                pool.submit(run_encoding, base, encoding, tags[encoding], *common, False, threads): encoding
-                for encoding in encodings
-            }
-            done = {}
-            with tqdm(total=len(encodings), desc=f"compare ({jobs} at once)", unit="encoding",
-                      disable=not progress) as bar:  # fmt: skip
-                for future in as_completed(futures):
-                    summary, evaluation, lines = future.result()
-                    done[futures[future]] = {"train": summary, "eval": evaluation}
-                    for line in lines:
-                        bar.write(line) if progress else log(line)
-                    bar.update(1)
-        runs = {encoding: done[encoding] for encoding in encodings}
+    in_process = run_map is None and workers <= 1
+    if run_map is None:
+        run_map = serial_map if in_process else process_pool_map(workers)
+    specs = [
+        RunSpec(
+            replace(base, encoding=encoding, out=str(out / "runs" / encoding), tokenizer=str(tokenizer_path)),
+            f"[{i}/{len(encodings)}] {encoding}",
+            tuple(eval_lengths),
+            eval_sequences,
+            batch_tokens,
+            progress=progress and in_process,
+        )
+        for i, encoding in enumerate(encodings, 1)
+    ]
+    by_tag = {}
+    with tqdm(total=len(specs), desc=f"compare ({workers} at once)", unit="run",
+              disable=not progress or in_process) as bar:  # fmt: skip
+        for result in run_map(run_job, specs):
+            by_tag[result["tag"]] = result
+            for line in result["lines"]:
+                bar.write(line) if progress and not in_process else log(line)
+            bar.update(1)
+    runs = {
+        spec.config.encoding: {"train": by_tag[spec.tag]["train"], "eval": by_tag[spec.tag]["eval"]}
+        for spec in specs
+    }
 
     results = {"settings": settings, "runs": runs}
     _write_json(out / RESULTS_NAME, results)

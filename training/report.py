@@ -288,7 +288,7 @@ def render_markdown(settings: dict[str, Any], runs: dict[str, dict[str, Any]], r
         "",
         "Training tokens/s (median over logging windows) and its ratio to NoPE; evaluation peak memory in MiB "
         "per length (CUDA: peak allocated; CPU: peak resident memory above the start of that length's evaluation). "
-        "Runs trained at different times, or side by side with --jobs, may have shared the machine with other "
+        "Runs trained at different times, or side by side with --workers, may have shared the machine with other "
         "work: for speed ratios, run benchmarks/training.py.",
         "",
         _table(["encoding", "train tokens/s", "vs NoPE", *(f"mem@{L}" for L in lengths)], speed_rows),

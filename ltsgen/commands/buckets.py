@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ltsgen.commands import add_command, add_hidden_alias
+from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
 from ltsgen.loaders.contract import FORMATS
 
@@ -64,9 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--shard-tokens", type=int, default=1 << 24, help="at most this many tokens per shard"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
-    parser.add_argument(
-        "--workers", type=int, default=1, help="worker processes (output is identical for any number)"
-    )
+    add_engine_arguments(parser, "tokenizing and shard jobs")
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -94,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
-    if args.workers < 1 or args.shard_tokens < 1 or args.eval_sequences < 0:
+    if (args.workers is not None and args.workers < 1) or args.shard_tokens < 1 or args.eval_sequences < 0:
         raise UsageError("--workers and --shard-tokens must be at least 1, --eval-sequences at least 0")
     try:
         lengths = parse_lengths(args.bucket_lengths, "--bucket-lengths")
@@ -117,13 +115,14 @@ def run(args: argparse.Namespace) -> int:
             strict=args.strict,
             max_doc_chars=args.max_doc_chars,
         )
-        result = build_buckets(
-            config,
-            workers=args.workers,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-            card=not args.no_card,
-        )
+        with engine_from(args) as engine:
+            result = build_buckets(
+                config,
+                engine=engine,
+                overwrite=args.overwrite,
+                progress=not args.no_progress,
+                card=not args.no_card,
+            )
     except (ValueError, InputError, BuildError, ContractError, TokenizerError) as error:
         raise UsageError(str(error)) from None
     except OSError as error:  # unreadable input, full disk, unwritable output

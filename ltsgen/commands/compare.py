@@ -28,8 +28,9 @@ def register(subparsers) -> None:
     add_training_arguments(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
-        "--jobs", type=int, default=1, help="encodings trained at once, each in its own process"
+        "--workers", type=int, default=1, help="runs trained at once, each in its own process"
     )
+    parser.add_argument("--jobs", type=int, dest="workers", help=argparse.SUPPRESS)  # old spelling
     parser.add_argument("--out", required=True, metavar="OUT", help="comparison folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         encodings = resolve_encodings(args.encodings)
         compare(
             training_config(args, encodings[0]), encodings, lengths, eval_sequences=args.eval_sequences,
-            batch_tokens=args.batch_tokens, jobs=args.jobs, progress=not args.no_progress,
+            batch_tokens=args.batch_tokens, workers=args.workers, progress=not args.no_progress,
         )  # fmt: skip
     except user_errors() as error:
         raise UsageError(str(error)) from None

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_engine_arguments, engine_from
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
-from ltsgen.stories import openai_backend
-from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_WORDS
+from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
+from ltsgen.stories.llm import backend as openai_backend
+from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,42 +25,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         examples=[
             "ltsgen stories --out lts --num-stories 1000",
             "ltsgen stories --out lts --num-stories 100 --min-words 2000 --max-words 32000 --workers 2",
+            "ltsgen stories --out s3://bucket/lts --num-stories 100000 --engine ray --ray-address auto",
             "ltsgen stories --out lts-llm --num-stories 10 --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2",
         ],
     )
     parser.add_argument("--out", required=True, type=Path, help="dataset directory to create or resume")
     parser.add_argument("--num-stories", required=True, type=int, help="number of stories")
-    parser.add_argument("--min-words", type=int, default=100, help="shortest story target (default 100)")
     parser.add_argument(
-        "--max-words", type=int, default=MAX_WORDS, help="longest story target (default 32000)"
+        "--min-words",
+        type=int,
+        default=MIN_TARGET_WORDS,
+        help=f"shortest story target (the built-in engine needs {MIN_TARGET_WORDS} or more)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the whole build (default 0)")
-    parser.add_argument(
-        "--format", choices=list(FORMATS), default="webdataset", help="shard format (default webdataset)"
-    )
-    parser.add_argument(
-        "--workers", type=int, default=1, help="processes writing shards (output is the same)"
-    )
-    parser.add_argument(
-        "--splits",
-        default=DEFAULT_SPLITS,
-        help=f"split fractions by story id hash (default {DEFAULT_SPLITS})",
-    )
+    parser.add_argument("--max-words", type=int, default=MAX_WORDS, help="longest story target")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the whole build")
+    parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
+    add_engine_arguments(parser, "shards written")
+    parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions by story id hash")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int, default=None, help="stories per shard")
     size.add_argument(
         "--shard-size-mb",
         type=float,
-        default=None,
-        help=f"about this many MB of story text per shard, before compression (default {DEFAULT_SHARD_MB:g})",
+        default=DEFAULT_SHARD_MB,
+        help="about this many MB of story text per shard, before compression (unless --samples-per-shard)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a build with other arguments in --out"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--backend", choices=["builtin", "openai"], default="builtin", help="story engine (default builtin)"
-    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (the summary stays)")
+    parser.add_argument("--quiet", dest="no_progress", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
     openai_backend.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -69,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "openai":
         return openai_backend.build(args)
     from ltsgen.build import BuildError, run_build
-    from ltsgen.stories.build import story_build_spec, story_statistics, write_story_shard
+    from ltsgen.stories.build import story_build_spec
+    from ltsgen.stories.engine.build import story_statistics, write_story_shard
 
     try:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
-        result = run_build(spec, workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
+        with engine_from(args) as engine:
+            result = run_build(spec, engine=engine, overwrite=args.overwrite, progress=not args.no_progress)
     except (BuildError, ContractError) as error:
         raise UsageError(str(error)) from None
     print(result.summary(args.out, "stories"))
@@ -88,13 +86,18 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--num-stories must be at least 1, not {args.num_stories}")
     if args.min_words < 1:
         raise UsageError(f"--min-words must be at least 1, not {args.min_words}")
+    if args.backend == "builtin" and args.min_words < MIN_TARGET_WORDS:
+        raise UsageError(
+            f"--min-words {args.min_words:,} is below the {MIN_TARGET_WORDS} words the built-in engine "
+            f"writes at the least (its setup and ending); use --min-words {MIN_TARGET_WORDS} or more"
+        )
     if args.max_words > MAX_WORDS:
         raise UsageError(
             f"--max-words {args.max_words:,} is above the limit of {MAX_WORDS:,} words per story"
         )
     if args.min_words > args.max_words:
         raise UsageError(f"--min-words {args.min_words:,} is above --max-words {args.max_words:,}")
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     if args.samples_per_shard is not None and args.samples_per_shard < 1:
         raise UsageError(f"--samples-per-shard must be at least 1, not {args.samples_per_shard}")

@@ -18,8 +18,8 @@ from typing import Any
 import openai
 
 from ltsgen.errors import LtsgenError
-from ltsgen.stories.llm_cache import ResponseCache, request_key
-from ltsgen.stories.llm_ledger import Ledger
+from ltsgen.stories.llm.cache import ResponseCache, request_key
+from ltsgen.stories.llm.ledger import Ledger
 
 RETRYABLE_STATUS = (408, 409, 429)
 CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import re
 
-from ltsgen.stories.facts import PLACEHOLDER, FactBook
-from ltsgen.stories.grammar import Slots
+from ltsgen.stories.engine.facts import PLACEHOLDER, FactBook
+from ltsgen.stories.engine.grammar import Slots
 from ltsgen.stories.variety import LONG_SENTENCE_WORDS
 from ltsgen.stories.vocabulary import NAMES
 

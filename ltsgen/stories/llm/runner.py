@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ltsgen.build import Job, ShardOutput
-from ltsgen.stories.llm_client import Answer, BudgetExhausted, ChatClient
-from ltsgen.stories.llm_filters import Filters
-from ltsgen.stories.llm_recipe import StorySeed
-from ltsgen.stories.llm_story import Recipe, StoryResult, write_story
+from ltsgen.stories.llm.client import Answer, BudgetExhausted, ChatClient
+from ltsgen.stories.llm.filters import Filters
+from ltsgen.stories.llm.recipe import StorySeed
+from ltsgen.stories.llm.story import Recipe, StoryResult, write_story
 
 LOOKAHEAD = 2  # stories scheduled per worker beyond the job being written
 

@@ -1,8 +1,8 @@
 """LongTinyStories through any OpenAI-compatible server: the ``--backend openai`` path of ``ltsgen stories``.
 
-Stories are planned, then written chapter by chapter (``llm_recipe``, ``llm_story``), many at once
-(``llm_runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
-cap (``llm_client``), and written through the same build driver, shards, manifest and card as the built-in
+Stories are planned, then written chapter by chapter (``recipe``, ``story``), many at once
+(``runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
+cap (``client``), and written through the same build driver, shards, manifest and card as the built-in
 engine. Every answer is cached by request content, so a killed build resumes without sending any request
 twice and a finished build reruns without sending any.
 """
@@ -46,63 +46,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-dir, so a rerun resumes without sending a request twice.",
     )
     add = group.add_argument
-    add("--base-url", default=None, help="server URL, e.g. http://127.0.0.1:8080/v1 (default: OpenAI's)")
-    add("--model", default=None, help="model name as the server knows it (required)")
+    add(
+        "--base-url",
+        default=None,
+        help="server URL, e.g. http://127.0.0.1:8080/v1 (OpenAI's API when not given)",
+    )
+    add("--model", default=None, help="model name as the server knows it (required with --backend openai)")
     add(
         "--api-key-env",
         default="OPENAI_API_KEY",
-        help="environment variable holding the key (default OPENAI_API_KEY; local servers need none)",
+        help="environment variable holding the key (local servers need none)",
     )
-    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight (default 8)")
-    add("--requests-per-minute", type=float, default=None, help="cap on requests per minute (default none)")
-    add("--tokens-per-minute", type=float, default=None, help="cap on tokens per minute (default none)")
+    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight")
     add(
-        "--request-timeout",
+        "--requests-per-minute",
         type=float,
-        default=300.0,
-        help="seconds per request before a retry (default 300)",
+        default=None,
+        help="cap on requests per minute (no cap when not given)",
     )
     add(
-        "--max-retries", type=int, default=8, help="retries of one request before the build stops (default 8)"
+        "--tokens-per-minute",
+        type=float,
+        default=None,
+        help="cap on tokens per minute (no cap when not given)",
     )
+    add("--request-timeout", type=float, default=300.0, help="seconds per request before a retry")
+    add("--max-retries", type=int, default=8, help="retries of one request before the build stops")
     add(
         "--retry-backoff",
         type=float,
         default=1.0,
-        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins (default 1)",
+        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins",
     )
-    add("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    add("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
-    add("--max-tokens", type=int, default=1024, help="tokens per answer (default 1024)")
-    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at (default 600)")
-    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter (default 2)")
+    add("--temperature", type=float, default=0.8, help="sampling temperature")
+    add("--top-p", type=float, default=0.95, help="nucleus sampling")
+    add("--max-tokens", type=int, default=1024, help="tokens per answer")
+    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at")
+    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter")
     add(
         "--length-tolerance",
         type=float,
         default=0.25,
-        help="keep stories within this share of their target length (default 0.25)",
+        help="keep stories within this share of their target length",
     )
     add(
         "--max-oov-share",
         type=float,
         default=0.15,
-        help="reject stories with more words outside the simple vocabulary (default 0.15)",
+        help="reject stories with more words outside the simple vocabulary",
     )
-    add(
-        "--max-repeated-share",
-        type=float,
-        default=0.05,
-        help="reject stories with more repeated paragraphs (default 0.05)",
-    )
-    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens (default 0)")
-    add("--output-price", type=float, default=0.0, help="USD per million completion tokens (default 0)")
+    add("--max-repeated-share", type=float, default=0.05, help="reject stories with more repeated paragraphs")
+    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens")
+    add("--output-price", type=float, default=0.0, help="USD per million completion tokens")
     add(
         "--max-cost",
         type=float,
         default=None,
         help=f"stop cleanly (exit status {BUDGET_EXIT}) before this run spends more USD; rerun to go on",
     )
-    add("--cache-dir", type=Path, default=None, help=f"answer cache (default {default_cache_dir()})")
+    add("--cache-dir", type=Path, default=default_cache_dir(), help="answer cache, shared by builds")
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -111,8 +113,10 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if not args.model:
         raise UsageError("--backend openai needs --model (the model name the server serves)")
-    if args.workers != 1:
-        raise UsageError("--workers applies to --backend builtin; --backend openai uses --concurrency")
+    if args.workers not in (None, 1) or args.engine != "local":
+        raise UsageError(
+            "--workers and --engine apply to --backend builtin; --backend openai uses --concurrency"
+        )
     positive = ("concurrency", "max_tokens", "chapter_words", "request_timeout", "retry_backoff")
     positive += ("requests_per_minute", "tokens_per_minute")
     for name in positive:
@@ -128,19 +132,19 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def build(args: argparse.Namespace) -> int:
     """Build (or resume) a LongTinyStories dataset with a language model; returns the exit status."""
-    import openai
+    from ltsgen.errors import UsageError, require
 
+    openai = require("openai", "llm", "stories from --backend openai")
     from ltsgen.build import BuildError, run_build
-    from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
     from ltsgen.stories.build import story_build_spec
-    from ltsgen.stories.llm_cache import ResponseCache
-    from ltsgen.stories.llm_client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
-    from ltsgen.stories.llm_filters import Filters
-    from ltsgen.stories.llm_ledger import Ledger, Prices
-    from ltsgen.stories.llm_recipe import story_seed
-    from ltsgen.stories.llm_runner import StoryRunner
-    from ltsgen.stories.llm_story import Recipe
+    from ltsgen.stories.llm.cache import ResponseCache
+    from ltsgen.stories.llm.client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
+    from ltsgen.stories.llm.filters import Filters
+    from ltsgen.stories.llm.ledger import Ledger, Prices
+    from ltsgen.stories.llm.recipe import story_seed
+    from ltsgen.stories.llm.runner import StoryRunner
+    from ltsgen.stories.llm.story import Recipe
 
     check_arguments(args)
     api_key = os.environ.get(args.api_key_env)
@@ -149,7 +153,7 @@ def build(args: argparse.Namespace) -> int:
             raise UsageError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
         api_key = "none"  # servers without keys accept any
     ledger = Ledger(Prices(args.input_price, args.output_price))
-    cache = ResponseCache(args.cache_dir or default_cache_dir())
+    cache = ResponseCache(args.cache_dir)
     sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
 
     def make_chat(on_answer) -> ChatClient:
@@ -185,7 +189,7 @@ def build(args: argparse.Namespace) -> int:
             Filters(args.length_tolerance, args.max_oov_share, args.max_repeated_share),
             spec.jobs,
             args.concurrency,
-            progress=not args.quiet,
+            progress=not args.no_progress,
         )
         spec.run_job = runner.write_shard
         with runner:
@@ -212,8 +216,8 @@ def build(args: argparse.Namespace) -> int:
 def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
     from ltsgen.stories.build import merge_stats
-    from ltsgen.stories.llm_filters import REJECTIONS
-    from ltsgen.stories.llm_ledger import Prices, Usage, dataset_ledger
+    from ltsgen.stories.llm.filters import REJECTIONS
+    from ltsgen.stories.llm.ledger import Prices, Usage, dataset_ledger
 
     total = merge_stats([result.stats for result in results])
     usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ltsgen.loaders.contract import count_words
-from ltsgen.stories.llm_client import Answer, ChatClient
-from ltsgen.stories.llm_filters import Filters
-from ltsgen.stories.llm_ledger import Usage
-from ltsgen.stories.llm_recipe import (
+from ltsgen.stories.llm.client import Answer, ChatClient
+from ltsgen.stories.llm.filters import Filters
+from ltsgen.stories.llm.ledger import Usage
+from ltsgen.stories.llm.recipe import (
     StorySeed,
     chapter_messages,
     clean_answer,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import random
 
-from ltsgen.stories.narrator import Narrator
-from ltsgen.stories.phrases import SECTIONS
-from ltsgen.stories.themes import THEME_SECTIONS, THEMES
-from ltsgen.stories.world import PLACES, TRAITS, World
+from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS, THEMES
+from ltsgen.stories.engine.narrator import Narrator
+from ltsgen.stories.engine.world import PLACES, TRAITS, World
 
 Sentence = tuple[str, int, list[tuple[int, int]] | None]
 
@@ -102,15 +101,14 @@ class Plot:
 
     def go_to(self, place: str) -> None:
         table = self.table
-        things, sounds, smells, plays = PLACES[place]
+        found = PLACES[place]
         table["here"] = (place,)
         table["here_cap"] = (place[0].upper() + place[1:],)
-        table["pthing"] = tuple(things.split("|"))
-        table["pthing_cap"] = tuple(t[0].upper() + t[1:] for t in table["pthing"])
-        table["psound"] = tuple(sounds.split("|"))
-        table["psmell"] = tuple(smells.split("|"))
-        table["psmell_short"] = table["psmell"]
-        table["pplay"] = tuple(plays.split("|"))
+        table["pthing"] = found["things"]
+        table["pthing_cap"] = tuple(t[0].upper() + t[1:] for t in found["things"])
+        table["psound"] = found["sounds"]
+        table["psmell"] = table["psmell_short"] = found["smells"]
+        table["pplay"] = found["plays"]
         self.visited.append(place)
         places = self.world.places
         table["next"] = (places[len(self.visited) % len(places)],)
@@ -153,10 +151,12 @@ class Plot:
         if "foreshadowing" in self.features and target >= 220:
             say("foreshadow")
 
-    def ending(self) -> list[Sentence]:
-        """The ending sentences (rendered, not yet written): resolution, twist, home, promise, moral."""
+    def ending(self, target: int) -> list[Sentence]:
+        """The ending sentences (rendered, not yet written): resolution, twist, home, promise, moral; the
+        shortest stories keep to a resolution, one happy sentence and the moral, so that they fit."""
         narrator = self.narrator
         intro = self.intro
+        roomy = target >= SHORT_ENDING_BELOW
         keys = []
         if "bad ending" in self.features:
             keys += ["fail", "sad_end", "sad_end"]
@@ -164,10 +164,11 @@ class Plot:
             hid = "HID" in intro
             # without a hiding place told in the setup, the lost thing is found on the way
             keys.append("resolve" if hid or self.goal == "gift" else "resolve_gift")
-            if "plot twist" in self.features and (hid or self.goal == "gift"):
+            if "plot twist" in self.features and (hid or self.goal == "gift") and roomy:
                 keys.append("twist")
             keys.append("go_home" if "F" in intro else "happy_end")
-            keys.append("happy_end")
+            if roomy:
+                keys.append("happy_end")
             if "PROM" in intro:
                 keys.append("promise_end")
             if self.goal == "gift" and hid:
@@ -182,7 +183,7 @@ class Plot:
         self.intro = {slot for slot, least in INTRO_FROM.items() if target >= least}
         if "F" in self.intro:
             self.pair = self.with_friend
-        ending = self.ending()
+        ending = self.ending(target)
         ending_words = sum(sentence[1] for sentence in ending)
         body = max(0, target - ending_words)
         self.conflict_at = int(body * self.rng.uniform(0.3, 0.6))
@@ -312,6 +313,8 @@ class Plot:
         return self.rng.choice(options), self.pair
 
 
+# Stories shorter than this get a short ending (no twist, one happy sentence).
+SHORT_ENDING_BELOW = 160
 # Share of chapters that end with a night paragraph, and its length in words.
 NIGHT_RATE = 0.25
 NIGHT_WORDS = 30

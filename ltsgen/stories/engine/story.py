@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ltsgen.stories.engine.plot import CHAPTER_WORDS, Plot
+from ltsgen.stories.engine.world import build_world
 from ltsgen.stories.plan import MAX_WORDS, sample_features, story_id, story_rng
-from ltsgen.stories.plot import CHAPTER_WORDS, Plot
-from ltsgen.stories.world import build_world
 
 ENGINE_VERSION = "1"
 

@@ -1,0 +1,545 @@
+"""Where dataset files live: a local folder, ``file://``, or an object store or hub through fsspec.
+
+``Storage(url, storage_options)`` is the one place that turns a path or URL into a filesystem, and it has
+the primitives builders and loaders need, with the same meaning everywhere:
+
+- ``open``, ``read_bytes``, ``exists``, ``files`` (every file below a folder, with its size), ``size``,
+  ``stamp`` (the store's version tag of a file: its ETag or generation), ``sha256``, ``download``,
+  ``remove``, ``remove_tree``;
+- ``publish(relpath)``: write a file so that it appears under its final name only once complete. Locally
+  a temporary file beside it is renamed over it; on an object store (which has no rename) the file is
+  written to a local staging file and uploaded under its final name in one request (S3 multipart uploads
+  become visible only when completed, and are aborted on failure);
+- ``append_line`` / ``read_lines``: an append-only log (a build journal). Locally one file, appended and
+  fsynced; on an object store, where objects cannot be appended to, one small object per line below
+  ``relpath/``;
+- ``lock(relpath)``: an exclusive claim. Locally ``flock`` on a file (released by the kernel when the
+  process dies). An object store has no locks: the claim is a lease object created only if absent,
+  renewed every ``LEASE_RENEW_SECONDS`` by a thread, and taken over when its holder is gone (a process on
+  this host that no longer runs, or a lease not renewed for ``LEASE_SECONDS``).
+
+Schemes: local paths and ``file://``; ``s3://`` (extra ``s3``), ``gs://`` / ``gcs://`` (extra ``gcs``),
+``hf://`` (extra ``hf``, read-only) and ``http(s)://`` (read-only). Credentials and endpoints come from each
+filesystem's standard sources (for S3: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
+``AWS_PROFILE`` and ``~/.aws``); ``storage_options`` go to the filesystem as keyword arguments (for S3
+e.g. ``{"profile": "lab", "endpoint_url": "http://minio:9000"}``).
+
+A ``Storage`` pickles as its URL and options (no connection), so worker processes and Ray tasks get their
+own filesystem, one per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from ltsgen.errors import LtsgenError, require
+
+# scheme -> (module, extra) for the filesystems that need an optional dependency
+OPTIONAL_SCHEMES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
+OPTIONAL_SCHEMES["hf"] = ("huggingface_hub", "hf")
+READ_ONLY_SCHEMES = ("hf", "http", "https")
+# object stores whose listings fsspec would otherwise cache per process (other processes write there too)
+LISTING_CACHE_SCHEMES = ("s3", "gs", "gcs")
+STAMP_FIELDS = ("ETag", "etag", "generation", "md5Hash", "crc32c")
+LEASE_SECONDS = 120.0
+LEASE_RENEW_SECONDS = 30.0
+STAGING_DIR = "ltsgen-staging"
+
+
+class StorageError(LtsgenError):
+    """A file or folder that cannot be read, written or claimed; the message is one line naming it."""
+
+
+class LockHeld(StorageError):
+    """``lock`` found the claim held by another live process."""
+
+
+def is_url(path_or_url: str | os.PathLike) -> bool:
+    """Whether ``path_or_url`` names a location through a scheme (``s3://...``) rather than a local path."""
+    return "://" in str(path_or_url)
+
+
+def scheme_of(path_or_url: str | os.PathLike) -> str:
+    """``"s3"``, ``"gs"``, ``"file"``, ...; ``""`` for a local path."""
+    text = str(path_or_url)
+    return urlsplit(text).scheme.lower() if is_url(text) else ""
+
+
+def parse_storage_options(text: str | None) -> dict[str, Any]:
+    """The ``--storage-options`` JSON object (``None`` or empty: no options)."""
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise StorageError(
+            f"--storage-options: not valid JSON ({error.msg} at column {error.colno})"
+        ) from None
+    if not isinstance(options, dict):
+        raise StorageError('--storage-options: must be a JSON object, e.g. \'{"profile": "lab"}\'')
+    return options
+
+
+_FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
+
+
+def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
+    """The fsspec filesystem of ``scheme`` with ``storage_options``, one per process and options.
+
+    A missing optional dependency raises ``MissingDependency`` naming the extra; HTTP falls back to
+    fsspec's blocking client where aiohttp is not installed.
+    """
+    options = dict(storage_options or {})
+    if scheme in LISTING_CACHE_SCHEMES:
+        options.setdefault("use_listings_cache", False)
+    key = (os.getpid(), scheme, json.dumps(options, sort_keys=True, default=str))
+    if key not in _FILESYSTEMS:
+        if scheme in OPTIONAL_SCHEMES:
+            module, extra = OPTIONAL_SCHEMES[scheme]
+            require(module, extra, f"{scheme}:// paths")
+        import fsspec
+
+        try:
+            _FILESYSTEMS[key] = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
+        except ImportError:
+            if scheme not in ("http", "https"):
+                raise
+            from fsspec.implementations.http_sync import HTTPFileSystem
+
+            _FILESYSTEMS[key] = HTTPFileSystem(skip_instance_cache=True, **options)
+        except (TypeError, ValueError) as error:
+            raise StorageError(f"{scheme}:// storage options {options}: {error}") from None
+    return _FILESYSTEMS[key]
+
+
+class Storage:
+    """A folder, local or remote, addressed by paths relative to it (``/``-separated).
+
+    Args:
+        url: a local path, ``file://`` path, or fsspec URL (``s3://bucket/prefix``, ``gs://...``,
+            ``hf://datasets/org/name``, ``https://...``).
+        storage_options: keyword arguments for the filesystem (credentials, endpoint, profile, ...).
+    """
+
+    def __init__(self, url: str | os.PathLike, storage_options: dict[str, Any] | None = None) -> None:
+        text = str(url)
+        self.scheme = scheme_of(text)
+        self.options = dict(storage_options or {})
+        if self.scheme in ("", "file"):
+            local = text[len("file://") :] if self.scheme == "file" else text
+            self.root: Path | None = Path(local)
+            self.url = text if self.scheme == "file" else str(self.root)
+        else:
+            self.root = None
+            self.url = text.rstrip("/")
+        self.read_only = self.scheme in READ_ONLY_SCHEMES
+
+    def __repr__(self) -> str:
+        return f"Storage({self.url!r})"
+
+    def __reduce__(self):
+        return (Storage, (self.url, self.options))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Storage) and (self.url, self.options) == (other.url, other.options)
+
+    def __hash__(self) -> int:
+        return hash(self.url)
+
+    @property
+    def is_local(self) -> bool:
+        return self.root is not None
+
+    @property
+    def fs(self):
+        """The fsspec filesystem (local folders use the OS directly and have none)."""
+        if self.root is not None:
+            raise StorageError(f"{self.url}: a local folder has no remote filesystem")
+        return filesystem(self.scheme, self.options)
+
+    # ---------------------------------------------------------------- naming
+
+    def location(self, relpath: str = "") -> str:
+        """The path or URL of ``relpath`` (``""``: the folder itself), as messages should show it."""
+        if not relpath:
+            return self.url
+        if self.root is not None:
+            return str(self.root.joinpath(*relpath.split("/")))
+        return f"{self.url}/{relpath}"
+
+    def local_path(self, relpath: str = "") -> Path:
+        """The local path of ``relpath``; only for a local folder."""
+        if self.root is None:
+            raise StorageError(f"{self.location(relpath)}: not a local path")
+        return self.root.joinpath(*relpath.split("/")) if relpath else self.root
+
+    def child(self, relpath: str) -> Storage:
+        """The folder ``relpath`` inside this one, with the same options."""
+        if self.root is not None:
+            return Storage(self.local_path(relpath), self.options)
+        return Storage(self.location(relpath), self.options)
+
+    # ---------------------------------------------------------------- reading
+
+    def exists(self, relpath: str = "") -> bool:
+        """Whether a file or folder ``relpath`` exists (an object store has a folder once it holds a file)."""
+        if self.root is not None:
+            return self.local_path(relpath).exists()
+        with self._errors(relpath, "be read"):
+            return self.fs.exists(self.location(relpath))
+
+    def is_file(self, relpath: str) -> bool:
+        if self.root is not None:
+            return self.local_path(relpath).is_file()
+        with self._errors(relpath, "be read"):
+            return self.fs.isfile(self.location(relpath))
+
+    def files(self, relpath: str = "") -> dict[str, int]:
+        """Every file below the folder ``relpath`` (recursively): path relative to *this* folder -> size."""
+        if self.root is not None:
+            base = self.local_path(relpath)
+            if not base.is_dir():
+                return {}
+            found = {}
+            for folder, _, names in os.walk(base):
+                for name in names:
+                    path = Path(folder, name)
+                    try:
+                        found[path.relative_to(self.root).as_posix()] = path.stat().st_size
+                    except FileNotFoundError:  # removed while walking
+                        continue
+            return dict(sorted(found.items()))
+        with self._errors(relpath, "be listed"):
+            try:
+                listing = self.fs.find(self.location(relpath), detail=True)
+            except FileNotFoundError:
+                return {}
+        prefix = self.fs._strip_protocol(self.url).rstrip("/") + "/"
+        return {
+            name[len(prefix) :]: int(info.get("size") or 0)
+            for name, info in sorted(listing.items())
+            if name.startswith(prefix) and info.get("type") != "directory"
+        }
+
+    def size(self, relpath: str) -> int:
+        if self.root is not None:
+            with self._errors(relpath, "be read"):
+                return self.local_path(relpath).stat().st_size
+        return int(self._info(relpath).get("size") or 0)
+
+    def stamp(self, relpath: str) -> str | None:
+        """The store's version tag of the file (ETag, generation, ...); ``None`` locally or when it has none.
+
+        It changes whenever the object is written again, so a recorded stamp that still matches shows that
+        the file is the one written then, without reading it.
+        """
+        if self.root is not None:
+            return None
+        info = self._info(relpath)
+        for name in STAMP_FIELDS:
+            if info.get(name):
+                return str(info[name])
+        return None
+
+    def open(self, relpath: str, mode: str = "rb") -> IO:
+        """A file object for reading (``"rb"``, ``"r"``); write through ``publish``."""
+        if "r" not in mode:
+            raise StorageError(f"{self.location(relpath)}: open() reads; write through publish()")
+        with self._errors(relpath, "be read"):
+            if self.root is not None:
+                return open(self.local_path(relpath), mode)  # noqa: SIM115 - the caller closes it
+            return self.fs.open(self.location(relpath), mode)
+
+    def read_bytes(self, relpath: str) -> bytes:
+        with self._errors(relpath, "be read"):
+            if self.root is not None:
+                return self.local_path(relpath).read_bytes()
+            return self.fs.cat_file(self.location(relpath))
+
+    def read_text(self, relpath: str) -> str:
+        try:
+            return self.read_bytes(relpath).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise StorageError(f"{self.location(relpath)}: not UTF-8 text ({error})") from None
+
+    def sha256(self, relpath: str, chunk_size: int = 1 << 20) -> str:
+        """The sha256 of the file's bytes, read as a stream."""
+        digest = hashlib.sha256()
+        with self.open(relpath) as handle, self._errors(relpath, "be read"):
+            while chunk := handle.read(chunk_size):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def download(self, relpath: str, destination: str | os.PathLike) -> None:
+        """Copy the file to the local path ``destination`` (which the caller names and owns)."""
+        with self._errors(relpath, "be read"):
+            if self.root is not None:
+                import shutil
+
+                shutil.copyfile(self.local_path(relpath), destination)
+            else:
+                self.fs.get_file(self.location(relpath), str(destination))
+
+    # ---------------------------------------------------------------- writing
+
+    @contextmanager
+    def publish(self, relpath: str) -> Iterator[Path]:
+        """Yield a local temporary path to write; when the block succeeds it becomes ``relpath`` at once
+        (rename locally, one upload to an object store); when it fails, nothing appears."""
+        self._writable(relpath)
+        if self.root is not None:
+            from .contract import atomic_path
+
+            stage = "prepare"
+            try:
+                with atomic_path(self.local_path(relpath)) as tmp:
+                    stage = "write"
+                    yield tmp
+                    stage = "rename"
+            except OSError as error:
+                if stage == "write":  # the caller's own failure, not the folder's
+                    raise
+                raise StorageError(
+                    f"{self.location(relpath)}: cannot be written ({error.strerror or error})"
+                ) from None
+            return
+        staging = _staging_file(relpath)
+        try:
+            yield staging
+            with self._errors(relpath, "be written"):
+                self.fs.put_file(str(staging), self.location(relpath))
+        finally:
+            staging.unlink(missing_ok=True)
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        """Publish ``data`` as ``relpath`` (atomically, see ``publish``)."""
+        with self.publish(relpath) as tmp:
+            tmp.write_bytes(data)
+
+    def remove(self, relpath: str) -> None:
+        """Remove the file ``relpath`` if it exists."""
+        self._writable(relpath)
+        with self._errors(relpath, "be removed"):
+            if self.root is not None:
+                self.local_path(relpath).unlink(missing_ok=True)
+            else:
+                try:
+                    self.fs.rm_file(self.location(relpath))
+                except FileNotFoundError:
+                    pass
+
+    def remove_tree(self, relpath: str) -> None:
+        """Remove the folder ``relpath`` and everything below it, if it exists."""
+        self._writable(relpath)
+        with self._errors(relpath, "be removed"):
+            if self.root is not None:
+                import shutil
+
+                shutil.rmtree(self.local_path(relpath), ignore_errors=True)
+                return
+            files = [self.location(name) for name in self.files(relpath)]
+            if files:
+                self.fs.rm(files)
+
+    def append_line(self, relpath: str, line: str) -> None:
+        """Append one line (without its newline) to the log ``relpath``, durably."""
+        if "\n" in line:
+            raise ValueError("a log line cannot hold a newline")
+        self._writable(relpath)
+        if self.root is not None:
+            path = self.local_path(relpath)
+            with self._errors(relpath, "be written"):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "a", encoding="utf-8") as log:
+                    log.write(line + "\n")
+                    log.flush()
+                    os.fsync(log.fileno())
+            return
+        name = f"{relpath}/{time.time_ns():020d}-{uuid.uuid4().hex[:12]}.line"
+        self.write_bytes(name, line.encode("utf-8"))
+
+    def read_lines(self, relpath: str) -> list[str]:
+        """The lines of the log ``relpath`` in the order they were appended (none when it does not exist);
+        a local log's torn last line (a kill mid-write) is returned as it is, for the caller to skip."""
+        if self.root is not None:
+            path = self.local_path(relpath)
+            if not path.is_file():
+                return []
+            with self._errors(relpath, "be read"):
+                return path.read_text(encoding="utf-8", errors="replace").splitlines()
+        names = [self.location(name) for name in self.files(relpath)]
+        with self._errors(relpath, "be read"):
+            contents = self.fs.cat(names) if names else {}
+        return [contents[self.fs._strip_protocol(name)].decode("utf-8", "replace") for name in names]
+
+    # ---------------------------------------------------------------- claims
+
+    @contextmanager
+    def lock(self, relpath: str) -> Iterator[None]:
+        """Hold the exclusive claim ``relpath`` for the block; ``LockHeld`` when another process holds it."""
+        self._writable(relpath)
+        if self.root is not None:
+            import fcntl
+
+            path = self.local_path(relpath)
+            with self._errors(relpath, "be written"):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = open(path, "a")  # noqa: SIM115 - "a": taking the lock modifies nothing
+            with handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise LockHeld(f"{self.location(relpath)}: held by another process") from None
+                yield
+            return
+        lease = _Lease(self, relpath)
+        lease.acquire()
+        try:
+            yield
+        finally:
+            lease.release()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _writable(self, relpath: str) -> None:
+        if self.read_only:
+            raise StorageError(
+                f"{self.location(relpath)}: {self.scheme}:// is read-only here; write to a local path, "
+                "s3:// or gs://"
+            )
+
+    def _info(self, relpath: str) -> dict[str, Any]:
+        with self._errors(relpath, "be read"):
+            return self.fs.info(self.location(relpath))
+
+    @contextmanager
+    def _errors(self, relpath: str, action: str) -> Iterator[None]:
+        """Turn the filesystem's errors (OSError, network clients' own types) into one-line StorageErrors."""
+        try:
+            yield
+        except LtsgenError:
+            raise
+        except FileNotFoundError:
+            raise StorageError(f"{self.location(relpath)}: not found") from None
+        except Exception as error:  # botocore, aiohttp, google-auth raise their own types
+            reason = getattr(error, "strerror", None) or _first_line(error)
+            raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})") from None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def _staging_file(relpath: str) -> Path:
+    """A new local file for an upload: ``$TMPDIR/ltsgen-staging/<pid>-<random>-<name>``. Files left by
+    processes that no longer run (a kill -9 mid-write) are removed here, the first time in each process."""
+    folder = Path(tempfile.gettempdir()) / STAGING_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if os.getpid() not in _STAGING_SWEPT:
+        _STAGING_SWEPT.add(os.getpid())
+        for stale in folder.iterdir():
+            pid = stale.name.split("-", 1)[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                stale.unlink(missing_ok=True)
+    name = relpath.rsplit("/", 1)[-1]
+    return folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}-{name}"
+
+
+_STAGING_SWEPT: set[int] = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Lease:
+    """The claim of ``lock`` on an object store: a small JSON object created only if absent."""
+
+    def __init__(self, storage: Storage, relpath: str) -> None:
+        self.storage, self.relpath = storage, relpath
+        self.where = storage.location(relpath)
+        self.mine = {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            lease = json.loads(self.storage.read_bytes(self.relpath))
+        except StorageError as error:
+            if str(error).endswith(": not found"):
+                return None
+            raise
+        except json.JSONDecodeError:
+            return {"renewed": 0}  # unreadable: treat as expired
+        return lease if isinstance(lease, dict) else {"renewed": 0}
+
+    def _write(self, create: bool) -> None:
+        body = json.dumps({**self.mine, "renewed": time.time()}).encode("utf-8")
+        fs = self.storage.fs
+        with self.storage._errors(self.relpath, "be written"):
+            fs.pipe_file(self.where, body, mode="create" if create else "overwrite")
+
+    def acquire(self) -> None:
+        current = self._read()
+        if current is not None:
+            if not _expired(current):
+                age = time.time() - float(current.get("renewed", 0))
+                raise LockHeld(
+                    f"{self.where}: held by process {current.get('pid')} on {current.get('host')} "
+                    f"(renewed {age:.0f}s ago; a lease not renewed for {LEASE_SECONDS:.0f}s expires)"
+                )
+            self.storage.remove(self.relpath)
+        try:
+            self._write(create=True)
+        except FileExistsError:
+            raise LockHeld(f"{self.where}: claimed by another process a moment ago") from None
+        except NotImplementedError:  # a store without create-only writes: write, then read back
+            self._write(create=False)
+        if (self._read() or {}).get("token") != self.mine["token"]:
+            raise LockHeld(f"{self.where}: claimed by another process a moment ago")
+        self._renewer = threading.Thread(target=self._renew, daemon=True, name="ltsgen-lease")
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(LEASE_RENEW_SECONDS):
+            try:
+                self._write(create=False)
+            except StorageError:
+                continue  # a passing network error; the next renewal tries again
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        if (self._read() or {}).get("token") == self.mine["token"]:
+            self.storage.remove(self.relpath)
+
+
+def _expired(lease: dict[str, Any]) -> bool:
+    """A lease is gone when its process on this host no longer runs, or when nobody renewed it in time."""
+    pid = lease.get("pid")
+    if lease.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+        return True
+    try:
+        return time.time() - float(lease.get("renewed", 0)) > LEASE_SECONDS
+    except (TypeError, ValueError):
+        return True

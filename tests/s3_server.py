@@ -1,0 +1,87 @@
+"""A real S3-compatible server on 127.0.0.1 for tests and benchmarks: moto's standalone server.
+
+``S3Server.start()`` runs ``python -m moto.server`` on a free port and waits until it answers; ``env``
+holds the variables that point every S3 client of this process and of its children at it
+(``AWS_ENDPOINT_URL``, dummy keys, no shared AWS config), so that nothing can reach a real cloud endpoint.
+``bucket()`` creates a new empty bucket and returns its name. ``stop()`` ends the server.
+
+Run standalone (for benchmarks): ``python tests/s3_server.py``; it prints the endpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from typing import Any
+
+
+class S3Server:
+    def __init__(self, process: subprocess.Popen, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.env = {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+        }
+
+    @classmethod
+    def start(cls, timeout: float = 60.0) -> S3Server:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close()
+                return cls(process, port)
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    raise RuntimeError(f"moto server did not start on port {port}") from None
+                time.sleep(0.1)
+
+    def client(self) -> Any:
+        """An s3fs filesystem on this server (no listing cache)."""
+        import s3fs
+
+        return s3fs.S3FileSystem(
+            endpoint_url=self.endpoint,
+            key="testing",
+            secret="testing",
+            skip_instance_cache=True,
+            use_listings_cache=False,
+        )
+
+    def bucket(self) -> str:
+        """A new, empty bucket's name."""
+        name = f"test-{uuid.uuid4().hex[:12]}"
+        self.client().mkdir(name)
+        return name
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+if __name__ == "__main__":
+    server = S3Server.start()
+    print(server.endpoint, flush=True)
+    try:
+        server.process.wait()
+    except KeyboardInterrupt:
+        server.stop()

@@ -1,0 +1,217 @@
+"""``ltsgen.loaders.storage`` on a local folder and on the real moto S3 server: the same primitives, the same
+meaning (atomic publish, logs, locks, listings, one-line errors)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ltsgen.errors import MissingDependency
+from ltsgen.loaders import storage as storage_module
+from ltsgen.loaders.storage import LockHeld, Storage, StorageError, parse_storage_options
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request, tmp_path) -> Storage:
+    if request.param == "local":
+        return Storage(tmp_path / "data")
+    server = request.getfixturevalue("s3_server")
+    return Storage(f"s3://{server.bucket()}/data")
+
+
+def test_publish_appears_only_when_complete(store):
+    with store.publish("a/b/shard-00000.bin") as tmp:
+        tmp.write_bytes(b"x" * 1000)
+        assert not store.exists("a/b/shard-00000.bin")
+    assert store.read_bytes("a/b/shard-00000.bin") == b"x" * 1000
+    with pytest.raises(RuntimeError), store.publish("a/b/shard-00001.bin") as tmp:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("writer failed")
+    assert not store.exists("a/b/shard-00001.bin")
+    assert store.files() == {"a/b/shard-00000.bin": 1000}  # no temporary file left anywhere
+    if store.is_local:
+        assert sorted(p.name for p in store.local_path("a/b").iterdir()) == ["shard-00000.bin"]
+
+
+def test_files_sizes_sha256_remove(store):
+    store.write_bytes("x.txt", b"hello")
+    store.write_bytes("sub/y.txt", b"world!")
+    store.write_bytes("sub/deeper/z.txt", b"")
+    assert store.files() == {"sub/deeper/z.txt": 0, "sub/y.txt": 6, "x.txt": 5}
+    assert store.files("sub") == {"sub/deeper/z.txt": 0, "sub/y.txt": 6}
+    assert store.files("nothing-here") == {}
+    assert store.size("sub/y.txt") == 6 and store.is_file("x.txt") and not store.is_file("sub")
+    assert store.sha256("x.txt") == "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+    with store.open("sub/y.txt") as handle:
+        assert handle.read() == b"world!"
+    store.remove("x.txt")
+    store.remove("x.txt")  # already gone: fine
+    store.remove_tree("sub")
+    assert store.files() == {} and not store.exists("x.txt")
+    assert store.child("sub").location("y.txt") == store.location("sub/y.txt")
+
+
+def test_stamp_changes_when_rewritten(store):
+    store.write_bytes("f", b"one")
+    first = store.stamp("f")
+    store.write_bytes("f", b"two")
+    if store.is_local:
+        assert first is None and store.stamp("f") is None  # local files are checked by their bytes
+    else:
+        assert first and store.stamp("f") and store.stamp("f") != first
+
+
+def test_log_keeps_append_order(store):
+    assert store.read_lines("journal") == []
+    lines = [json.dumps({"job": f"j{i}"}) for i in range(12)]
+    for line in lines:
+        store.append_line("journal", line)
+    assert store.read_lines("journal") == lines
+    with pytest.raises(ValueError):
+        store.append_line("journal", "two\nlines")
+
+
+def test_missing_files_and_bad_options_are_one_line(store, tmp_path):
+    with pytest.raises(StorageError, match=r"missing\.txt: not found$"):
+        store.read_bytes("missing.txt")
+    with pytest.raises(StorageError, match="not found"):
+        store.size("missing.txt")
+    with pytest.raises(StorageError, match="--storage-options: not valid JSON"):
+        parse_storage_options("{profile: lab}")
+    with pytest.raises(StorageError, match="must be a JSON object"):
+        parse_storage_options("[1]")
+    assert parse_storage_options('{"anon": true}') == {"anon": True} and parse_storage_options(None) == {}
+
+
+def test_storage_options_reach_the_filesystem(s3_server):
+    bucket = s3_server.bucket()
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    wrong = Storage(f"s3://{bucket}", {"endpoint_url": f"http://127.0.0.1:{dead}", "config_kwargs": {
+        "retries": {"max_attempts": 1}, "connect_timeout": 1}})  # fmt: skip
+    with pytest.raises(StorageError) as error:
+        wrong.read_bytes("x")
+    assert str(error.value).startswith(f"s3://{bucket}/x: cannot be read") and "\n" not in str(error.value)
+    right = Storage(f"s3://{bucket}", {"endpoint_url": s3_server.endpoint})
+    right.write_bytes("x", b"ok")
+    assert right.read_bytes("x") == b"ok"
+
+
+def test_missing_extra_names_it():
+    if _importable("gcsfs"):  # the dev environment leaves the gcs extra out
+        pytest.skip("gcsfs is installed here")
+    with pytest.raises(MissingDependency, match=r"gs:// paths need gcsfs.*pip install 'ltsgen\[gcs\]'"):
+        Storage("gs://bucket/data").exists("x")
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+def test_read_only_schemes_refuse_writes():
+    for url in ("hf://datasets/someone/data", "https://example.org/data"):
+        hub = Storage(url)
+        for write, arguments in (
+            (hub.write_bytes, ("x", b"")),
+            (hub.remove, ("x",)),
+            (hub.append_line, ("j", "")),
+        ):
+            with pytest.raises(StorageError, match="is read-only here"):
+                write(*arguments)
+
+
+def test_pickles_without_a_connection(s3_server):
+    import pickle
+
+    store = Storage(f"s3://{s3_server.bucket()}/p", {"endpoint_url": s3_server.endpoint})
+    store.write_bytes("x", b"1")
+    copy = pickle.loads(pickle.dumps(store))
+    assert copy == store and copy.read_bytes("x") == b"1"
+
+
+def test_lock_is_exclusive(store):
+    with store.lock(".ltsgen/lock"):
+        with pytest.raises(LockHeld), store.lock(".ltsgen/lock"):
+            pass
+    with store.lock(".ltsgen/lock"):  # released: free again
+        pass
+    if not store.is_local:
+        assert not store.exists(".ltsgen/lock")
+
+
+def test_lease_takeover_rules(s3_server, monkeypatch):
+    store = Storage(f"s3://{s3_server.bucket()}")
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    dead_pid = int(finished.stdout)
+    here = socket.gethostname()
+    cases = [  # (lease left behind, may a new build take it)
+        ({"host": here, "pid": dead_pid, "renewed": time.time()}, True),  # its process is gone
+        ({"host": "other-node", "pid": 1, "renewed": time.time()}, False),  # alive elsewhere, renewed
+        ({"host": "other-node", "pid": 1, "renewed": time.time() - 10 * 60}, True),  # not renewed: expired
+        ({"host": here, "pid": os.getpid(), "renewed": time.time()}, False),
+    ]
+    for lease, free in cases:
+        store.write_bytes("lock", json.dumps(lease).encode())
+        if free:
+            with store.lock("lock"):
+                assert json.loads(store.read_bytes("lock"))["pid"] == os.getpid()
+            assert not store.exists("lock")
+        else:
+            with pytest.raises(LockHeld, match=rf"held by process {lease['pid']} on {lease['host']}"):
+                with store.lock("lock"):
+                    pass
+    store.remove("lock")
+    monkeypatch.setattr(storage_module, "LEASE_RENEW_SECONDS", 0.2)
+    with store.lock("lock"):
+        first = json.loads(store.read_bytes("lock"))["renewed"]
+        time.sleep(0.8)
+        assert json.loads(store.read_bytes("lock"))["renewed"] > first  # renewed while held
+
+
+HOLDER = """
+import sys, time
+from ltsgen.loaders.storage import Storage
+store = Storage(sys.argv[1])
+with store.lock("lock"):
+    with store.publish("big.bin") as tmp:
+        tmp.write_bytes(b"x" * 100000)
+        print("holding", flush=True)
+        time.sleep(60)
+"""
+
+
+def test_kill_9_frees_the_lock_and_publishes_nothing(store, tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HOLDER), store.url], stdout=subprocess.PIPE, env=env, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        with pytest.raises(LockHeld):
+            with store.lock("lock"):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with store.lock("lock"):  # the holder died: the claim is free at once
+        pass
+    assert not store.exists("big.bin")
+    if store.is_local:
+        return  # the temporary file beside it is a build's to sweep (ltsgen.build removes .*.tmp)
+    staging = Path(tmp_path) / storage_module.STAGING_DIR
+    assert len(list(staging.iterdir())) == 1  # left by the killed process; the next one removes it
+    upload = f"from ltsgen.loaders.storage import Storage; Storage({store.url!r}).write_bytes('y', b'1')"
+    subprocess.run([sys.executable, "-c", upload], env=env, check=True)
+    assert list(staging.iterdir()) == []
