@@ -24,7 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, atomic_path, read_manifest
+from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.storage import Storage, as_storage
 
 WORDS_PLOT = "length_histogram.png"
 TOKENS_PLOT = "token_length_histogram.png"
@@ -35,44 +36,44 @@ SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_00
 CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
 
 
-def write_card(directory: str | Path) -> Path:
-    """Write ``DIR/README.md`` and the histogram PNGs beside it (each atomically, replacing what is there),
-    record them as ltsgen's, and return the card's path."""
+def write_card(directory: str | Path | Storage) -> str:
+    """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``; each
+    file atomically, replacing what is there), record them as ltsgen's, and return the card's location."""
     from ltsgen.build import record_outputs
 
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    lengths = _read_lengths(directory, manifest)
-    plots = _plot(directory, manifest, lengths)
-    path = directory / CARD_NAME
-    with atomic_path(path) as tmp:
-        tmp.write_text(render_card(manifest, lengths, plots), encoding="utf-8")
-    record_outputs(directory, [CARD_NAME, *plots])
-    return path
+    store = as_storage(directory)
+    manifest = read_manifest(store)
+    lengths = _read_lengths(store, manifest)
+    plots = _plot(store, manifest, lengths)
+    store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
+    record_outputs(store, [CARD_NAME, *plots])
+    return store.location(CARD_NAME)
 
 
-def card_conflict(directory: str | Path) -> str | None:
+def card_conflict(directory: str | Path | Storage) -> str | None:
     """Why writing the card would replace a file that is not as ltsgen wrote it (one line), else None."""
     from ltsgen.build import output_state
 
+    store = as_storage(directory)
     for name in CARD_FILES:
-        state = output_state(directory, name)
+        state = output_state(store, name)
         if state == "changed":
-            return f"{Path(directory) / name} was edited since ltsgen wrote it"
+            return f"{store.location(name)} was edited since ltsgen wrote it"
         if state == "other":
-            return f"{Path(directory) / name} was not written by ltsgen"
+            return f"{store.location(name)} was not written by ltsgen"
     return None
 
 
-def copy_card(directory: str | Path, output: str | Path) -> Path:
-    """Copy ``DIR/README.md`` to ``output`` with its plots beside it as ``<output stem>_<plot>``."""
-    directory, output = Path(directory), Path(output)
+def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
+    """Copy ``DIR/README.md`` to the local file ``output`` with its plots beside it as
+    ``<output stem>_<plot>``."""
+    store, output = as_storage(directory), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    text = (directory / CARD_NAME).read_text(encoding="utf-8")
+    text = store.read_text(CARD_NAME)
     for plot in (WORDS_PLOT, TOKENS_PLOT):
-        if (directory / plot).exists() and f"]({plot})" in text:
+        if f"]({plot})" in text and store.exists(plot):
             copied = f"{output.stem}_{plot}"
-            (output.parent / copied).write_bytes((directory / plot).read_bytes())
+            (output.parent / copied).write_bytes(store.read_bytes(plot))
             text = text.replace(f"]({plot})", f"]({copied})")
     output.write_text(text, encoding="utf-8")
     return output
@@ -90,15 +91,17 @@ class _Lengths:
         )  # (bucket, source) -> tokens
 
 
-def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
-    from ltsgen.loaders.formats import read_shard
+def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
+    from ltsgen.loaders.formats import decode_shard
 
     lengths = _Lengths()
     tokenized = manifest.tokenizer is not None
     columns = ["num_words", "source"] + (["num_tokens"] if tokenized else [])
     for split, shards in ordered_splits(manifest):
         for shard in shards:
-            for record in read_shard(str(directory / shard.path), manifest.format, columns=columns):
+            where = store.location(shard.path)
+            shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
+            for record in shard_columns.records():
                 lengths.words[split].append(record["num_words"])
                 lengths.sources[record["source"]] += 1
                 if tokenized:
@@ -110,7 +113,7 @@ def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
     return lengths
 
 
-def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
+def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,7 +137,7 @@ def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
         axes.legend(title="bucket" if unit == "tokens" and manifest.buckets else "split", fontsize=8)
         figure.tight_layout()
-        with atomic_path(directory / name) as tmp:
+        with store.publish(name) as tmp:
             figure.savefig(tmp, format="png", metadata={"Software": None})
         plt.close(figure)
         plots.append(name)

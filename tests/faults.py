@@ -102,7 +102,7 @@ def hold_lock(directory: Path) -> Iterator[None]:
     code = (
         "import fcntl, sys, time\n"
         "lock = open(sys.argv[1], 'a')\n"
-        "fcntl.lockf(lock, fcntl.LOCK_EX)\n"
+        "fcntl.flock(lock, fcntl.LOCK_EX)\n"
         "print('locked', flush=True)\n"
         "time.sleep(600)\n"
     )

@@ -113,7 +113,7 @@ def test_overwrite_into_a_running_build_refuses_before_removing_anything(tmp_pat
         os.kill(first.pid, signal.SIGSTOP)  # the build holds its lock, mid-way, for as long as needed
         before = tree(out)
         second = ltsgen(*args, "--out", out, "--seed", "1", "--overwrite")
-        assert one_line_error(second, "stories").endswith(f"{out}: another build is running there")
+        assert f"{out}: another build is running there (" in one_line_error(second, "stories")
         assert tree(out) == before
         os.kill(first.pid, signal.SIGCONT)
         assert first.wait(timeout=300) == 0, first.stderr.read()
@@ -150,8 +150,9 @@ def test_full_disk_during_stories_is_one_line_and_leaves_nothing_that_looks_comp
     error = one_line_error(ltsgen(*args, "--out", out, limit_file_blocks=24), "stories")
     assert "cannot write (File too large)" in error
     assert not (out / "manifest.json").exists()
+    journal = out / STATE_DIR / JOURNAL_NAME
     journaled = {}
-    for line in (out / STATE_DIR / JOURNAL_NAME).read_text().splitlines():
+    for line in journal.read_text().splitlines() if journal.exists() else []:
         journaled.update({s.path: s.sha256 for s in JobResult.from_json(line).shards})
     shards = [p for p in out.rglob("shard-*") if p.is_file()]
     assert all(sha256_file(p) == journaled[p.relative_to(out).as_posix()] for p in shards)

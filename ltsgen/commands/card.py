@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.commands import add_command, add_hidden_alias
+from ltsgen.commands import add_command, add_hidden_alias, add_storage_argument, storage_options
 from ltsgen.errors import UsageError
 
 
@@ -25,23 +25,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "ltsgen card c4-buckets --out data_cards/c4.md",
         ],
     )
-    parser.add_argument("directory", type=Path, metavar="DIR", help="a dataset directory with manifest.json")
+    parser.add_argument(
+        "directory", metavar="DIR", help="a dataset directory with manifest.json (a path or s3:// gs:// URL)"
+    )
     parser.add_argument(
         "--out", type=Path, metavar="FILE", help="also copy the card to FILE (its plots beside it, renamed)"
     )
     add_hidden_alias(parser, "--output", "out", type=Path)
+    add_storage_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ltsgen.card import card_conflict, copy_card, write_card
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
 
     try:
-        replaced = card_conflict(args.directory)
-        path = write_card(args.directory)
+        directory = Storage(args.directory, storage_options(args))
+        replaced = card_conflict(directory)
+        path = write_card(directory)
         if args.out is not None:
-            copy_card(args.directory, args.out)
+            copy_card(directory, args.out)
     except ContractError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
