@@ -41,6 +41,19 @@ def train_tokenizer(
     return tokenizer
 
 
+def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> Path:
+    """Write ``tokenizer`` to ``path`` atomically (a failed write leaves nothing); one-line
+    ``TokenizerError`` when it cannot be written (full disk, read-only folder)."""
+    from ltsgen.loaders.contract import atomic_path
+
+    try:
+        with atomic_path(path) as tmp:
+            tokenizer.save(str(tmp))
+    except Exception as error:  # tokenizers raises a bare Exception for its OS errors
+        raise TokenizerError(f"{path}: cannot write ({_first_line(error)})") from None
+    return Path(path)
+
+
 def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
     """A ``tokenizer.json`` file, a folder holding one, or a Hugging Face Hub name (needs network)."""
     path = Path(path_or_name)
