@@ -166,7 +166,6 @@ def _features(manifest: Manifest) -> list[dict[str, Any]]:
     """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form); ``meta``
     is a JSON string in every format."""
     import pyarrow as pa
-    from datasets import Features
 
     tokenized = manifest.tokenizer is not None
     ids_type = pa.list_(pa.from_numpy_dtype(_token_dtype(manifest))) if tokenized else None
@@ -186,7 +185,20 @@ def _features(manifest: Manifest) -> list[dict[str, Any]]:
         fields = [("txt", pa.string()), ("json", pa.struct(json_fields))]
         fields += [("input_ids.npy", ids_type)] if tokenized else []
         fields += [("__key__", pa.string()), ("__url__", pa.string())]
-    return Features.from_arrow_schema(pa.schema(fields))._to_yaml_list()
+    return [yaml_feature(name, arrow_type) for name, arrow_type in fields]
+
+
+def yaml_feature(name: str, arrow_type: Any) -> dict[str, Any]:
+    """One feature of a dataset card's ``dataset_info``, as ``datasets.Features._to_yaml_list`` writes it
+    (written here: importing ``datasets`` takes seconds) for the types a shard has: scalars, lists of
+    scalars and structs of them."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return {"name": name, "struct": [yaml_feature(f.name, f.type) for f in arrow_type]}
+    if pa.types.is_list(arrow_type):
+        return {"name": name, "list": str(arrow_type.value_type)}
+    return {"name": name, "dtype": str(arrow_type)}
 
 
 def _token_dtype(manifest: Manifest) -> str:

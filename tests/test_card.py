@@ -49,6 +49,27 @@ def test_reference_constants_match_the_real_text(real_data):
     assert comparison_stories(1_000) == 789 and comparison_stories(30) == 20
 
 
+@pytest.mark.parametrize(
+    "arrow_type",
+    ["string", "int64", ("list", "uint16"), ("list", "uint32"), ("list", "int64"), ("struct", "int64")],
+)
+def test_card_features_are_those_datasets_writes(arrow_type):
+    """The card writes dataset_info features itself (importing datasets takes seconds): the same as datasets."""
+    import pyarrow as pa
+    from datasets import Features
+
+    from ltsgen.card import yaml_feature
+
+    if isinstance(arrow_type, tuple):
+        kind, scalar = arrow_type
+        value = pa.type_for_alias(scalar)
+        arrow = pa.list_(value) if kind == "list" else pa.struct([("id", pa.string()), ("n", value)])
+    else:
+        arrow = pa.type_for_alias(arrow_type)
+    expected = Features.from_arrow_schema(pa.schema([("x", arrow)]))._to_yaml_list()
+    assert [yaml_feature("x", arrow)] == expected
+
+
 @pytest.mark.parametrize("words", [99, 150, 700, 12_345])
 def test_variety_compares_equal_numbers_of_words(words):
     """The build's side of the variety table is measured on exactly as many words as the reference's."""
