@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from ltsgen.commands import add_command, add_engine_arguments, engine_from
+from ltsgen.commands import add_command, add_engine_arguments, engine_from, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
@@ -26,10 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         examples=[
             "ltsgen buckets --source c4 --input 'c4/*.json.gz' --tokenizer tok.json --out c4-buckets",
             "ltsgen buckets --source arxiv --input arxiv.jsonl --tokenizer tok.json --out arxiv --workers 2",
+            "ltsgen buckets --source c4 --input 's3://corpora/c4/en/*.json.gz' --tokenizer tok.json "
+            "--out s3://builds/c4-buckets --engine ray --ray-address auto",
         ],
     )
     add_reader_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="the dataset directory to write")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="the dataset directory to write: a local path, or s3://, gs:// or file:// URL",
+    )
     parser.add_argument(
         "--tokenizer",
         required=True,
@@ -76,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
     from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
     from ltsgen.tokenizer import TokenizerError
 
     if not args.input:
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         config = BucketConfig(
             source=args.source,
             inputs=args.input,
-            out=args.out,
+            out=Storage(args.out, storage_options(args)),
             tokenizer=args.tokenizer,
             lengths=lengths,
             eval_lengths=eval_lengths,
