@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage, locate
-    from ltsgen.tokenizer import TokenizerError, train_tokenizer
+    from ltsgen.tokenizer import TokenizerError, save_tokenizer, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
@@ -69,17 +69,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--source needs --input")
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
+    policy = screen(args)
     options = storage_options(args)
-    folder, name = locate(args.out, options)
-    folder.check_writable()
+    locate(args.out, options)[0].check_writable()  # before the training, not after
 
     def texts() -> Iterator[str]:
         if args.data is not None:
             stream = _dataset_texts(Storage(args.data, options))
         else:
-            stream = (
-                d.text for d in read_documents(args.source, args.input, reader_options(args), screen(args))
-            )
+            stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
         for number, text in enumerate(stream):
             if args.max_documents is not None and number >= args.max_documents:
                 return
@@ -91,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer = train_tokenizer(texts(), args.vocab_size)
         if counts["documents"] == 0:
             raise UsageError("no documents to train on")
-        with folder.publish(name) as tmp:
-            tokenizer.save(str(tmp))
+        save_tokenizer(tokenizer, args.out, options)
     except (InputError, ContractError, TokenizerError) as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -101,4 +98,6 @@ def run(args: argparse.Namespace) -> int:
         f"{args.out}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in {time.perf_counter() - started:.1f}s"
     )
+    if policy.counts:
+        print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))
     return 0

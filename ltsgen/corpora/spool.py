@@ -2,8 +2,8 @@
 
 A chunk holds consecutive input documents with their ids, text hashes, metadata and token ids, so that the
 bucketing step, which needs every document's length first, reads back only what each shard needs. The
-spool is a ``Storage`` folder: a local one is memory-mapped; on an object store (a Ray build whose workers
-share no disk) a chunk is published whole like a shard, and read back with only the columns asked for.
+spool is a ``Storage`` folder inside the build (``DIR/.ltsgen/chunks``): a local one is memory-mapped; on
+an object store a chunk is published whole like a shard, and read back with only the columns asked for.
 """
 
 from __future__ import annotations
