@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltsgen.card import require_card_dependencies
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
@@ -217,6 +218,8 @@ def run_build(
         raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
     if workers < 1:
         raise BuildError(f"--workers must be at least 1, not {workers}")
+    if card:
+        require_card_dependencies()
     keys = [job.key for job in spec.jobs]
     if len(set(keys)) != len(keys):
         raise BuildError("the build plan has duplicate job keys")

@@ -1,16 +1,21 @@
-"""Tokenizers: train a byte-level BPE, load any Hugging Face ``tokenizer.json`` (path or Hub name),
-find its end-of-text id, and encode batches straight into numpy arrays."""
+"""Tokenizers: train a byte-level BPE, save it as a Hugging Face tokenizer folder or attach it to a
+dataset directory, load any ``tokenizer.json`` (path or Hub name), find its end-of-text id, and encode
+batches straight into numpy arrays."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
+from ltsgen.loaders.contract import TOKENIZER_NAME, Manifest, atomic_path, read_manifest, write_manifest
 
 EOS_TOKEN = "<|endoftext|>"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -73,6 +78,11 @@ def eos_id(tokenizer: Tokenizer) -> int:
     raise TokenizerError(f"the tokenizer has none of the end-of-text tokens {', '.join(EOS_CANDIDATES)}")
 
 
+def eos_token(tokenizer: Tokenizer) -> str:
+    """The end-of-text token itself (``<|endoftext|>``, ``</s>``, ...)."""
+    return tokenizer.id_to_token(eos_id(tokenizer))
+
+
 def vocab_size(tokenizer: Tokenizer) -> int:
     return tokenizer.get_vocab_size(with_added_tokens=True)
 
@@ -89,6 +99,89 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
     values = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=int(offsets[-1]))
     return values, offsets
+
+
+def save_tokenizer(tokenizer: Tokenizer, out: str | Path) -> list[Path]:
+    """Write ``tokenizer`` to ``out``: a ``.json`` path gets the ``tokenizer.json`` alone; any other path is
+    a folder that ``transformers.AutoTokenizer.from_pretrained`` loads whole (``tokenizer.json``,
+    ``tokenizer_config.json``, ``special_tokens_map.json``; the end-of-text token is the eos, bos and unk
+    token, as in GPT-2). Every file is written atomically.
+
+    Returns:
+        The paths written.
+    """
+    out = Path(out)
+    if out.suffix == ".json":
+        with atomic_path(out) as tmp:
+            tmp.write_bytes(tokenizer_bytes(tokenizer))
+        return [out]
+    token = eos_token(tokenizer)
+    special = {"bos_token": token, "eos_token": token, "unk_token": token}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, **special}
+    files = {"tokenizer_config.json": config, "special_tokens_map.json": special}
+    written = []
+    for name, content in files.items():
+        with atomic_path(out / name) as tmp:
+            tmp.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        written.append(out / name)
+    with atomic_path(out / TOKENIZER_NAME) as tmp:
+        tmp.write_bytes(tokenizer_bytes(tokenizer))
+    return [out / TOKENIZER_NAME, *written]
+
+
+def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:
+    """The ``tokenizer.json`` bytes ltsgen writes: the same for one tokenizer wherever it is saved."""
+    return tokenizer.to_str(pretty=True).encode("utf-8")
+
+
+def manifest_entry(tokenizer: Tokenizer, raw: bytes) -> dict[str, Any]:
+    """The manifest's ``tokenizer`` field for ``tokenizer`` stored as ``raw`` (the bytes of its json)."""
+    return {
+        "path": TOKENIZER_NAME,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "vocab_size": vocab_size(tokenizer),
+        "eos_id": eos_id(tokenizer),
+    }
+
+
+def attachable_manifest(directory: str | Path) -> Manifest:
+    """The manifest of ``directory`` if a tokenizer can be attached to it (its records hold no token ids).
+
+    Raises:
+        TokenizerError: the records hold token ids, which only the directory's own tokenizer reads.
+        ContractError: the directory has no readable manifest.
+    """
+    manifest = read_manifest(directory)
+    if manifest.tokenized:
+        raise TokenizerError(
+            f"{directory}: its records hold token ids of its own tokenizer; "
+            "give --out to write another tokenizer elsewhere"
+        )
+    return manifest
+
+
+def attach_tokenizer(directory: str | Path, tokenizer: Tokenizer) -> tuple[dict[str, Any], dict | None]:
+    """Store ``tokenizer`` in a built dataset directory as ``DIR/tokenizer.json`` and record it in the
+    manifest (rewritten atomically, after the file), so that the loaders tokenize the text with it.
+
+    Args:
+        directory: a finished, untokenized ltsgen dataset directory (local).
+        tokenizer: the tokenizer to attach.
+
+    Returns:
+        The new manifest entry and the one it replaced (None if there was none).
+
+    Raises:
+        TokenizerError, ContractError: as ``attachable_manifest``.
+    """
+    directory = Path(directory)
+    manifest = attachable_manifest(directory)
+    raw = tokenizer_bytes(tokenizer)
+    with atomic_path(directory / TOKENIZER_NAME) as tmp:
+        tmp.write_bytes(raw)
+    previous, manifest.tokenizer = manifest.tokenizer, manifest_entry(tokenizer, raw)
+    write_manifest(directory, manifest)
+    return manifest.tokenizer, previous
 
 
 def _first_line(error: BaseException) -> str:

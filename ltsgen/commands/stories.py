@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--no-card", action="store_true", help="skip the data card (`ltsgen card DIR` writes it later)"
+    )
+    parser.add_argument(
         "--backend", choices=["builtin", "openai"], default="builtin", help="story engine (default builtin)"
     )
     openai_backend.add_arguments(parser)
@@ -74,7 +77,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
-        result = run_build(spec, workers=args.workers, overwrite=args.overwrite, progress=not args.quiet)
+        result = run_build(
+            spec,
+            workers=args.workers,
+            overwrite=args.overwrite,
+            progress=not args.quiet,
+            card=not args.no_card,
+        )
     except (BuildError, ContractError) as error:
         raise UsageError(str(error)) from None
     print(result.summary(args.out, "stories"))

@@ -33,7 +33,7 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         "--separator", help="text: split each file into documents on this string (e.g. '<|endoftext|>')"
     )
     group.add_argument("--hf-config", help="hf: the dataset configuration name (e.g. en for allenai/c4)")
-    group.add_argument("--hf-split", default="train", help="hf: the split to stream (default: train)")
+    group.add_argument("--hf-split", default="train", help="hf: the split to stream")
     group.add_argument(
         "--skip-bad",
         action="store_true",

@@ -13,7 +13,6 @@ Two passes, both resumable and independent of the worker count:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import shutil
@@ -41,6 +40,7 @@ from ltsgen.build import (
     finished_manifest,
     run_build,
 )
+from ltsgen.card import require_card_dependencies
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
 from ltsgen.corpora.readers import ReaderOptions, Screen, dataset_source, input_files, read_documents
@@ -53,7 +53,7 @@ from ltsgen.corpora.spool import (
     write_chunk,
 )
 from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path, sha256_file, shard_relpath, token_dtype
-from ltsgen.tokenizer import eos_id, load_tokenizer, vocab_size
+from ltsgen.tokenizer import load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
 # Below this many tokens the shard-writing pass runs in the main process: starting a pool of fresh worker
@@ -166,14 +166,11 @@ def build_buckets(
     card: bool = True,
 ) -> BucketsResult:
     """Run, resume or confirm a bucket build (see the module docstring)."""
+    if card:
+        require_card_dependencies()  # before tokenizing the corpus, not after
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
-    tokenizer_info = {
-        "path": TOKENIZER_NAME,
-        "sha256": _sha256(tokenizer_text),
-        "vocab_size": vocab_size(tokenizer),
-        "eos_id": eos_id(tokenizer),
-    }
+    tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
@@ -223,10 +220,6 @@ def _tokenizer_bytes(name: str, tokenizer) -> bytes:
     path = Path(name)
     path = path / TOKENIZER_NAME if path.is_dir() else path
     return path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------- pass 1: tokenize
