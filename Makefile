@@ -33,7 +33,7 @@ test: lint
 DEMO := demo
 demo: install
 	$(BIN)/ltsgen stories --out $(DEMO)/lts --num-stories 1200 --min-words 150 --max-words 2500 \
-		--splits train=0.92,validation=0.08 --workers 2 --quiet
+		--splits train=0.92,validation=0.08 --workers 2 --no-progress
 	$(BIN)/ltsgen tokenizer --data $(DEMO)/lts --vocab-size 1024 --out $(DEMO)/tokenizer.json
 	OMP_NUM_THREADS=1 $(BIN)/ltsgen compare --data $(DEMO)/lts --tokenizer $(DEMO)/tokenizer.json \
 		--encodings all --train-length 64 --eval-lengths 64,128,256,512,1024 --eval-sequences 16 \

@@ -46,7 +46,7 @@ def ltsgen_build(url: str, work: Path, stories: int, concurrency: int, fresh: bo
     if fresh:
         shutil.rmtree(work, ignore_errors=True)
     args = ["stories", "--backend", "openai", "--base-url", url, "--model", "scripted-model"]
-    args += ["--out", str(work / "out"), "--cache-dir", str(work / "cache"), "--quiet", "--seed", "1"]
+    args += ["--out", str(work / "out"), "--cache-dir", str(work / "cache"), "--no-progress", "--seed", "1"]
     args += ["--num-stories", str(stories), "--min-words", "300", "--max-words", "3000"]
     args += ["--chapter-words", "400", "--max-tokens", "350", "--concurrency", str(concurrency)]
     args += ["--splits", "train=1.0", "--samples-per-shard", "8"]

@@ -132,7 +132,9 @@ class BuildResult:
     jobs_kept: int
     samples: int
     words: int
-    seconds: float
+    seconds: float  # wall time of the whole run: jobs, statistics, manifest and card
+    job_words: int = 0  # words of the jobs run now (not those kept from an earlier run)
+    job_seconds: float = 0.0  # wall time of running them, what the progress bar's rate divides by
 
     def summary(self, directory: Path, unit: str = "samples") -> str:
         from ltsgen.card import ordered_splits
@@ -142,13 +144,13 @@ class BuildResult:
         )
         if self.status == "up to date":
             return f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
-        rate = self.words / self.seconds if self.seconds > 0 else 0.0
+        rate = self.job_words / self.job_seconds if self.job_seconds > 0 else 0.0
         shards = sum(len(s) for s in self.manifest.splits.values())
         kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
         return (
             f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-            f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}) "
-            f"in {self.seconds:.1f}s, {rate:,.0f} words/s"
+            f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}); shards written at "
+            f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
         )
 
 
@@ -235,15 +237,19 @@ def run_build(
         kept = _verified_journal(directory, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
+        jobs_started = time.perf_counter()
         for result in _run_jobs(spec, directory, todo, workers, progress):
             results[result.key] = result
+        job_seconds = time.perf_counter() - jobs_started
+        job_words = sum(s.words for key in results if key not in kept for s in results[key].shards)
         manifest = _manifest(spec, [results[key] for key in keys])
         write_manifest(directory, manifest)
         if card:
             _write_card(directory)
     status = "resumed" if kept else "built"
+    seconds = time.perf_counter() - started
     return BuildResult(
-        manifest, status, len(todo), len(kept), *_totals(manifest), time.perf_counter() - started
+        manifest, status, len(todo), len(kept), *_totals(manifest), seconds, job_words, job_seconds
     )
 
 

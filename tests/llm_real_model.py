@@ -70,7 +70,7 @@ def test_smollm2_writes_three_stories_end_to_end(tmp_path, capsys):
     try:
         wait_until_serving(url, server, 120)
         args = ["stories", "--backend", "openai", "--base-url", url, "--model", MODEL]
-        args += ["--out", str(tmp_path / "lts"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+        args += ["--out", str(tmp_path / "lts"), "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
         args += ["--num-stories", "3", "--min-words", "150", "--max-words", "300", "--splits", "train=1.0"]
         args += ["--chapter-words", "150", "--max-tokens", "400", "--concurrency", "1"]
         # a 135M model writes loosely: keep every story that is not a refusal or empty, and show the measures
@@ -83,7 +83,9 @@ def test_smollm2_writes_three_stories_end_to_end(tmp_path, capsys):
 
         manifest = read_manifest(tmp_path / "lts")
         records = [
-            r for s in manifest.shards("train") for r in read_shard(tmp_path / "lts" / s.path, "webdataset")
+            r
+            for s in manifest.shards("train")
+            for r in read_shard(tmp_path / "lts" / s.path, manifest.format)
         ]
         assert len(records) == 3
         for record in records:

@@ -42,7 +42,7 @@ def test_reference_constants_match_the_real_text(real_data):
 def story_build(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("card") / "lts"
     args = ["--num-stories", "30", "--max-words", "600", "--samples-per-shard", "10", "--format", "parquet"]
-    assert main(["stories", "--out", str(out), *args, "--quiet"]) == 0
+    assert main(["stories", "--out", str(out), *args, "--no-progress"]) == 0
     return out
 
 

@@ -133,15 +133,15 @@ def run(*argv):
 
 lts = str(work / "lts")
 report["stories"] = run("stories", "--out", lts, "--num-stories", "16", "--max-words", "400", "--no-card",
-                        "--quiet")
+                        "--no-progress")
 report["attach"] = run("tokenizer", "--data", lts, "--vocab-size", "300", "--no-progress")
 dataset = StreamingDataset(lts, seq_len=32, batch_size=4)
 report["batches"] = [list(batch["input_ids"].shape) for batch in dataset.loader(num_workers=2)][:2]
-report["card"] = run("stories", "--out", str(work / "carded"), "--num-stories", "4", "--quiet")
+report["card"] = run("stories", "--out", str(work / "carded"), "--num-stories", "4", "--no-progress")
 report["hf"] = run("buckets", "--source", "hf", "--input", str(work), "--out", str(work / "b"),
                    "--tokenizer", lts, "--no-card", "--no-progress")
 report["openai"] = run("stories", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9",
-                       "--out", str(work / "llm"), "--num-stories", "1", "--no-card", "--quiet")
+                       "--out", str(work / "llm"), "--num-stories", "1", "--no-card", "--no-progress")
 report["compare"] = run("compare", "--data", lts, "--encodings", "rope", "--steps", "1", "--out",
                         str(work / "cmp"), "--no-progress")
 report["imported"] = sorted(name for name in sys.modules if name.split(".")[0] in BLOCKED)

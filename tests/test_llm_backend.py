@@ -41,7 +41,7 @@ def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: s
         "--request-timeout", "30",
         "--input-price", "2",
         "--output-price", "8",
-        "--quiet",
+        "--no-progress",
         *extra,
     ]  # fmt: skip
 

@@ -144,5 +144,7 @@ def test_rate_limiter_spaces_units_out():
         return stamps
 
     stamps = asyncio.run(spend())
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    assert gaps[0] >= 0.045 and gaps[1] >= 0.045 and gaps[2] >= 0.195  # 4 units held the next one back
+    # each acquire waits for the units spent before it (a late wake-up never lets the next one go early
+    # against the schedule, whatever the gap to the previous one on a busy machine)
+    since_first = [stamp - stamps[0] for stamp in stamps]
+    assert since_first[1] >= 0.045 and since_first[2] >= 0.095 and since_first[3] >= 0.295

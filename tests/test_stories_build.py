@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,10 +20,10 @@ from ltsgen.loaders.formats import read_shard
 from ltsgen.stories.plan import target_words
 
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
-SMALL += ["--splits", "train=0.8,validation=0.1,test=0.1", "--samples-per-shard", "4", "--quiet"]
+SMALL += ["--splits", "train=0.8,validation=0.1,test=0.1", "--samples-per-shard", "4", "--no-progress"]
 # big enough that a kill lands mid-build: ~450k words in 40 shards
 KILLED = ["--num-stories", "160", "--min-words", "1000", "--max-words", "6000", "--seed", "1"]
-KILLED += ["--samples-per-shard", "4", "--quiet"]
+KILLED += ["--samples-per-shard", "4", "--quiet"]  # the hidden old spelling of --no-progress
 
 
 def tree(directory: Path) -> dict[str, str]:
@@ -50,7 +51,7 @@ def small_build(tmp_path_factory) -> Path:
 
 def test_build_layout_and_manifest(small_build):
     manifest = read_manifest(small_build)
-    assert manifest.source == "lts" and manifest.format == "webdataset"
+    assert manifest.source == "lts" and manifest.format == "parquet"
     assert sorted(manifest.splits) == ["test", "train", "validation"]
     assert manifest.builder["arguments"]["num_stories"] == 40
     shards = [s for split in manifest.splits.values() for s in split]
@@ -58,7 +59,7 @@ def test_build_layout_and_manifest(small_build):
     assert all(s.samples <= 4 for s in shards)
     seen = []
     for shard in shards:
-        records = list(read_shard(small_build / shard.path, "webdataset"))
+        records = list(read_shard(small_build / shard.path, "parquet"))
         assert len(records) == shard.samples and sum(r["num_words"] for r in records) == shard.words
         assert hashlib.sha256((small_build / shard.path).read_bytes()).hexdigest() == shard.sha256
         for record in records:
@@ -175,6 +176,10 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path):
         (["--num-stories", "5", "--max-words", "32001"], "above the limit of 32,000 words"),
         (["--num-stories", "5", "--splits", "train=0.9,test=0.2"], "--splits: fractions sum to 1.1"),
         (["--num-stories", "5", "--splits", "train"], "'train' is not name=fraction"),
+        (
+            ["--num-stories", "5", "--min-words", "20", "--max-words", "30"],
+            "--min-words 20 is below the 100 words the built-in engine writes at the least",
+        ),
     ],
 )
 def test_one_line_errors(tmp_path, args, message):
@@ -183,6 +188,25 @@ def test_one_line_errors(tmp_path, args, message):
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert message in result.stderr
     assert not (tmp_path / "lts").exists()
+
+
+def test_help_names_each_default_once_and_hides_old_spellings():
+    text = ltsgen("stories", "--help").stdout
+    assert "--no-progress" in text and "--quiet" not in text
+    assert "(default: None)" not in text and "(default " not in text
+    options = re.split(r"\n  (?=-)", text.split("options:", 1)[1])
+    assert all(option.count("(default") <= 1 for option in options)
+    assert "shard format (default: parquet)" in " ".join(text.split())
+
+
+def test_summary_gives_the_generation_rate_and_the_wall_time_apart(tmp_path, capsys):
+    assert main(["stories", "--out", str(tmp_path / "lts"), *SMALL]) == 0
+    summary = capsys.readouterr().out
+    rate, seconds = re.search(
+        r"shards written at ([\d,]+) words/s, ([\d.]+)s wall time in all", summary
+    ).groups()
+    words = sum(s.words for split in read_manifest(tmp_path / "lts").splits.values() for s in split)
+    assert int(rate.replace(",", "")) > words / float(seconds)  # the rate leaves out the statistics and card
 
 
 def test_unwritable_directory_is_one_line(tmp_path):

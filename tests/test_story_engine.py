@@ -19,7 +19,7 @@ from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS
 from ltsgen.stories.engine.grammar import Slots, parse_sections
 from ltsgen.stories.engine.plot import Plot
 from ltsgen.stories.engine.world import PLACES, build_world
-from ltsgen.stories.plan import sample_features, story_id, story_rng, target_words
+from ltsgen.stories.plan import MIN_TARGET_WORDS, sample_features, story_id, story_rng, target_words
 from ltsgen.stories.variety import reference_stats, split_sentences, tinystories_stories, variety_stats
 from ltsgen.stories.vocabulary import ADJECTIVES, BASIC_WORDS, FEATURES, NAMES, NOUNS, VERBS
 
@@ -97,6 +97,12 @@ def test_length_within_five_percent(target):
         record = generate_story(index, 2, target)
         assert record["num_words"] == len(record["text"].split())
         assert abs(record["num_words"] - target) <= 0.05 * target, (index, target, record["num_words"])
+
+
+def test_the_shortest_target_is_met_by_every_story():
+    for index in range(300):
+        record = generate_story(index, 4, MIN_TARGET_WORDS)
+        assert abs(record["num_words"] - MIN_TARGET_WORDS) <= 0.05 * MIN_TARGET_WORDS, record["text"]
 
 
 def test_longest_story_on_target(longest):

@@ -107,7 +107,7 @@ def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, real_data, 
 def stories(tmp_path_factory) -> Path:
     """A small untokenized LongTinyStories build, as `ltsgen stories` writes it."""
     out = tmp_path_factory.mktemp("attach") / "lts"
-    argv = ["stories", "--out", str(out), "--num-stories", "24", "--max-words", "500", "--quiet"]
+    argv = ["stories", "--out", str(out), "--num-stories", "24", "--max-words", "500", "--no-progress"]
     assert main([*argv, "--samples-per-shard", "8", "--splits", "train=0.75,validation=0.25"]) == 0
     return out
 

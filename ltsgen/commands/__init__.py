@@ -20,8 +20,11 @@ class HelpFormatter(argparse.HelpFormatter):
             if block.startswith(" "):
                 blocks.append(textwrap.indent(block, indent))
             else:
-                filled = textwrap.fill(" ".join(block.split()), width, initial_indent=indent)
-                blocks.append(textwrap.indent(filled, indent) if indent else filled)
+                blocks.append(
+                    textwrap.fill(
+                        " ".join(block.split()), width, initial_indent=indent, subsequent_indent=indent
+                    )
+                )
         return "\n\n".join(blocks)
 
     def _get_help_string(self, action: argparse.Action) -> str:

@@ -8,8 +8,9 @@ from pathlib import Path
 from ltsgen.commands import add_command
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
-from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_WORDS
+from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
 from ltsgen.stories.llm import backend as openai_backend
+from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,40 +30,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--out", required=True, type=Path, help="dataset directory to create or resume")
     parser.add_argument("--num-stories", required=True, type=int, help="number of stories")
-    parser.add_argument("--min-words", type=int, default=100, help="shortest story target (default 100)")
     parser.add_argument(
-        "--max-words", type=int, default=MAX_WORDS, help="longest story target (default 32000)"
+        "--min-words",
+        type=int,
+        default=MIN_TARGET_WORDS,
+        help=f"shortest story target (the built-in engine needs {MIN_TARGET_WORDS} or more)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the whole build (default 0)")
-    parser.add_argument(
-        "--format", choices=list(FORMATS), default="webdataset", help="shard format (default webdataset)"
-    )
+    parser.add_argument("--max-words", type=int, default=MAX_WORDS, help="longest story target")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the whole build")
+    parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
     parser.add_argument(
         "--workers", type=int, default=1, help="processes writing shards (output is the same)"
     )
-    parser.add_argument(
-        "--splits",
-        default=DEFAULT_SPLITS,
-        help=f"split fractions by story id hash (default {DEFAULT_SPLITS})",
-    )
+    parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions by story id hash")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int, default=None, help="stories per shard")
     size.add_argument(
         "--shard-size-mb",
         type=float,
-        default=None,
-        help=f"about this many MB of story text per shard, before compression (default {DEFAULT_SHARD_MB:g})",
+        default=DEFAULT_SHARD_MB,
+        help="about this many MB of story text per shard, before compression (unless --samples-per-shard)",
     )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a build with other arguments in --out"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (the summary stays)")
+    parser.add_argument("--quiet", dest="no_progress", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--no-card", action="store_true", help="skip the data card (`ltsgen card DIR` writes it later)"
     )
-    parser.add_argument(
-        "--backend", choices=["builtin", "openai"], default="builtin", help="story engine (default builtin)"
-    )
+    parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
     openai_backend.add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -81,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
             spec,
             workers=args.workers,
             overwrite=args.overwrite,
-            progress=not args.quiet,
+            progress=not args.no_progress,
             card=not args.no_card,
         )
     except (BuildError, ContractError) as error:
@@ -98,6 +95,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--num-stories must be at least 1, not {args.num_stories}")
     if args.min_words < 1:
         raise UsageError(f"--min-words must be at least 1, not {args.min_words}")
+    if args.backend == "builtin" and args.min_words < MIN_TARGET_WORDS:
+        raise UsageError(
+            f"--min-words {args.min_words:,} is below the {MIN_TARGET_WORDS} words the built-in engine "
+            f"writes at the least (its setup and ending); use --min-words {MIN_TARGET_WORDS} or more"
+        )
     if args.max_words > MAX_WORDS:
         raise UsageError(
             f"--max-words {args.max_words:,} is above the limit of {MAX_WORDS:,} words per story"

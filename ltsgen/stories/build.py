@@ -13,7 +13,6 @@ from typing import Any
 from ltsgen import __version__
 from ltsgen.loaders.contract import shard_relpath
 
-MAX_WORDS = 32_000
 BYTES_PER_WORD = 5.6  # planning estimate of story text bytes per word (for --shard-size-mb)
 DEFAULT_SHARD_MB = 32.0
 DEFAULT_SPLITS = "train=0.98,validation=0.01,test=0.01"
@@ -27,7 +26,9 @@ def builder_arguments(args: argparse.Namespace, extra: tuple[str, ...] = ()) -> 
     """The arguments that determine the output (the build's identity in the manifest); a backend names
     its own in ``extra``."""
     arguments = {key: getattr(args, key) for key in OUTPUT_ARGUMENTS + extra}
-    if arguments.get("samples_per_shard") is None and arguments.get("shard_size_mb") is None:
+    if arguments.get("samples_per_shard") is not None:
+        arguments["shard_size_mb"] = None  # shards are cut by count; the size (or its default) plays no part
+    elif arguments.get("shard_size_mb") is None:
         arguments["shard_size_mb"] = DEFAULT_SHARD_MB
     return arguments
 

@@ -151,10 +151,12 @@ class Plot:
         if "foreshadowing" in self.features and target >= 220:
             say("foreshadow")
 
-    def ending(self) -> list[Sentence]:
-        """The ending sentences (rendered, not yet written): resolution, twist, home, promise, moral."""
+    def ending(self, target: int) -> list[Sentence]:
+        """The ending sentences (rendered, not yet written): resolution, twist, home, promise, moral; the
+        shortest stories keep to a resolution, one happy sentence and the moral, so that they fit."""
         narrator = self.narrator
         intro = self.intro
+        roomy = target >= SHORT_ENDING_BELOW
         keys = []
         if "bad ending" in self.features:
             keys += ["fail", "sad_end", "sad_end"]
@@ -162,10 +164,11 @@ class Plot:
             hid = "HID" in intro
             # without a hiding place told in the setup, the lost thing is found on the way
             keys.append("resolve" if hid or self.goal == "gift" else "resolve_gift")
-            if "plot twist" in self.features and (hid or self.goal == "gift"):
+            if "plot twist" in self.features and (hid or self.goal == "gift") and roomy:
                 keys.append("twist")
             keys.append("go_home" if "F" in intro else "happy_end")
-            keys.append("happy_end")
+            if roomy:
+                keys.append("happy_end")
             if "PROM" in intro:
                 keys.append("promise_end")
             if self.goal == "gift" and hid:
@@ -180,7 +183,7 @@ class Plot:
         self.intro = {slot for slot, least in INTRO_FROM.items() if target >= least}
         if "F" in self.intro:
             self.pair = self.with_friend
-        ending = self.ending()
+        ending = self.ending(target)
         ending_words = sum(sentence[1] for sentence in ending)
         body = max(0, target - ending_words)
         self.conflict_at = int(body * self.rng.uniform(0.3, 0.6))
@@ -310,6 +313,8 @@ class Plot:
         return self.rng.choice(options), self.pair
 
 
+# Stories shorter than this get a short ending (no twist, one happy sentence).
+SHORT_ENDING_BELOW = 160
 # Share of chapters that end with a night paragraph, and its length in words.
 NIGHT_RATE = 0.25
 NIGHT_WORDS = 30

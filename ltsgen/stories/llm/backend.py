@@ -46,63 +46,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-dir, so a rerun resumes without sending a request twice.",
     )
     add = group.add_argument
-    add("--base-url", default=None, help="server URL, e.g. http://127.0.0.1:8080/v1 (default: OpenAI's)")
-    add("--model", default=None, help="model name as the server knows it (required)")
+    add(
+        "--base-url",
+        default=None,
+        help="server URL, e.g. http://127.0.0.1:8080/v1 (OpenAI's API when not given)",
+    )
+    add("--model", default=None, help="model name as the server knows it (required with --backend openai)")
     add(
         "--api-key-env",
         default="OPENAI_API_KEY",
-        help="environment variable holding the key (default OPENAI_API_KEY; local servers need none)",
+        help="environment variable holding the key (local servers need none)",
     )
-    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight (default 8)")
-    add("--requests-per-minute", type=float, default=None, help="cap on requests per minute (default none)")
-    add("--tokens-per-minute", type=float, default=None, help="cap on tokens per minute (default none)")
+    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight")
     add(
-        "--request-timeout",
+        "--requests-per-minute",
         type=float,
-        default=300.0,
-        help="seconds per request before a retry (default 300)",
+        default=None,
+        help="cap on requests per minute (no cap when not given)",
     )
     add(
-        "--max-retries", type=int, default=8, help="retries of one request before the build stops (default 8)"
+        "--tokens-per-minute",
+        type=float,
+        default=None,
+        help="cap on tokens per minute (no cap when not given)",
     )
+    add("--request-timeout", type=float, default=300.0, help="seconds per request before a retry")
+    add("--max-retries", type=int, default=8, help="retries of one request before the build stops")
     add(
         "--retry-backoff",
         type=float,
         default=1.0,
-        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins (default 1)",
+        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins",
     )
-    add("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
-    add("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
-    add("--max-tokens", type=int, default=1024, help="tokens per answer (default 1024)")
-    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at (default 600)")
-    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter (default 2)")
+    add("--temperature", type=float, default=0.8, help="sampling temperature")
+    add("--top-p", type=float, default=0.95, help="nucleus sampling")
+    add("--max-tokens", type=int, default=1024, help="tokens per answer")
+    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at")
+    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter")
     add(
         "--length-tolerance",
         type=float,
         default=0.25,
-        help="keep stories within this share of their target length (default 0.25)",
+        help="keep stories within this share of their target length",
     )
     add(
         "--max-oov-share",
         type=float,
         default=0.15,
-        help="reject stories with more words outside the simple vocabulary (default 0.15)",
+        help="reject stories with more words outside the simple vocabulary",
     )
-    add(
-        "--max-repeated-share",
-        type=float,
-        default=0.05,
-        help="reject stories with more repeated paragraphs (default 0.05)",
-    )
-    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens (default 0)")
-    add("--output-price", type=float, default=0.0, help="USD per million completion tokens (default 0)")
+    add("--max-repeated-share", type=float, default=0.05, help="reject stories with more repeated paragraphs")
+    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens")
+    add("--output-price", type=float, default=0.0, help="USD per million completion tokens")
     add(
         "--max-cost",
         type=float,
         default=None,
         help=f"stop cleanly (exit status {BUDGET_EXIT}) before this run spends more USD; rerun to go on",
     )
-    add("--cache-dir", type=Path, default=None, help=f"answer cache (default {default_cache_dir()})")
+    add("--cache-dir", type=Path, default=default_cache_dir(), help="answer cache, shared by builds")
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -149,7 +151,7 @@ def build(args: argparse.Namespace) -> int:
             raise UsageError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
         api_key = "none"  # servers without keys accept any
     ledger = Ledger(Prices(args.input_price, args.output_price))
-    cache = ResponseCache(args.cache_dir or default_cache_dir())
+    cache = ResponseCache(args.cache_dir)
     sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
 
     def make_chat(on_answer) -> ChatClient:
@@ -185,7 +187,7 @@ def build(args: argparse.Namespace) -> int:
             Filters(args.length_tolerance, args.max_oov_share, args.max_repeated_share),
             spec.jobs,
             args.concurrency,
-            progress=not args.quiet,
+            progress=not args.no_progress,
         )
         spec.run_job = runner.write_shard
         with runner:
