@@ -3,21 +3,24 @@
 Public names:
 
 - ``StreamingDataset(path_or_url, split="train", *, bucket=None, shuffle=True, seed=0, epoch=0, rank=None,
-  world_size=None, columns=None, transform=None, batch_size=1, remainder="drop", shuffle_window=4,
+  world_size=None, columns=None, transform=None, batch_size=None, remainder="drop", shuffle_window=4,
   seq_len=None, position_ids=False, tokenizer=None, eos_id=None, by_bucket=False, verify=True,
   on_error="raise", allow_pipe=False)``: an ``IterableDataset`` of this rank's records (dicts), or of packed
   blocks ``{"input_ids": LongTensor[seq_len + 1]}`` when ``seq_len`` is set. ``loader(num_workers)`` gives a
-  torchdata ``StatefulDataLoader`` of whole batches (``{"input_ids": LongTensor[batch_size, seq_len + 1]}``);
-  ``state_dict()`` / ``load_state_dict()`` (also from any rank's loader state, for elastic resume);
+  ``StreamingLoader`` (a torch DataLoader) of whole batches (``{"input_ids": LongTensor[batch_size, seq_len + 1]}``)
+  in the same order for any worker count; ``state_dict()`` / ``load_state_dict()`` on either (also from any
+  rank's state, for elastic resume);
   ``set_epoch(epoch)``; ``len()`` is the exact number of items per rank and epoch.
-- ``dataset_state(state)``: the global position inside a dataset or ``StatefulDataLoader`` state.
+- ``dataset_state(state)``: the global position inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
 - ``collate_records``, ``PadCollate(pad_id)``: collate functions for whole records and length buckets.
 - ``load_eval_set(path_or_url, length)``: an exact-length evaluation set as LongTensor [n, length].
 - ``read_shard(path_or_url, fmt, columns=None)``: the records of one shard in stored order.
-- ``ContractError``: every data problem, as one line naming the file.
+- ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that does not
+  fit the dataset it is loaded into.
 
 Modules: ``contract`` (the dataset-directory contract), ``sources`` (bytes from paths and URLs),
-``formats`` (shard decoders), ``order`` (the stateless epoch order), ``packing``, ``buckets``, ``dataset``.
+``formats`` (shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order``
+(the stateless epoch order), ``packing``, ``buckets``, ``dataset``.
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """
@@ -28,6 +31,8 @@ _HOMES = {
     "ContractError": "contract",
     "PadCollate": "buckets",
     "StreamingDataset": "dataset",
+    "StreamingLoader": "dataset",
+    "StateError": "dataset",
     "collate_records": "dataset",
     "dataset_state": "dataset",
     "load_eval_set": "buckets",

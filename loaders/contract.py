@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -96,7 +97,7 @@ class ShardInfo:
     samples: int
     words: int
     bytes: int
-    sha256: str
+    sha256: str | None  # None: unverifiable, refused while verification is on
     tokens: int | None = None
     bucket: str | None = None
 
@@ -192,19 +193,121 @@ def read_manifest(directory: str | os.PathLike) -> Manifest:
 
 
 def parse_manifest(raw: bytes, where: str) -> Manifest:
+    """Parse and validate a manifest, once, for every reader (loaders, cards, build reruns, training).
+
+    Args:
+        raw: the bytes of ``manifest.json``.
+        where: its path or URL, for the messages.
+
+    Returns:
+        The manifest, every field of the expected type and range and every path inside the directory.
+
+    Raises:
+        ContractError: one line naming the file and the field, e.g.
+            ``DIR/manifest.json: splits.train[3].samples must be a non-negative integer, not '20'``.
+    """
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
         raise ContractError(f"{where}: not valid JSON ({error})") from None
     if not isinstance(data, dict) or "splits" not in data:
         raise ContractError(f"{where}: not an ltsgen manifest (no 'splits')")
-    if data.get("format_version", 0) > FORMAT_VERSION:
+    check = _Checker(where)
+    version = data.get("format_version", FORMAT_VERSION)
+    check.field("format_version", version, _is_count(version) and version >= 1, "a positive integer")
+    if version > FORMAT_VERSION:
         raise ContractError(
-            f"{where}: format version {data['format_version']} is newer than this ltsgen reads ({FORMAT_VERSION})"
+            f"{where}: format version {version} is newer than this ltsgen reads ({FORMAT_VERSION})"
         )
+    check.field("source", data.get("source"), isinstance(data.get("source"), str), "a string")
     if data.get("format") not in FORMATS:
-        raise ContractError(f"{where}: unknown shard format {data.get('format')!r}")
-    try:
-        return Manifest.from_dict(data)
-    except (KeyError, TypeError) as error:
-        raise ContractError(f"{where}: malformed manifest ({error})") from None
+        raise ContractError(
+            f"{where}: unknown shard format {data.get('format')!r} (one of {', '.join(FORMATS)})"
+        )
+    for name in ("builder", "extra"):
+        value = data.get(name, {})
+        check.field(name, value, isinstance(value, dict), "an object")
+    buckets = data.get("buckets")
+    check.field("buckets", buckets, buckets is None or _is_list_of(buckets, str), "a list of strings or null")
+    tokenizer = data.get("tokenizer")
+    if tokenizer is not None:
+        check.field("tokenizer", tokenizer, isinstance(tokenizer, dict), "an object or null")
+        check.relpath("tokenizer.path", tokenizer.get("path"))
+        check.optional(tokenizer, "tokenizer", "sha256", str, "a string")
+        for name in ("vocab_size", "eos_id"):
+            check.optional(tokenizer, "tokenizer", name, _is_count, "a non-negative integer")
+    splits = data["splits"]
+    check.field("splits", splits, isinstance(splits, dict), "an object of split name -> list of shards")
+    for split, shards in splits.items():
+        check.field(f"splits.{split}", shards, isinstance(shards, list), "a list of shards")
+        for number, shard in enumerate(shards):
+            name = f"splits.{split}[{number}]"
+            check.field(
+                name, shard, isinstance(shard, dict), "an object (path, samples, words, bytes, sha256)"
+            )
+            check.relpath(f"{name}.path", shard.get("path"))
+            for count in ("samples", "words", "bytes"):
+                value = shard.get(count)
+                check.field(f"{name}.{count}", value, _is_count(value), "a non-negative integer")
+            check.optional(shard, name, "tokens", _is_count, "a non-negative integer")
+            check.optional(shard, name, "sha256", _is_sha256, "64 hexadecimal digits")
+            check.optional(shard, name, "bucket", str, "a string")
+    data = dict(data, builder=data.get("builder", {}))
+    return Manifest.from_dict(data)
+
+
+def check_relpath(path: Any, where: str, name: str = "path") -> None:
+    """Refuse a path from a manifest unless it is relative and inside the directory, in every source.
+
+    Args:
+        path: the ``/``-separated path as read.
+        where: the manifest, for the message.
+        name: the field, for the message.
+    """
+    if not isinstance(path, str):
+        raise ContractError(f"{where}: {name} must be a relative path (a string), not {_shown(path)}")
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts) or _UNSAFE_PATH.search(path):
+        raise ContractError(f"{where}: {name} {path!r} is not a relative path inside the dataset directory")
+
+
+# absolute or drive paths, URLs, Windows separators, control characters, URL query and escape marks
+_UNSAFE_PATH = re.compile(r"[\\:?#%\x00-\x1f\x7f]")
+
+
+class _Checker:
+    """One-line errors naming the manifest and the field."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def field(self, name: str, value: Any, ok: bool, expected: str) -> None:
+        if not ok:
+            raise ContractError(f"{self.where}: {name} must be {expected}, not {_shown(value)}")
+
+    def optional(self, record: dict, prefix: str, key: str, kind: Any, expected: str) -> None:
+        value = record.get(key)
+        ok = value is None or (isinstance(value, kind) if isinstance(kind, type) else kind(value))
+        self.field(f"{prefix}.{key}", value, ok, f"{expected} or null")
+
+    def relpath(self, name: str, path: Any) -> None:
+        check_relpath(path, self.where, name)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
+
+
+def _is_list_of(value: Any, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(item, kind) for item in value)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null (or missing)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

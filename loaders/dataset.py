@@ -8,28 +8,32 @@ Nothing is shared between processes: every rank and worker reads what it needs f
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from ltsgen.errors import LtsgenError, UsageError
 
 from .contract import MANIFEST_NAME, ContractError, Manifest, ShardInfo, parse_bucket_name, parse_manifest
-from .formats import ShardColumns, TokenColumn, decode_shard
+from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
+from .reader import ShardReader, decoding_threads
 from .sources import check_pipe, join, read_bytes
 
 STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
-_WINDOW_CACHE = 2  # decoded windows kept per process: the current one and its neighbour
+
+
+class StateError(LtsgenError, ValueError):
+    """A loader state that does not fit the dataset it is loaded into; the message says what differs."""
 
 
 class StreamingDataset(IterableDataset):
@@ -68,7 +72,7 @@ class StreamingDataset(IterableDataset):
         world_size: int | None = None,
         columns: Sequence[str] | None = None,
         transform: Callable[[dict], Any] | None = None,
-        batch_size: int = 1,
+        batch_size: int | None = None,
         remainder: str = "drop",
         shuffle_window: int = 4,
         seq_len: int | None = None,
@@ -84,22 +88,27 @@ class StreamingDataset(IterableDataset):
         self.root = str(path_or_url)
         check_pipe(self.root, allow_pipe)
         if remainder not in REMAINDERS:
-            raise ValueError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
+            raise UsageError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
         if on_error not in ON_ERROR:
-            raise ValueError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-        if batch_size < 1 or shuffle_window < 1 or (seq_len is not None and seq_len < 1):
-            raise ValueError("batch_size, shuffle_window and seq_len must be positive")
+            raise UsageError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
+        if (
+            (batch_size is not None and batch_size < 1)
+            or shuffle_window < 1
+            or (seq_len is not None and seq_len < 1)
+        ):
+            raise UsageError("batch_size, shuffle_window and seq_len must be positive")
         if seq_len is not None and transform is not None:
-            raise ValueError(
+            raise UsageError(
                 "transform applies to records; with seq_len, transform the blocks in the training loop"
             )
         if by_bucket and seq_len is not None:
-            raise ValueError("by_bucket batches whole documents by length; it does not combine with seq_len")
+            raise UsageError("by_bucket batches whole documents by length; it does not combine with seq_len")
         self.split, self.bucket = split, bucket
         self.shuffle, self.seed, self.epoch, self.shuffle_window = shuffle, seed, epoch, shuffle_window
         self.rank, self.world_size = _distributed(rank, world_size)
-        self.batch_size, self.remainder = batch_size, remainder
-        self.global_batch_size = batch_size * self.world_size
+        self.batch_size, self.remainder = batch_size or 1, remainder
+        self._batch_size_known = batch_size is not None
+        self.global_batch_size = self.batch_size * self.world_size
         self.columns = None if columns is None else tuple(columns)
         self.transform = transform
         self.seq_len, self.position_ids = seq_len, position_ids
@@ -112,6 +121,12 @@ class StreamingDataset(IterableDataset):
             have = sorted({s.bucket for s in self.manifest.shards(split) if s.bucket})
             which = f"split {split!r}" + (f" bucket {bucket!r} (buckets: {have})" if bucket else "")
             raise ContractError(f"{where}: {which} has no shards")
+        unverifiable = [s.path for s in self.shards if s.sha256 is None]
+        if verify and unverifiable:
+            raise ContractError(
+                f"{where}: shard {unverifiable[0]} has no sha256 to verify it against "
+                f"({len(unverifiable)} shards without one; verify=False reads them unverified)"
+            )
         self.streams = self._streams()
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
@@ -125,6 +140,10 @@ class StreamingDataset(IterableDataset):
                 stored = (self.manifest.tokenizer or {}).get("eos_id")
                 self.eos_id = stored if stored is not None else _eos_id(self.tokenizer, where)
         self._process: _ProcessState | None = None
+        self._consumed = 0  # global batches this copy has finished (or, with _partial, the one in progress)
+        self._partial = 0  # items of this rank's slice of batch _consumed already yielded
+        self._anchor = 0  # the global batch where the current worker rotation started
+        self._workers = 1
         self._shard_tokens: dict[int, int] = {
             i: s.tokens + s.samples for i, s in enumerate(self.shards) if s.tokens is not None
         }
@@ -133,14 +152,12 @@ class StreamingDataset(IterableDataset):
             for i in range(len(self.streams))
         ]
         if self.num_batches == 0:
+            if self.skipped:
+                raise self._skipped_error(f"split {split!r} has too few items left for one global batch")
             raise ContractError(
                 f"{where}: split {split!r} has too few items for one global batch of {self.global_batch_size}"
             )
         self.fingerprint = self._fingerprint()
-        self._consumed = 0  # global batches this copy has finished (or, with _partial, the one in progress)
-        self._partial = 0  # items of this rank's slice of batch _consumed already yielded
-        self._anchor = 0  # the global batch where the current worker rotation started
-        self._workers = 1
 
     # ------------------------------------------------------------------ sizes
 
@@ -156,15 +173,21 @@ class StreamingDataset(IterableDataset):
     @property
     def skipped(self) -> dict[str, str]:
         """Shards skipped in this process with ``on_error="skip"``: path -> reason."""
-        return {} if self._process is None else dict(self._process.skipped)
+        return {} if self._process is None else dict(self._process.reader.skipped)
 
     @property
     def tokenizer(self):
         if self._tokenizer is None or isinstance(self._tokenizer, str | os.PathLike):
             from tokenizers import Tokenizer
 
-            location = self._tokenizer or join(self.root, self.manifest.tokenizer["path"])
+            stored = self.manifest.tokenizer or {}
+            location = self._tokenizer or join(self.root, stored["path"])
             raw = read_bytes(location, allow_pipe=self.allow_pipe)
+            expected = None if self._tokenizer else stored.get("sha256")
+            if self.verify and expected and hashlib.sha256(raw).hexdigest() != expected:
+                raise ContractError(
+                    f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
+                )
             self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         return self._tokenizer
 
@@ -194,19 +217,19 @@ class StreamingDataset(IterableDataset):
         with any world size and worker count (elastic); the global batch size must be the same."""
         state = dataset_state(state)
         if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not an ltsgen loader state (format {state.get('format')!r})")
+            raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
         if state["fingerprint"] != self.fingerprint:
-            raise ValueError(
+            raise StateError(
                 "the state belongs to another dataset or configuration (shards, seq_len, shuffle, "
                 "shuffle_window, remainder or by_bucket differ)"
             )
         if state["global_batch_size"] != self.global_batch_size:
-            raise ValueError(
+            raise StateError(
                 f"global batch size changed from {state['global_batch_size']} to {self.global_batch_size}: "
                 "resume needs the same batch_size * world_size"
             )
         if state["partial"] and state["batch_size"] != self.batch_size:
-            raise ValueError("a state taken inside a batch resumes only with the same per-rank batch size")
+            raise StateError("a state taken inside a batch resumes only with the same per-rank batch size")
         self.seed, self.epoch = state["seed"], state["epoch"]
         self._consumed = state["samples_consumed"] // self.global_batch_size
         self._partial = state["partial"]
@@ -217,6 +240,13 @@ class StreamingDataset(IterableDataset):
 
     def __iter__(self):
         """This rank's items, one at a time (for a DataLoader with ``batch_size=self.batch_size``)."""
+        info = get_worker_info()
+        if info is not None and info.num_workers > 1 and not self._batch_size_known:
+            raise UsageError(
+                f"{self.root}: a DataLoader with {info.num_workers} workers takes their items in turns of its "
+                "batch size, which the dataset must know to keep the order: pass the same batch_size to "
+                f"StreamingDataset and DataLoader, or use dataset.loader(num_workers={info.num_workers})"
+            )
         for batch, first, data in self._rank_batches():
             if self.seq_len is None:
                 items = data
@@ -232,19 +262,36 @@ class StreamingDataset(IterableDataset):
     def iter_batches(self):
         """This rank's batches, whole and compact: packed blocks as numpy arrays in the storage dtype
         (``loader()`` makes the LongTensors in the main process), records collated by ``collate_records``."""
+        for _, data in self._whole_batches():
+            yield data
+
+    def loader(self, num_workers: int = 0, **kwargs) -> StreamingLoader:
+        """A DataLoader of this rank's whole batches, in the same order for any ``num_workers``.
+
+        Args:
+            num_workers: DataLoader worker processes; each decodes the windows of the batches it serves.
+            **kwargs: other ``torch.utils.data.DataLoader`` arguments (``pin_memory``, ``timeout``, ...);
+                not ``batch_size`` or ``collate_fn``, which the dataset fixes.
+
+        Returns:
+            A ``StreamingLoader``: batches ``{"input_ids": LongTensor[batch_size, seq_len + 1]}`` when
+            packing (records collated by ``collate_records`` otherwise); its ``state_dict()`` is the
+            dataset's, which this dataset's own ``state_dict()`` also gives at any moment.
+        """
+        return StreamingLoader(self, num_workers=num_workers, **kwargs)
+
+    def _whole_batches(self):
+        """``(global batch, data)`` for each of this process's batches, the items not yet yielded only."""
         for batch, first, data in self._rank_batches():
             self._consumed, self._partial = batch + 1, 0
             if self.seq_len is None:
-                yield collate_records(data[first:])
+                yield batch, collate_records(data[first:])
             else:
-                yield {key: value[first:] for key, value in data.items()}
+                yield batch, {key: value[first:] for key, value in data.items()}
 
-    def loader(self, num_workers: int = 0, **kwargs):
-        """A torchdata ``StatefulDataLoader`` of this rank's batches (``{"input_ids": LongTensor[B, seq_len + 1]}``
-        when packing). Workers send compact arrays through the pipe: no shared-memory segment per batch."""
-        return _loader_class()(
-            _Batches(self), batch_size=None, num_workers=num_workers, collate_fn=_identity, **kwargs
-        )
+    def _seek(self, consumed: int) -> None:
+        """Stand after global batch ``consumed - 1`` (the main process follows its loader's workers)."""
+        self._consumed, self._partial, self._anchor = consumed, 0, consumed
 
     def _rank_batches(self):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -264,6 +311,7 @@ class StreamingDataset(IterableDataset):
             else:
                 data = self._blocks(process, stream, orders[stream], positions)
             yield batch, first, data
+            process.prefetch()
 
     # ------------------------------------------------------------------ internals
 
@@ -285,10 +333,33 @@ class StreamingDataset(IterableDataset):
 
     def _tokens_of(self, shard: int) -> int:
         """Tokens a shard adds to the packed stream (its ids plus one EOS per record)."""
-        if shard not in self._shard_tokens:  # untokenized data: tokenize it once to count
-            column = self._process_state().tokens(shard)  # None: skipped as corrupt, adds nothing
-            self._shard_tokens[shard] = 0 if column is None else int(column.offsets[-1]) + len(column)
+        if shard not in self._shard_tokens:  # untokenized data: tokenize once to count, a window at a time
+            reader = self._process_state().reader
+            missing = [i for i in range(len(self.shards)) if i not in self._shard_tokens]
+            for column_of in map(reader.get, _chunks(missing, self.shuffle_window)):
+                for index, column in column_of.items():  # None: skipped as corrupt, adds nothing
+                    self._shard_tokens[index] = 0 if column is None else int(column.offsets[-1]) + len(column)
         return self._shard_tokens[shard]
+
+    def _where(self, info: ShardInfo) -> str:
+        return join(self.root, info.path)
+
+    def _fetch(self, info: ShardInfo) -> tuple[bytes, bool]:
+        """A shard's bytes, and whether their sha256 is already checked."""
+        return read_bytes(self._where(info), allow_pipe=self.allow_pipe), False
+
+    def _token_column(self, shard: ShardColumns) -> TokenColumn:
+        """The token ids of a decoded shard (tokenized here when the data has none)."""
+        if shard.tokens is not None:
+            return shard.tokens
+        dtype = np.uint16 if self.tokenizer.get_vocab_size() <= 2**16 else np.uint32
+        return tokenize_column(shard.fields["text"], self.tokenizer, dtype)
+
+    def _skipped_error(self, what: str) -> ContractError:
+        """``what`` happened because shards were skipped as corrupt: one line naming them and why."""
+        reasons = list(self.skipped.values())
+        more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+        return ContractError(f"{self.root}: {what}: skipped as corrupt: {'; '.join(reasons[:3])}{more}")
 
     def _fingerprint(self) -> str:
         key = {
@@ -314,7 +385,6 @@ class StreamingDataset(IterableDataset):
             process.epoch_key = (self.seed, self.epoch)
             process.windows.clear()
             process.starts.clear()
-            process.token_columns.clear()
             process.orders = [
                 EpochOrder(
                     tuple(self.shards[i].samples for i in shards),
@@ -354,46 +424,65 @@ class StreamingDataset(IterableDataset):
 
 
 class _Batches(IterableDataset):
-    """A dataset's per-rank batches as an IterableDataset (for ``DataLoader(batch_size=None)``)."""
+    """A dataset's per-rank batches, each with its global batch index (for ``DataLoader(batch_size=None)``)."""
 
     def __init__(self, dataset: StreamingDataset) -> None:
         self.dataset = dataset
 
     def __iter__(self):
-        return self.dataset.iter_batches()
+        return self.dataset._whole_batches()
 
     def __len__(self) -> int:
         return self.dataset.num_batches
 
+
+class StreamingLoader(DataLoader):
+    """The DataLoader of ``StreamingDataset.loader()``: whole batches in global order for any worker count.
+
+    Workers send compact arrays through the pipe (no shared-memory segment per batch) and the LongTensors
+    are made here. Each batch carries its global index, so the dataset in this process always stands after
+    the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
+    state taken with any world size or worker count (the global batch size must be the same). Workers start
+    from the dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
+    """
+
+    def __init__(self, dataset: StreamingDataset, num_workers: int = 0, **kwargs: Any) -> None:
+        fixed = [
+            name for name in ("batch_size", "collate_fn", "persistent_workers") if kwargs.pop(name, None)
+        ]
+        if fixed:
+            raise UsageError(
+                f"StreamingDataset.loader() does not take {fixed[0]}: the dataset makes whole batches of its "
+                "own batch_size, and workers start from its position at each iter()"
+            )
+        super().__init__(
+            _Batches(dataset), batch_size=None, num_workers=num_workers, collate_fn=_identity, **kwargs
+        )
+        self.streaming = dataset
+
+    def __iter__(self):
+        for batch, data in super().__iter__():
+            self.streaming._seek(batch + 1)
+            yield {
+                k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
+                for k, v in data.items()
+            }
+
     def state_dict(self) -> dict[str, Any]:
-        return self.dataset.state_dict()
+        """The dataset's position after the last batch yielded (see ``StreamingDataset.state_dict``)."""
+        return self.streaming.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.dataset.load_state_dict(state)
+        """Resume at ``state`` (see ``StreamingDataset.load_state_dict``: elastic in workers and ranks)."""
+        self.streaming.load_state_dict(state)
 
 
 def _identity(batch):
     return batch
 
 
-@functools.cache
-def _loader_class() -> type:
-    """``StatefulDataLoader`` whose batches become LongTensors in the main process (torchdata loads lazily)."""
-    from torchdata.stateful_dataloader import StatefulDataLoader
-
-    class StreamingLoader(StatefulDataLoader):
-        def __iter__(self):
-            for batch in super().__iter__():
-                yield {
-                    k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
-                    for k, v in batch.items()
-                }
-
-    return StreamingLoader
-
-
 class _ProcessState:
-    """What one process (main or DataLoader worker) has read: verified shards, decoded windows, skips."""
+    """What one process (main or DataLoader worker) keeps: the epoch's orders, decoded windows, its reader."""
 
     def __init__(self, dataset: StreamingDataset) -> None:
         self.dataset = dataset
@@ -401,84 +490,55 @@ class _ProcessState:
         self.epoch_key: tuple[int, int] | None = None
         self.orders: list[EpochOrder] = []
         self.windows: OrderedDict[tuple[int, int], Any] = OrderedDict()
-        self.skipped: dict[str, str] = {}
-        self.verified: set[int] = set()
-        self.token_columns: OrderedDict[int, TokenColumn] = OrderedDict()
         self.starts: dict[int, np.ndarray] = {}
-
-    def shard(self, index: int, columns: Sequence[str] | None) -> ShardColumns | None:
-        """Shard ``index`` decoded, or None when it is corrupt and ``on_error="skip"``."""
-        ds = self.dataset
-        info = ds.shards[index]
-        where = join(ds.root, info.path)
-        if where in self.skipped:
-            return None
-        try:
-            data = read_bytes(where, allow_pipe=ds.allow_pipe)
-            if ds.verify and info.sha256 and index not in self.verified:
-                digest = hashlib.sha256(data).hexdigest()
-                if digest != info.sha256:
-                    raise ContractError(
-                        f"{where}: sha256 {digest[:16]}... does not match the manifest's {info.sha256[:16]}... "
-                        "(corrupt or changed shard)"
-                    )
-                self.verified.add(index)
-            shard = decode_shard(data, ds.manifest.format, where, columns)
-            if shard.num_rows != info.samples:
-                raise ContractError(
-                    f"{where}: holds {shard.num_rows} records, the manifest says {info.samples}"
-                )
-            if (
-                shard.tokens is not None
-                and info.tokens is not None
-                and shard.tokens.offsets[-1] != info.tokens
-            ):
-                raise ContractError(
-                    f"{where}: holds {int(shard.tokens.offsets[-1])} tokens, the manifest says {info.tokens}"
-                )
-            return shard
-        except ContractError as error:
-            if ds.on_error == "raise":
-                raise
-            self.skipped[where] = str(error)
-            warnings.warn(f"skipping corrupt shard ({error})", stacklevel=2)
-            return None
-
-    def tokens(self, index: int) -> TokenColumn | None:
-        """The token ids of shard ``index`` (tokenized on the fly when the data has none)."""
-        if index in self.token_columns:
-            return self.token_columns[index]
-        ds = self.dataset
-        shard = self.shard(index, ["input_ids"] if ds.tokenized else ["text"])
-        if shard is None:
-            return None
-        column = shard.tokens
-        if column is None:
-            dtype = np.uint16 if ds.tokenizer.get_vocab_size() <= 2**16 else np.uint32
-            column = tokenize_column(shard.fields["text"], ds.tokenizer, dtype)
-        self.token_columns[index] = column
-        while len(self.token_columns) > 2 * ds.shuffle_window:
-            self.token_columns.popitem(last=False)
-        return column
+        self.windows_kept = min(2, len(dataset.streams))  # one per stream; two buckets alternate
+        self.next_window: list[int] = []
+        packed = dataset.seq_len is not None
+        self.reader = ShardReader(
+            dataset._fetch,
+            dataset._where,
+            dataset.manifest,
+            dataset.shards,
+            columns=(["input_ids"] if dataset.tokenized else ["text"]) if packed else dataset.columns,
+            convert=dataset._token_column if packed else _identity,
+            verify=dataset.verify,
+            on_error=dataset.on_error,
+            keep=2 * dataset.shuffle_window,
+            threads=decoding_threads(dataset.shuffle_window, dataset._workers),
+        )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
         if key not in self.windows:
             self.windows[key] = build()
-            while len(self.windows) > _WINDOW_CACHE:
+            while len(self.windows) > self.windows_kept:
                 self.windows.popitem(last=False)
         return self.windows[key]
+
+    def _window_shards(self, stream: int, order: EpochOrder, window: int) -> dict[int, Any]:
+        """The decoded shards of a window by their index in the stream; the next window starts decoding."""
+        local = order.window_shards(window).tolist()
+        members = self.dataset.streams[stream]
+        decoded = self.reader.get(members[s] for s in local)
+        if window + 1 < order.num_windows:
+            self.next_window = [members[s] for s in order.window_shards(window + 1).tolist()]
+        return {s: decoded[members[s]] for s in local}
+
+    def prefetch(self) -> None:
+        """Start decoding the window after the last one built (called once its first batch is out)."""
+        if self.next_window:
+            self.reader.prefetch(self.next_window)
+            self.next_window = []
 
     def window_records(self, stream: int, order: EpochOrder, window: int):
         """Decoded shards and rows of each item of a window, in epoch order (skipped shards refilled)."""
 
         def build():
-            ds = self.dataset
             local, rows = order.window_items(window)
-            decoded = {s: self.shard(ds.streams[stream][s], ds.columns) for s in set(local.tolist())}
+            decoded = self._window_shards(stream, order, window)
             ok = np.asarray([decoded[s] is not None for s in local.tolist()], dtype=bool)
             if not ok.all():
                 if not ok.any():
-                    raise ContractError(f"{ds.root}: every shard of a shuffle window is corrupt")
+                    raise self.dataset._skipped_error("every shard of a shuffle window is corrupt")
                 local, rows = np.resize(local[ok], len(local)), np.resize(rows[ok], len(rows))
             return [decoded[s] for s in local.tolist()], rows
 
@@ -491,10 +551,10 @@ class _ProcessState:
             ds = self.dataset
             shards = order.window_shards(window)
             nominal = sum(ds._tokens_of(ds.streams[stream][s]) for s in shards.tolist())
-            columns = {s: self.tokens(ds.streams[stream][s]) for s in shards.tolist()}
+            columns = self._window_shards(stream, order, window)
             valid = [s for s in shards.tolist() if columns[s] is not None]
             if not valid:
-                raise ContractError(f"{ds.root}: every shard of a shuffle window is corrupt")
+                raise ds._skipped_error("every shard of a shuffle window is corrupt")
             local, rows = order.window_items(window)
             keep = np.isin(local, valid)
             column_of = np.searchsorted(np.sort(valid), local[keep])  # index into the sorted valid shards
@@ -554,11 +614,15 @@ def dataset_state(state: dict[str, Any]) -> dict[str, Any]:
     snapshots = (state.get("_snapshot") or {}).get("_worker_snapshots") or {}
     found = [s["dataset_state"] for s in snapshots.values() if s.get("dataset_state")]
     if not found:
-        raise ValueError("no ltsgen dataset state in this state dict")
+        raise StateError("no ltsgen dataset state in this state dict")
     best = max(found, key=lambda s: (s["samples_consumed"], s["partial"]))
     if best["partial"]:
-        raise ValueError("the loader state was taken inside a batch; resume needs a batch boundary")
+        raise StateError("the loader state was taken inside a batch; resume needs a batch boundary")
     return best
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -568,7 +632,7 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if world_size is None:
         world_size = torch.distributed.get_world_size() if initialised else 1
     if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} is outside world size {world_size}")
+        raise UsageError(f"rank {rank} is outside world size {world_size}")
     return rank, world_size
 
 

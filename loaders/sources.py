@@ -3,12 +3,14 @@
 A ``pipe:`` URL runs a shell command and reads its standard output (the webdataset convention); it is
 refused unless the caller opts in with ``allow_pipe=True``, because it executes what a path string says.
 For a dataset directory given as ``pipe:`` the command is a template with ``{path}`` standing for the
-file inside the directory, e.g. ``pipe:aws s3 cp s3://bucket/data/{path} -``.
+file inside the directory, e.g. ``pipe:aws s3 cp s3://bucket/data/{path} -``; the path is substituted
+quoted for the shell, so ``{path}`` stays unquoted in the template.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -56,10 +58,19 @@ def read_bytes(path_or_url: str | os.PathLike, *, allow_pipe: bool = False) -> b
 
 
 def join(base: str | os.PathLike, relpath: str) -> str:
-    """The location of ``relpath`` (``/``-separated) inside the directory ``base``."""
+    """The location of ``relpath`` inside the directory ``base``.
+
+    Args:
+        base: a directory path, URL or ``pipe:`` template.
+        relpath: a ``/``-separated path inside it (``contract.check_relpath`` has vetted manifest paths).
+
+    Returns:
+        The path or URL; for a ``pipe:`` template, the command with ``{path}`` replaced by ``relpath``
+        quoted for the shell, so that no path runs as a command (leave ``{path}`` unquoted in templates).
+    """
     text = str(base)
     if text.startswith(PIPE_PREFIX):
-        return text.replace("{path}", relpath)
+        return text.replace("{path}", shlex.quote(relpath))
     if "://" in text:
         return text.rstrip("/") + "/" + relpath
     return str(Path(text, *relpath.split("/")))

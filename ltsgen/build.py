@@ -6,7 +6,8 @@ A builder describes its output as a list of ``Job`` s (each writes one or a few 
 - claims the directory: a directory holding a build with other arguments is refused unless ``overwrite``,
   and so is a directory where another build is running (a lock file);
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
-  match their recorded size and sha256; runs the others, in a process pool when ``workers > 1``;
+  match their recorded size and sha256; hands the others to an engine (``ltsgen.engines``: this process,
+  a local process pool or Ray tasks), which runs them and returns their results as they complete;
 - appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
   moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
 - writes ``manifest.json`` last, atomically, and the data card after it.
@@ -18,19 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ltsgen.card import require_card_dependencies
+from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
@@ -208,20 +208,32 @@ def chunk_by_size(items: Iterable[Any], size_of: Callable[[Any], float], limit: 
 def run_build(
     spec: BuildSpec,
     *,
+    engine: Engine | None = None,
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
     card: bool = True,
 ) -> BuildResult:
-    """Run (or resume, or confirm) the build described by ``spec``; see the module docstring."""
+    """Run (or resume, or confirm) the build described by ``spec``; see the module docstring.
+
+    Args:
+        spec: the build.
+        engine: where the jobs run (the caller closes it); default: ``workers`` local processes.
+        workers: with no ``engine``: 1 runs the jobs in this process, more in a local process pool.
+        overwrite: replace a build with other arguments in the directory.
+        progress, card: show a progress bar; write the data card at the end.
+    """
+    if card:
+        require_card_dependencies()
+    if engine is None:
+        if workers < 1:
+            raise BuildError(f"--workers must be at least 1, not {workers}")
+        with make_engine("local", workers) as own:
+            return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
     started = time.perf_counter()
     directory = Path(spec.directory)
     if spec.fmt not in FORMATS:
         raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
-    if workers < 1:
-        raise BuildError(f"--workers must be at least 1, not {workers}")
-    if card:
-        require_card_dependencies()
     keys = [job.key for job in spec.jobs]
     if len(set(keys)) != len(keys):
         raise BuildError("the build plan has duplicate job keys")
@@ -238,7 +250,7 @@ def run_build(
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
         jobs_started = time.perf_counter()
-        for result in _run_jobs(spec, directory, todo, workers, progress):
+        for result in _run_jobs(spec, directory, todo, engine, progress):
             results[result.key] = result
         job_seconds = time.perf_counter() - jobs_started
         job_words = sum(s.words for key in results if key not in kept for s in results[key].shards)
@@ -388,7 +400,7 @@ def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
     return kept
 
 
-def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtype: str | None) -> JobResult:
+def execute_job(run_job: RunJob, directory: Path, fmt: str, token_dtype: str | None, job: Job) -> JobResult:
     """Run one job (in this process or a worker); every writer it opened must have finished."""
     output = ShardOutput(directory, fmt, token_dtype)
     stats = run_job(job, output) or {}
@@ -398,8 +410,8 @@ def execute_job(run_job: RunJob, job: Job, directory: Path, fmt: str, token_dtyp
     return JobResult(job.key, [w.info for w in output.writers], stats)
 
 
-def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, progress: bool):
-    """Yield results of ``todo`` as they finish, journaling each one, with a progress bar."""
+def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], engine: Engine, progress: bool):
+    """Yield results of ``todo`` as the engine finishes them, journaling each one, with a progress bar."""
     from tqdm import tqdm
 
     journal_path = directory / STATE_DIR / JOURNAL_NAME
@@ -413,10 +425,12 @@ def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, p
     )
     words = 0
     started = time.perf_counter()
-    with open(journal_path, "a", encoding="utf-8") as journal:
-
-        def record(result: JobResult) -> JobResult:
-            nonlocal words
+    if len(todo) <= 1 and not isinstance(engine, RayEngine):
+        engine = SerialEngine()  # one job: not worth starting worker processes for
+    run = partial(execute_job, spec.run_job, directory, spec.fmt, spec.token_dtype)
+    with open(journal_path, "a", encoding="utf-8") as journal, ExitStack() as stack:
+        stack.callback(bar.close)
+        for result in engine.map(run, todo):
             journal.write(result.to_json() + "\n")
             journal.flush()
             os.fsync(journal.fileno())
@@ -425,46 +439,7 @@ def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], workers: int, p
                 f"{words / max(time.perf_counter() - started, 1e-9):,.0f} words/s", refresh=False
             )
             bar.update(weights[result.key])
-            return result
-
-        try:
-            if workers == 1 or len(todo) <= 1:
-                for job in todo:
-                    yield record(execute_job(spec.run_job, job, directory, spec.fmt, spec.token_dtype))
-                return
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(
-                max_workers=min(workers, len(todo)),
-                mp_context=context,
-                initializer=_exit_with_parent,
-                initargs=(os.getpid(),),
-            ) as pool:
-                pending = {
-                    pool.submit(execute_job, spec.run_job, job, directory, spec.fmt, spec.token_dtype)
-                    for job in todo
-                }
-                try:
-                    while pending:
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for future in done:
-                            yield record(future.result())
-                except BaseException:
-                    for future in pending:
-                        future.cancel()
-                    raise
-        finally:
-            bar.close()
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Worker start-up: end this worker when the build process dies (kill -9 leaves no orphans)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
+            yield result
 
 
 def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:

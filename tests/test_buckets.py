@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tools import children, still_alive
 from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 
 from ltsgen.cli import main
@@ -208,8 +209,10 @@ def _kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> None:
             assert process.poll() is None, "the build finished before it could be killed"
             assert time.monotonic() < deadline, "the build never reached the point to kill it"
             time.sleep(0.01)
+        workers = children(process.pid)
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=30) == -signal.SIGKILL
+        assert still_alive(workers) == []  # its worker processes end with it
     finally:
         if process.poll() is None:
             process.kill()

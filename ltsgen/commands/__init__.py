@@ -49,3 +49,52 @@ def add_command(
     return subparsers.add_parser(
         name, help=summary, description=description, epilog=epilog, formatter_class=HelpFormatter
     )
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "jobs") -> None:
+    """``--workers``, ``--engine`` and ``--ray-address``: where a build's ``what`` run (never what it
+    writes)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help=f"{what} at once: local processes, 1 unless given; with --engine ray, tasks in flight, the "
+        "cluster's CPUs unless given. The output is the same for any number",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="run the jobs on this machine, or as Ray tasks (a local Ray runtime, or --ray-address)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="the Ray cluster to join with --engine ray (auto, ray://HEAD:10001 or HEAD:6379)",
+    )
+
+
+def engine_from(args: argparse.Namespace):
+    """The engine that ``add_engine_arguments``' options name (a context manager; close it after use)."""
+    from ltsgen.engines import make_engine
+
+    return make_engine(args.engine, args.workers, args.ray_address)
+
+
+def add_storage_argument(parser: argparse.ArgumentParser) -> None:
+    """``--storage-options JSON``: fsspec options for every URL the command reads or writes."""
+    parser.add_argument(
+        "--storage-options",
+        default=None,
+        metavar="JSON",
+        help="options for the filesystem of s3:// gs:// hf:// URLs, as a JSON object (e.g. "
+        '\'{"profile": "lab"}\' or \'{"endpoint_url": "http://127.0.0.1:9000"}\'); credentials and '
+        "endpoints otherwise come from the filesystem's usual sources (AWS_ENDPOINT_URL, AWS_PROFILE, ...)",
+    )
+
+
+def storage_options(args: argparse.Namespace) -> dict:
+    """The parsed ``--storage-options`` (one-line error when it is not a JSON object)."""
+    from ltsgen.loaders.storage import parse_storage_options
+
+    return parse_storage_options(getattr(args, "storage_options", None))

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_engine_arguments, engine_from
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
@@ -55,9 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--shard-tokens", type=int, default=1 << 24, help="at most this many tokens per shard"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
-    parser.add_argument(
-        "--workers", type=int, default=1, help="worker processes (output is identical for any number)"
-    )
+    add_engine_arguments(parser, "tokenizing and shard jobs")
     parser.add_argument(
         "--overwrite", action="store_true", help="replace a build with other arguments in --out"
     )
@@ -82,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
-    if args.workers < 1 or args.shard_tokens < 1 or args.eval_per_length < 0:
+    if (args.workers is not None and args.workers < 1) or args.shard_tokens < 1 or args.eval_per_length < 0:
         raise UsageError("--workers and --shard-tokens must be at least 1, --eval-per-length at least 0")
     try:
         lengths = parse_lengths(args.lengths)
@@ -104,13 +102,14 @@ def run(args: argparse.Namespace) -> int:
             skip_bad=args.skip_bad,
             strict=args.strict,
         )
-        result = build_buckets(
-            config,
-            workers=args.workers,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-            card=not args.no_card,
-        )
+        with engine_from(args) as engine:
+            result = build_buckets(
+                config,
+                engine=engine,
+                overwrite=args.overwrite,
+                progress=not args.no_progress,
+                card=not args.no_card,
+            )
     except (ValueError, InputError, BuildError, ContractError, TokenizerError) as error:
         raise UsageError(str(error)) from None
     except OSError as error:  # unreadable input, full disk, unwritable output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_engine_arguments, engine_from
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
 from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         examples=[
             "ltsgen stories --out lts --num-stories 1000",
             "ltsgen stories --out lts --num-stories 100 --min-words 2000 --max-words 32000 --workers 2",
+            "ltsgen stories --out s3://bucket/lts --num-stories 100000 --engine ray --ray-address auto",
             "ltsgen stories --out lts-llm --num-stories 10 --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2",
         ],
     )
@@ -39,9 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-words", type=int, default=MAX_WORDS, help="longest story target")
     parser.add_argument("--seed", type=int, default=0, help="seed of the whole build")
     parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
-    parser.add_argument(
-        "--workers", type=int, default=1, help="processes writing shards (output is the same)"
-    )
+    add_engine_arguments(parser, "shards written")
     parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions by story id hash")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int, default=None, help="stories per shard")
@@ -74,13 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
-        result = run_build(
-            spec,
-            workers=args.workers,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-            card=not args.no_card,
-        )
+        with engine_from(args) as engine:
+            result = run_build(
+                spec,
+                engine=engine,
+                overwrite=args.overwrite,
+                progress=not args.no_progress,
+                card=not args.no_card,
+            )
     except (BuildError, ContractError) as error:
         raise UsageError(str(error)) from None
     print(result.summary(args.out, "stories"))
@@ -106,7 +106,7 @@ def check_arguments(args: argparse.Namespace) -> None:
         )
     if args.min_words > args.max_words:
         raise UsageError(f"--min-words {args.min_words:,} is above --max-words {args.max_words:,}")
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     if args.samples_per_shard is not None and args.samples_per_shard < 1:
         raise UsageError(f"--samples-per-shard must be at least 1, not {args.samples_per_shard}")

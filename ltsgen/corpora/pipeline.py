@@ -14,14 +14,12 @@ Two passes, both resumable and independent of the worker count:
 from __future__ import annotations
 
 import json
-import multiprocessing
 import shutil
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +50,14 @@ from ltsgen.corpora.spool import (
     token_arrays,
     write_chunk,
 )
+from ltsgen.engines import Engine, SerialEngine, make_engine
 from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path, sha256_file, shard_relpath, token_dtype
 from ltsgen.tokenizer import load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
-# Below this many tokens the shard-writing pass runs in the main process: starting a pool of fresh worker
-# processes (about 1-2 s) would cost more than it saves. The output is the same either way.
+# Below this many tokens the shard-writing pass runs in the main process unless the engine's workers are
+# already running: starting fresh worker processes (about 1-2 s) would cost more than it saves. The output
+# is the same either way.
 PARALLEL_WRITE_TOKENS = 1 << 23
 EVAL_SPLIT = "eval"
 CONCAT_SPLIT = "eval-concat"
@@ -160,14 +160,26 @@ class BucketsResult:
 def build_buckets(
     config: BucketConfig,
     *,
+    engine: Engine | None = None,
     workers: int = 1,
     overwrite: bool = False,
     progress: bool = True,
     card: bool = True,
 ) -> BucketsResult:
-    """Run, resume or confirm a bucket build (see the module docstring)."""
+    """Run, resume or confirm a bucket build (see the module docstring).
+
+    Args:
+        config: what to build.
+        engine: where both passes run their jobs (the caller closes it); default: ``workers`` local
+            processes.
+        workers: with no ``engine``: 1 runs everything in this process, more in a local process pool.
+        overwrite, progress, card: as for ``ltsgen.build.run_build``.
+    """
     if card:
         require_card_dependencies()  # before tokenizing the corpus, not after
+    if engine is None:
+        with make_engine("local", workers) as own:
+            return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
     tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
@@ -192,7 +204,7 @@ def build_buckets(
         unit="documents",
     )
     if finished_manifest(directory, builder) is not None:
-        result = run_build(spec, workers=workers, overwrite=overwrite, progress=progress, card=card)
+        result = run_build(spec, engine=engine, overwrite=overwrite, progress=progress, card=card)
         return BucketsResult(result, result.manifest.extra.get("statistics", {}), 0.0, 0)
 
     tokenizer_path = directory / TOKENIZER_NAME
@@ -203,15 +215,15 @@ def build_buckets(
     spool.mkdir(parents=True, exist_ok=True)
     screen = Screen(skip_bad=config.skip_bad, strict=config.strict)
     started = time.perf_counter()
-    chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, workers, progress)
+    chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, engine, progress)
     tokenize_seconds = time.perf_counter() - started
 
     plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen)
     spec.splits = plan.splits
     spec.jobs = plan.jobs
     spec.finalize = lambda results: plan.extra
-    write_workers = workers if tokens >= PARALLEL_WRITE_TOKENS else 1
-    result = run_build(spec, workers=write_workers, overwrite=overwrite, progress=progress, card=card)
+    writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
+    result = run_build(spec, engine=writer, overwrite=overwrite, progress=progress, card=card)
     shutil.rmtree(spool, ignore_errors=True)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
@@ -225,16 +237,10 @@ def _tokenizer_bytes(name: str, tokenizer) -> bytes:
 # ---------------------------------------------------------------- pass 1: tokenize
 
 
-_worker_tokenizer = None
-
-
-def _init_tokenizer(path: str) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = load_tokenizer(path)
-
-
-def _tokenize_chunk(path: str, documents: list[tuple[str, dict[str, Any], str, str]]) -> tuple[int, int]:
-    return write_chunk(Path(path), _worker_tokenizer, documents)
+def _tokenize_chunk(tokenizer_path: str, job: tuple[str, list[tuple[str, dict[str, Any], str, str]]]):
+    """One pass-1 job (in this process or an engine's worker): tokenize a chunk and write its file."""
+    path, documents = job
+    return write_chunk(Path(path), _tokenizer(tokenizer_path), documents)
 
 
 def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, dict[str, Any], str, str]]]:
@@ -258,14 +264,15 @@ def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, di
 
 
 def tokenize_to_chunks(
-    config: BucketConfig, screen: Screen, spool: Path, tokenizer_path: Path, workers: int, progress: bool
+    config: BucketConfig, screen: Screen, spool: Path, tokenizer_path: Path, engine: Engine, progress: bool
 ) -> tuple[int, int]:
-    """Pass 1: tokenize every chunk not already in ``spool``; return (chunks, tokens)."""
+    """Pass 1: tokenize every chunk not already in ``spool`` on ``engine``; return (chunks, tokens)."""
     from tqdm import tqdm
 
     bar = tqdm(unit=" docs", disable=not progress, dynamic_ncols=True, desc="tokenizing")
     started = time.perf_counter()
     tokens = 0
+    count = 0
 
     def done(documents: int, chunk_tokens: int) -> None:
         nonlocal tokens
@@ -275,38 +282,19 @@ def tokenize_to_chunks(
         )
         bar.update(documents)
 
-    count = 0
-    pool = None
-    try:
-        if workers > 1:
-            context = multiprocessing.get_context(
-                "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            )
-            pool = ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_init_tokenizer, initargs=(str(tokenizer_path),)
-            )
-        else:
-            _init_tokenizer(str(tokenizer_path))
-        pending: deque = deque()
+    def jobs() -> Iterator[tuple[str, list[tuple[str, dict[str, Any], str, str]]]]:
+        nonlocal count
         for index, documents in enumerate(_chunks(config, screen)):
             count = index + 1
             path = chunk_path(spool, index)
-            if path.exists():
+            if path.exists():  # tokenized by an earlier run
                 done(len(documents), int(np.sum(read_chunk(path, ["num_tokens"]).column(0).to_numpy())))
-            elif pool is None:
-                done(*_tokenize_chunk(str(path), documents))
             else:
-                pending.append(pool.submit(_tokenize_chunk, str(path), documents))
-                while len(pending) >= 2 * workers:
-                    done(*pending.popleft().result())
-            while pending and pending[0].done():
-                done(*pending.popleft().result())
-        while pending:
-            done(*pending.popleft().result())
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        bar.close()
+                yield str(path), documents
+
+    with bar:
+        for documents, chunk_tokens in engine.map(partial(_tokenize_chunk, str(tokenizer_path)), jobs()):
+            done(documents, chunk_tokens)
     return count, tokens
 
 
@@ -448,7 +436,8 @@ def _cached_chunk(path: str, stamp: tuple[int, int, int]):
 
 
 @lru_cache(maxsize=4)
-def _decoder(path: str):
+def _tokenizer(path: str):
+    """The tokenizer at ``path``, loaded once per process."""
     return load_tokenizer(path)
 
 
@@ -480,7 +469,7 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
             for key, text, source, meta, ids in _rows(spool, payload["refs"]):
                 writer.write({"id": key, "text": text, "source": source, "meta": meta, "input_ids": ids})
         elif kind == "eval":
-            decoder = _decoder(payload["tokenizer"])
+            decoder = _tokenizer(payload["tokenizer"])
             for key, _, source, meta, ids in _rows(spool, payload["refs"]):
                 prefix = ids[:length]
                 meta = {**meta, "document_id": key, "document_tokens": int(ids.size)}
@@ -495,7 +484,7 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
                     }
                 )
         else:
-            decoder = _decoder(payload["tokenizer"])
+            decoder = _tokenizer(payload["tokenizer"])
             rows = list(_rows(spool, payload["refs"]))
             starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
             windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, payload["count"])

@@ -113,8 +113,10 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if not args.model:
         raise UsageError("--backend openai needs --model (the model name the server serves)")
-    if args.workers != 1:
-        raise UsageError("--workers applies to --backend builtin; --backend openai uses --concurrency")
+    if args.workers not in (None, 1) or args.engine != "local":
+        raise UsageError(
+            "--workers and --engine apply to --backend builtin; --backend openai uses --concurrency"
+        )
     positive = ("concurrency", "max_tokens", "chapter_words", "request_timeout", "retry_backoff")
     positive += ("requests_per_minute", "tokens_per_minute")
     for name in positive:

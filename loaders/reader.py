@@ -1,0 +1,168 @@
+"""The shards of a dataset as one process reads them: fetched, verified and decoded in a few threads.
+
+A window of the epoch order needs several whole shards before its first item (its items are permuted
+together), so the shards of a window are decoded at once, one thread each (reading, hashing and parquet
+decoding release the GIL), and the shards of the next window are decoded in the background while the
+current one is consumed. The most recent decoded shards are kept; the threads are daemons, so a process
+never waits at exit for a prefetch it no longer needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import queue
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import Any
+
+from .contract import ContractError, Manifest, ShardInfo
+from .formats import ShardColumns, decode_shard
+
+
+class ShardReader:
+    """Decoded shards of one split, by index into ``shards``, for one process.
+
+    Args:
+        fetch: ``fetch(info) -> (bytes, verified)``: the shard's bytes, and whether its sha256 was
+            already checked (by a cache at download); ``where(info)`` names it in errors.
+        manifest: the dataset's manifest (its format).
+        shards: the split's shards, in manifest order.
+        columns: fields to decode (None: all).
+        convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
+        verify: check each shard's sha256 against the manifest on its first read in this process.
+        on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
+        keep: decoded shards kept in memory (the most recently used).
+        threads: decoding threads.
+    """
+
+    def __init__(
+        self,
+        fetch: Callable[[ShardInfo], tuple[bytes, bool]],
+        where: Callable[[ShardInfo], str],
+        manifest: Manifest,
+        shards: list[ShardInfo],
+        *,
+        columns: Iterable[str] | None,
+        convert: Callable[[ShardColumns], Any],
+        verify: bool,
+        on_error: str,
+        keep: int,
+        threads: int,
+    ) -> None:
+        self._fetch, self._where = fetch, where
+        self.format, self.shards = manifest.format, shards
+        self.columns = None if columns is None else list(columns)
+        self.convert, self.verify, self.on_error = convert, verify, on_error
+        self.keep = keep
+        self.skipped: dict[str, str] = {}
+        self._warned: set[str] = set()
+        self._verified: set[int] = set()
+        self._decoded: OrderedDict[int, Future] = OrderedDict()
+        self._pool = _DaemonPool(threads)
+
+    def get(self, indices: Iterable[int]) -> dict[int, Any]:
+        """The decoded shards ``indices`` (None for one skipped as corrupt), decoded in parallel.
+
+        Args:
+            indices: shard indices into ``shards``.
+
+        Returns:
+            index -> what ``convert`` keeps of the shard, or None when it was skipped.
+        """
+        futures = {index: self._submit(index) for index in indices}
+        results = {index: future.result() for index, future in futures.items()}
+        for index, result in results.items():
+            where = self._where(self.shards[index])
+            if result is None and where not in self._warned:
+                self._warned.add(where)
+                warnings.warn(f"skipping corrupt shard ({self.skipped[where]})", stacklevel=3)
+        return results
+
+    def prefetch(self, indices: Iterable[int]) -> None:
+        """Start decoding ``indices`` in the background (``get`` then waits only for what is left)."""
+        for index in indices:
+            self._submit(index)
+
+    def forget(self) -> None:
+        """Drop every decoded shard (a new epoch order needs other shards first)."""
+        self._decoded.clear()
+
+    def _submit(self, index: int) -> Future:
+        future = self._decoded.get(index)
+        if future is None:
+            future = self._decoded[index] = self._pool.submit(self._decode, index)
+            while len(self._decoded) > self.keep:
+                self._decoded.popitem(last=False)
+        else:
+            self._decoded.move_to_end(index)
+        return future
+
+    def _decode(self, index: int) -> Any:
+        info = self.shards[index]
+        where = self._where(info)
+        try:
+            data, verified = self._fetch(info)
+            if self.verify and not verified and index not in self._verified:
+                digest = hashlib.sha256(data).hexdigest()
+                if digest != info.sha256:
+                    raise ContractError(
+                        f"{where}: sha256 {digest[:16]}... does not match the manifest's {info.sha256[:16]}... "
+                        "(corrupt or changed shard)"
+                    )
+            self._verified.add(index)
+            shard = decode_shard(data, self.format, where, self.columns)
+            del data
+            check_counts(shard, info, where)
+            return self.convert(shard)
+        except ContractError as error:
+            if self.on_error == "raise":
+                raise
+            self.skipped[where] = str(error)
+            return None
+
+
+def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
+    """Refuse a decoded shard whose record or token count differs from its manifest entry."""
+    if shard.num_rows != info.samples:
+        raise ContractError(f"{where}: holds {shard.num_rows} records, the manifest says {info.samples}")
+    if shard.tokens is not None and info.tokens is not None and shard.tokens.offsets[-1] != info.tokens:
+        raise ContractError(
+            f"{where}: holds {int(shard.tokens.offsets[-1])} tokens, the manifest says {info.tokens}"
+        )
+
+
+def decoding_threads(window: int, workers: int) -> int:
+    """Threads for one process: one per shard of a window, within this process's share of the CPUs."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(window, cpus // max(1, workers)))
+
+
+class _DaemonPool:
+    """A fixed set of daemon threads running submitted calls in order (started on first use)."""
+
+    def __init__(self, threads: int) -> None:
+        self.size = threads
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.started = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        self.jobs.put((future, fn, args))
+        if self.started < self.size:
+            self.started += 1
+            threading.Thread(target=self._run, name="ltsgen-shards", daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, fn, args = self.jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:  # handed to the caller of result()
+                future.set_exception(error)

@@ -1,0 +1,126 @@
+"""``ltsgen.engines``: results as they complete, errors as raised, and worker processes that never outlive
+their parent or leave anything in /dev/shm (real subprocesses, real kill -9)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from ltsgen.engines import EngineError, ProcessEngine, RemoteTraceback, SerialEngine, make_engine
+from ltsgen.errors import UsageError
+from ltsgen.loaders.contract import ContractError
+
+sys.path.insert(0, str(Path(__file__).parent))  # worker processes import this module's jobs by name
+from engine_jobs import fail_on, square, wait_for_flag  # noqa: E402
+from process_tools import children, still_alive  # noqa: E402
+
+LTSGEN = str(Path(sys.executable).parent / "ltsgen")
+
+
+def test_every_engine_returns_every_result():
+    jobs = list(range(30))
+    assert list(SerialEngine().map(square, jobs)) == [x * x for x in jobs]
+    with ProcessEngine(2) as engine:
+        assert sorted(engine.map(square, jobs)) == [x * x for x in jobs]
+        assert sorted(engine.map(square, iter(range(5)))) == [0, 1, 4, 9, 16]  # the same workers again
+        assert list(engine.map(square, [])) == []
+
+
+def test_results_come_as_jobs_complete(tmp_path):
+    flag = tmp_path / "flag"
+    with ProcessEngine(2) as engine:
+        results = engine.map(wait_for_flag, [(str(flag), "wait"), (str(flag), "quick")])
+        assert next(results) == "quick"  # job 0 cannot finish before the flag exists
+        flag.touch()
+        assert list(results) == ["wait"]
+
+
+def test_errors_come_back_as_raised():
+    with ProcessEngine(2) as engine:
+        with pytest.raises(ContractError, match="^job 3 is bad$") as error:
+            list(engine.map(fail_on, [(i, "contract") for i in range(6)]))
+        assert error.value.__cause__ is None  # a user's error stays one line
+        with pytest.raises(ZeroDivisionError) as error:
+            list(engine.map(fail_on, [(i, "bug") for i in range(6)]))
+        assert isinstance(error.value.__cause__, RemoteTraceback)
+        assert "engine_jobs.py" in str(error.value.__cause__)  # the worker's traceback, for a bug report
+        with pytest.raises(EngineError, match="worker process exited with status 7"):
+            list(engine.map(fail_on, [(i, "exit") for i in range(6)]))
+        assert sorted(engine.map(square, range(4))) == [0, 1, 4, 9]  # a fresh pool after a failure
+
+
+def test_engine_choice_is_checked():
+    with pytest.raises(UsageError, match="--engine must be one of local, ray"):
+        make_engine("spark")
+    with pytest.raises(UsageError, match="--ray-address needs --engine ray"):
+        make_engine("local", 2, "auto")
+    with pytest.raises(UsageError, match="--workers must be at least 1"):
+        make_engine("local", 0)
+    assert isinstance(make_engine("local", 1), SerialEngine) and isinstance(
+        make_engine("local"), SerialEngine
+    )
+
+
+def _shm_mappings(pids: list[int]) -> list[str]:
+    found = []
+    for pid in pids:
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        # a mapping "(deleted)" was unlinked at once and cannot be left behind; any other could
+        found += [line for line in maps if "/dev/shm/" in line and not line.endswith("(deleted)")]
+    return found
+
+
+PARENT = """
+import sys, time
+sys.path.insert(0, {here!r})
+from engine_jobs import sleep_forever
+from ltsgen.engines import ProcessEngine
+engine = ProcessEngine(2)
+for _ in engine.map(sleep_forever, range(2)):
+    pass
+"""
+
+
+def test_workers_exit_when_the_parent_is_killed():
+    script = textwrap.dedent(PARENT.format(here=str(Path(__file__).parent)))
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 60
+        while len(children(parent.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = children(parent.pid)
+        assert len(workers) == 2
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    assert still_alive(workers) == []
+
+
+def test_killing_the_process_group_of_a_build_leaves_nothing(tmp_path):
+    out = tmp_path / "lts"
+    command = [LTSGEN, "stories", "--out", str(out), "--num-stories", "400", "--min-words", "1000"]
+    command += ["--max-words", "6000", "--samples-per-shard", "4", "--workers", "2", "--quiet"]
+    build = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
+    journal = out / ".ltsgen" / "journal.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while not (journal.exists() and journal.read_text().count("\n") >= 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert build.poll() is None, "the build ended before it could be killed"
+        group = [build.pid, *children(build.pid)]
+        assert len(group) == 3  # the driver and two workers, no helper process
+        assert _shm_mappings(group) == []  # no POSIX semaphore or shared memory to leave behind
+    finally:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+    assert still_alive(group) == []

@@ -1,0 +1,132 @@
+"""The DataLoader side: ``dataset.loader()`` in global order for any worker count, its state (exact at any
+moment, elastic in workers), a plain DataLoader refused where it would reorder, and no stray warnings."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from loader_fixtures import make_dataset
+
+from ltsgen.errors import UsageError
+from ltsgen.loaders import StreamingDataset, collate_records
+
+SIZES = [9, 4, 1, 12, 6, 8, 3]
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 workers, 2 CPUs
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory) -> Path:
+    lengths = np.random.default_rng(0).integers(0, 40, size=sum(SIZES))
+    return make_dataset(tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths)
+
+
+def key(batch) -> tuple:
+    return tuple(batch["id"]) if "id" in batch else tuple(batch["input_ids"].flatten().tolist())
+
+
+def head_of(loader, count: int) -> list[tuple]:
+    head = []
+    for batch in loader:
+        head.append(key(batch))
+        if len(head) == count:
+            break
+    return head
+
+
+@pytest.mark.parametrize("seq_len", [None, 7])
+def test_loader_resumes_exactly_with_the_same_and_other_worker_counts(parquet_dir, seq_len):
+    def make():
+        return StreamingDataset(parquet_dir, seed=11, batch_size=2, seq_len=seq_len)
+
+    full = [key(b) for b in make().loader(num_workers=0)]
+    for workers, stop, other in ((0, 3, 3), (2, 5, 0), (2, 4, 3)):
+        loader = make().loader(num_workers=workers)
+        head = head_of(loader, stop)
+        state = loader.state_dict()
+        restored = make().loader(num_workers=workers)
+        restored.load_state_dict(state)
+        assert head + [key(b) for b in restored] == full
+        elastic = make().loader(num_workers=other)  # another worker count through the loader itself
+        elastic.load_state_dict(state)
+        assert head + [key(b) for b in elastic] == full
+        dataset = make()
+        dataset.load_state_dict(state)
+        assert head + [key(b) for b in dataset.loader(num_workers=other)] == full
+
+
+def test_dataset_state_follows_its_loaders_workers(parquet_dir):
+    dataset = StreamingDataset(parquet_dir, seed=3, batch_size=2)
+    full = [key(b) for b in StreamingDataset(parquet_dir, seed=3, batch_size=2).loader()]
+    loader = dataset.loader(num_workers=2)
+    head = head_of(loader, 5)
+    assert dataset.state_dict()["samples_consumed"] == 10 == loader.state_dict()["samples_consumed"]
+    resumed = StreamingDataset(parquet_dir, seed=3, batch_size=2)
+    resumed.load_state_dict(dataset.state_dict())
+    assert head + [key(b) for b in resumed.loader(num_workers=2)] == full
+    # a new iteration of the same loader continues where the last one stopped, then the epoch is over
+    assert head + [key(b) for b in loader] == full
+    assert list(loader) == []
+    dataset.set_epoch(1)
+    assert len(list(loader)) == len(full)
+
+
+def test_a_torchdata_loader_state_resumes_elastically(parquet_dir):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def make():
+        return StreamingDataset(parquet_dir, seed=5, batch_size=2, seq_len=7)
+
+    full = [key(b) for b in make().loader()]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "'set_vital' is deprecated")  # torchdata's own, a user's choice
+        theirs = StatefulDataLoader(make(), batch_size=2, num_workers=2)
+    head = []
+    for batch in theirs:
+        head.append(tuple(batch["input_ids"].flatten().tolist()))
+        if len(head) == 4:
+            break
+    ours = make().loader(num_workers=3)
+    ours.load_state_dict(theirs.state_dict())
+    assert head + [key(b) for b in ours] == full
+
+
+def test_a_plain_dataloader_with_workers_gives_the_loaders_order_or_is_refused(parquet_dir):
+    def make(**options):
+        return StreamingDataset(parquet_dir, seq_len=7, seed=2, position_ids=True, **options)
+
+    plain = list(torch.utils.data.DataLoader(make(batch_size=3), batch_size=3, num_workers=2))
+    ours = list(make(batch_size=3).loader(num_workers=0))
+    assert len(plain) == len(ours) == make(batch_size=3).num_batches
+    for name in ("input_ids", "position_ids"):
+        assert torch.equal(torch.stack([b[name] for b in plain]), torch.stack([b[name] for b in ours]))
+    records = StreamingDataset(parquet_dir, batch_size=4)
+    plain_records = torch.utils.data.DataLoader(
+        records, batch_size=4, num_workers=2, collate_fn=collate_records
+    )
+    assert [key(b) for b in plain_records] == [key(b) for b in records.loader()]
+    with pytest.raises(UsageError, match=r"pass the same batch_size .* dataset.loader\(num_workers=2\)"):
+        list(torch.utils.data.DataLoader(make(), batch_size=8, num_workers=2))
+    one_worker = torch.utils.data.DataLoader(make(), batch_size=8, num_workers=1)  # one stream: in order
+    in_order = torch.stack([item["input_ids"] for item in make()])
+    assert torch.equal(torch.cat([b["input_ids"] for b in one_worker]), in_order)
+
+
+def test_loader_refuses_what_would_break_its_order(parquet_dir):
+    dataset = StreamingDataset(parquet_dir, batch_size=2)
+    for options in ({"batch_size": 4}, {"collate_fn": list}, {"num_workers": 1, "persistent_workers": True}):
+        with pytest.raises(UsageError, match="does not take"):
+            dataset.loader(**options)
+
+
+def test_making_and_iterating_a_loader_warns_nothing(parquet_dir):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = StreamingDataset(parquet_dir, batch_size=2, seq_len=7)
+        for workers in (0, 2):
+            dataset.set_epoch(workers)
+            assert len(list(dataset.loader(num_workers=workers))) == dataset.num_batches
+    assert [str(w.message) for w in caught] == []
