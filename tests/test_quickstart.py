@@ -23,13 +23,13 @@ SMALLER = {
     "--num-stories 400": "--num-stories 40",
     "--max-words 3000": "--max-words 800",
     "--vocab-size 2048": "--vocab-size 300",
-    "seq_len=256": "seq_len=32",
-    "range(300)": "range(3)",
-    "d_model=128, n_layers=4": "d_model=32, n_layers=1",
+    "--workers 2": "--workers 1",
+    "seq_len=128": "seq_len=32",
+    "range(200)": "range(3)",
     "--steps 300": "--steps 2",
     "--train-length 64": "--train-length 16",
     "--eval-lengths 64,256,1024": "--eval-lengths 16,32",
-    "--eval-sequences 16": "--eval-sequences 2",
+    "--eval-sequences 12": "--eval-sequences 2",
 }
 
 
