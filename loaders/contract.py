@@ -41,6 +41,8 @@ from typing import Any
 
 from ltsgen.errors import LtsgenError
 
+from .storage import Storage, StorageError, as_storage
+
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
@@ -176,20 +178,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def write_manifest(directory: str | os.PathLike, manifest: Manifest) -> Path:
-    path = Path(directory) / MANIFEST_NAME
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+def write_manifest(directory: str | os.PathLike | Storage, manifest: Manifest) -> str:
+    """Publish ``DIR/manifest.json`` atomically (local folder or object store); return its location."""
+    store = as_storage(directory)
+    text = json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n"
+    store.write_bytes(MANIFEST_NAME, text.encode("utf-8"))
+    return store.location(MANIFEST_NAME)
 
 
-def read_manifest(directory: str | os.PathLike) -> Manifest:
-    """Read ``DIR/manifest.json`` from a local directory, with one-line errors naming the file."""
-    path = Path(directory) / MANIFEST_NAME
+def read_manifest(directory: str | os.PathLike | Storage) -> Manifest:
+    """Read ``DIR/manifest.json`` (local folder or any ``Storage``), with one-line errors naming the file."""
+    store = as_storage(directory)
+    where = store.location(MANIFEST_NAME)
     try:
-        return parse_manifest(path.read_bytes(), str(path))
-    except FileNotFoundError:
-        raise ContractError(f"{path}: not found (is {directory} an ltsgen dataset directory?)") from None
+        return parse_manifest(store.read_bytes(MANIFEST_NAME), where)
+    except StorageError as error:
+        if error.reason == "not found":
+            raise ContractError(f"{where}: not found (is {store} an ltsgen dataset directory?)") from None
+        raise ContractError(str(error)) from None
 
 
 def parse_manifest(raw: bytes, where: str) -> Manifest:

@@ -3,14 +3,19 @@
 A builder describes its output as a list of ``Job`` s (each writes one or a few shards through
 ``ShardWriter``) and a top-level ``run_job(job, output) -> stats`` function; ``run_build`` does the rest:
 
-- claims the directory: a directory holding a build with other arguments is refused unless ``overwrite``,
-  and so is a directory where another build is running (a lock file);
+- claims the directory (a local folder or an object-store prefix, ``ltsgen.loaders.storage``): a directory
+  holding a build with other arguments is refused unless ``overwrite``, and so is a directory where
+  another build is running (a lock: ``flock`` locally, a renewed lease object on an object store);
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
   match their recorded size and sha256; hands the others to an engine (``ltsgen.engines``: this process,
   a local process pool or Ray tasks), which runs them and returns their results as they complete;
-- appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
-  moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
+- appends one journal line per finished job (after its shards were published under their final names),
+  so a kill -9 at any moment loses at most the jobs in flight, and leaves only temporary files, which the
+  next run removes (locally; an object store never sees an unfinished shard);
 - writes ``manifest.json`` last, atomically, and the data card after it.
+
+On an object store a shard is verified by its size and the store's version tag (ETag or generation)
+recorded in the journal when it was written, without reading it back; locally by its size and sha256.
 
 Output bytes are a pure function of the jobs: the number of workers and any interruption change nothing.
 """
@@ -19,11 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -40,17 +43,20 @@ from ltsgen.loaders.contract import (
     ContractError,
     Manifest,
     ShardInfo,
-    atomic_path,
     read_manifest,
     sha256_file,
     write_manifest,
 )
+from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.shards import ShardWriter
 
 STATE_DIR = ".ltsgen"
 STATE_NAME = "build.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
+STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
+JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
+LOCK_PATH = f"{STATE_DIR}/{LOCK_NAME}"
 
 
 class BuildError(LtsgenError):
@@ -69,26 +75,32 @@ class Job:
 
 @dataclass
 class JobResult:
-    """What a finished job left behind: its shards and the JSON statistics its ``run_job`` returned."""
+    """What a finished job left behind: its shards, the JSON statistics its ``run_job`` returned, and (on
+    an object store) each shard's version tag as the store gave it just after the upload."""
 
     key: str
     shards: list[ShardInfo]
     stats: dict[str, Any] = field(default_factory=dict)
+    stamps: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         shards = [{k: v for k, v in vars(s).items() if v is not None} for s in self.shards]
-        return json.dumps({"job": self.key, "shards": shards, "stats": self.stats}, sort_keys=True)
+        line = {"job": self.key, "shards": shards, "stats": self.stats}
+        if self.stamps:
+            line["stamps"] = self.stamps
+        return json.dumps(line, sort_keys=True)
 
     @classmethod
     def from_json(cls, line: str) -> JobResult:
         data = json.loads(line)
-        return cls(data["job"], [ShardInfo.from_dict(s) for s in data["shards"]], data.get("stats") or {})
+        shards = [ShardInfo.from_dict(s) for s in data["shards"]]
+        return cls(data["job"], shards, data.get("stats") or {}, data.get("stamps") or {})
 
 
 class ShardOutput:
     """Handed to ``run_job``: opens the job's shard writers and remembers what they wrote."""
 
-    def __init__(self, directory: Path, fmt: str, token_dtype: str | None) -> None:
+    def __init__(self, directory: Storage, fmt: str, token_dtype: str | None) -> None:
         self.directory = directory
         self.fmt = fmt
         self.token_dtype = token_dtype
@@ -107,9 +119,10 @@ RunJob = Callable[[Job, ShardOutput], "dict[str, Any] | None"]
 @dataclass
 class BuildSpec:
     """Everything a build needs. ``builder`` = {"name", "version", "arguments"}: the arguments that
-    determine the output (never the worker count); a rerun with other ones is refused."""
+    determine the output (never the worker count); a rerun with other ones is refused. ``directory`` is a
+    local path or a ``Storage`` (any URL, with its options)."""
 
-    directory: Path
+    directory: Path | str | Storage
     builder: dict[str, Any]
     source: str
     fmt: str
@@ -136,7 +149,7 @@ class BuildResult:
     job_words: int = 0  # words of the jobs run now (not those kept from an earlier run)
     job_seconds: float = 0.0  # wall time of running them, what the progress bar's rate divides by
 
-    def summary(self, directory: Path, unit: str = "samples") -> str:
+    def summary(self, directory: Path | str | Storage, unit: str = "samples") -> str:
         from ltsgen.card import ordered_splits
 
         splits = ", ".join(
@@ -231,7 +244,7 @@ def run_build(
         with make_engine("local", workers) as own:
             return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
     started = time.perf_counter()
-    directory = Path(spec.directory)
+    directory = as_storage(spec.directory)
     if spec.fmt not in FORMATS:
         raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
     keys = [job.key for job in spec.jobs]
@@ -241,11 +254,12 @@ def run_build(
     with _exclusive(directory):
         finished = finished_manifest(directory, spec.builder)
         if finished is not None:
-            if card and not (directory / CARD_NAME).exists():
+            if card and not directory.exists(CARD_NAME):
                 _write_card(directory)
             return BuildResult(finished, "up to date", 0, len(spec.jobs), *_totals(finished), 0.0)
-        for tmp in directory.rglob(".*.tmp"):  # left by an interrupted run
-            tmp.unlink()
+        if directory.is_local:
+            for tmp in directory.local_path().rglob(".*.tmp"):  # left by an interrupted run
+                tmp.unlink()
         kept = _verified_journal(directory, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
@@ -265,59 +279,60 @@ def run_build(
     )
 
 
-def claim_directory(directory: Path, builder: dict[str, Any], overwrite: bool) -> None:
+def claim_directory(directory: Path | str | Storage, builder: dict[str, Any], overwrite: bool) -> None:
     """Make ``directory`` ours for ``builder``: refuse another build's directory unless ``overwrite``
     (which removes that build: its shards, manifest, card and journal) and record the arguments."""
-    state_path = directory / STATE_DIR / STATE_NAME
+    store = as_storage(directory)
     wanted = json.loads(json.dumps(builder, sort_keys=True))
     try:
-        if directory.exists() and not directory.is_dir():
-            raise BuildError(f"{directory}: exists and is not a directory")
-        previous = _previous_builder(directory)
+        store.check_writable()
+        if store.is_local and store.root.exists() and not store.root.is_dir():
+            raise BuildError(f"{store}: exists and is not a directory")
+        previous = _previous_builder(store)
         if previous is not None and previous != wanted:
             if not overwrite:
                 raise BuildError(
-                    f"{directory}: holds a build with other arguments ({_difference(previous, wanted)}); "
+                    f"{store}: holds a build with other arguments ({_difference(previous, wanted)}); "
                     "rerun with --overwrite to replace it"
                 )
-            _remove_build(directory)
-        elif previous is None and directory.is_dir() and any(_foreign_entries(directory)):
+            _remove_build(store)
+        elif previous is None and any(_foreign_entries(store)):
             if not overwrite:
                 raise BuildError(
-                    f"{directory}: is not empty and holds no ltsgen build; choose a new or empty directory "
+                    f"{store}: is not empty and holds no ltsgen build; choose a new or empty directory "
                     "(or --overwrite to build beside its files)"
                 )
-            _remove_build(directory)
-        if previous != wanted or not state_path.exists():
-            with atomic_path(state_path) as tmp:
-                tmp.write_text(json.dumps(wanted, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+            _remove_build(store)
+        if previous != wanted or not store.exists(STATE_PATH):
+            store.write_bytes(STATE_PATH, (json.dumps(wanted, sort_keys=True, indent=2) + "\n").encode())
+    except StorageError as error:
+        if store.read_only:
+            raise BuildError(str(error)) from None
+        raise BuildError(f"{store}: cannot write there ({error.reason})") from None
     except OSError as error:
-        raise BuildError(f"{directory}: cannot write there ({error.strerror or error})") from None
+        raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
 
 
 @contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """Hold ``DIR/.ltsgen/lock`` for the build: a second build in the same directory is refused."""
-    import fcntl
+def _exclusive(directory: Storage) -> Iterator[None]:
+    """Hold ``DIR/.ltsgen/lock`` for the build: a second build in the same directory is refused. An object
+    store has no locks: there the claim is a lease object (see ``ltsgen.loaders.storage``)."""
+    try:
+        with directory.lock(LOCK_PATH):
+            yield
+    except LockHeld as error:
+        raise BuildError(f"{directory}: another build is running there ({error.reason})") from None
 
-    with open(directory / STATE_DIR / LOCK_NAME, "a") as lock:  # "a": a rerun modifies nothing
+
+def _previous_builder(store: Storage) -> dict[str, Any] | None:
+    if store.exists(STATE_PATH):
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BuildError(f"{directory}: another build is running there") from None
-        yield
-
-
-def _previous_builder(directory: Path) -> dict[str, Any] | None:
-    state_path = directory / STATE_DIR / STATE_NAME
-    if state_path.exists():
-        try:
-            return json.loads(state_path.read_text(encoding="utf-8"))
+            return json.loads(store.read_text(STATE_PATH))
         except json.JSONDecodeError:
-            return {"name": f"unreadable {state_path}"}
-    if (directory / MANIFEST_NAME).exists():
+            return {"name": f"unreadable {store.location(STATE_PATH)}"}
+    if store.exists(MANIFEST_NAME):
         try:
-            return json.loads(json.dumps(read_manifest(directory).builder, sort_keys=True))
+            return json.loads(json.dumps(read_manifest(store).builder, sort_keys=True))
         except ContractError as error:
             raise BuildError(str(error)) from None
     return None
@@ -335,40 +350,43 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     return ", ".join(changes) or "different builder"
 
 
-def _is_build_file(path: Path) -> bool:
-    name = path.name
+def _is_build_file(relpath: str) -> bool:
+    name = relpath.rsplit("/", 1)[-1]
     return (
-        name in (MANIFEST_NAME, CARD_NAME, TOKENIZER_NAME, STATE_DIR)
+        name in (MANIFEST_NAME, CARD_NAME, TOKENIZER_NAME)
         or (name.startswith("shard-") and any(name.endswith("." + ext) for ext in FORMATS.values()))
         or (name.startswith(".") and name.endswith(".tmp"))
         or name.endswith("_histogram.png")
     )
 
 
-def _foreign_entries(directory: Path) -> Iterable[Path]:
-    """Files under ``directory`` that no build wrote (the ones a new build must not mix with)."""
-    for path in directory.rglob("*"):
-        if path.is_file() and STATE_DIR not in path.relative_to(directory).parts and not _is_build_file(path):
-            yield path
+def _foreign_entries(store: Storage) -> Iterable[str]:
+    """Files under the directory that no build wrote (the ones a new build must not mix with)."""
+    for relpath in store.files():
+        if relpath.split("/")[0] != STATE_DIR and not _is_build_file(relpath):
+            yield relpath
 
 
-def _remove_build(directory: Path) -> None:
+def _remove_build(store: Storage) -> None:
     """Remove what a previous build wrote (shards, manifest, card, plots, tokenizer, journal, temp files),
     nothing else."""
-    shutil.rmtree(directory / STATE_DIR, ignore_errors=True)
-    for path in sorted(directory.rglob("*"), reverse=True):
-        if path.is_file() and _is_build_file(path):
-            path.unlink()
-        elif path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
+    store.remove_tree(STATE_DIR)
+    for relpath in store.files():
+        if _is_build_file(relpath):
+            store.remove(relpath)
+    if store.is_local:  # object stores have no folders to leave empty
+        for path in sorted(store.local_path().rglob("*"), reverse=True):
+            if path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
 
 
-def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | None:
+def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) -> Manifest | None:
     """The manifest of a complete build with these arguments whose shards all verify, else None."""
-    if not (directory / MANIFEST_NAME).exists():
+    store = as_storage(directory)
+    if not store.exists(MANIFEST_NAME):
         return None
     try:
-        manifest = read_manifest(directory)
+        manifest = read_manifest(store)
     except ContractError:
         return None
     if json.loads(json.dumps(manifest.builder, sort_keys=True)) != json.loads(
@@ -376,64 +394,87 @@ def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | No
     ):
         return None
     shards = [s for split in manifest.splits.values() for s in split]
-    return manifest if all(_shard_ok(directory, s) for s in shards) else None
+    check = _ShardCheck(store)
+    return manifest if all(check(s) for s in shards) else None
 
 
-def _shard_ok(directory: Path, shard: ShardInfo) -> bool:
-    path = directory / shard.path
-    return path.is_file() and path.stat().st_size == shard.bytes and sha256_file(path) == shard.sha256
+class _ShardCheck:
+    """Does a shard in the directory still hold the bytes recorded for it? Locally: its size and sha256.
+    On an object store: its size and the version tag the journal recorded after the upload (one listing
+    of the store for all of them), else its sha256 read back."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+        self.listing = None if store.is_local else store.listing()
+        self.stamps: dict[str, str] = {}
+        if not store.is_local:
+            for line in store.read_lines(JOURNAL_PATH):
+                try:
+                    self.stamps.update(JobResult.from_json(line).stamps)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+
+    def __call__(self, shard: ShardInfo, stamps: dict[str, str] | None = None) -> bool:
+        store = self.store
+        if store.is_local:
+            path = store.local_path(shard.path)
+            return path.is_file() and path.stat().st_size == shard.bytes and sha256_file(path) == shard.sha256
+        size, stamp = self.listing.get(shard.path, (None, None))
+        if size != shard.bytes:
+            return False
+        recorded = (stamps or {}).get(shard.path) or self.stamps.get(shard.path)
+        return (recorded is not None and recorded == stamp) or store.sha256(shard.path) == shard.sha256
 
 
-def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
+def _verified_journal(directory: Storage, keys: set[str]) -> dict[str, JobResult]:
     """Jobs of this plan that a previous run finished and whose shards are intact (torn lines ignored)."""
-    path = directory / STATE_DIR / JOURNAL_NAME
-    if not path.exists():
+    lines = directory.read_lines(JOURNAL_PATH)
+    if not lines:
         return {}
+    check = _ShardCheck(directory)
     kept: dict[str, JobResult] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         try:
             result = JobResult.from_json(line)
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
-        if result.key in keys and all(_shard_ok(directory, s) for s in result.shards):
+        if result.key in keys and all(check(s, result.stamps) for s in result.shards):
             kept[result.key] = result
     return kept
 
 
-def execute_job(run_job: RunJob, directory: Path, fmt: str, token_dtype: str | None, job: Job) -> JobResult:
+def execute_job(
+    run_job: RunJob, directory: Storage, fmt: str, token_dtype: str | None, job: Job
+) -> JobResult:
     """Run one job (in this process or a worker); every writer it opened must have finished."""
     output = ShardOutput(directory, fmt, token_dtype)
     stats = run_job(job, output) or {}
     unfinished = [w.relpath for w in output.writers if w.info is None]
     if unfinished:
         raise BuildError(f"job {job.key}: shard writers not closed: {unfinished}")
-    return JobResult(job.key, [w.info for w in output.writers], stats)
+    stamps = {} if directory.is_local else {w.relpath: directory.stamp(w.relpath) for w in output.writers}
+    return JobResult(job.key, [w.info for w in output.writers], stats, {k: v for k, v in stamps.items() if v})
 
 
-def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], engine: Engine, progress: bool):
+def _run_jobs(spec: BuildSpec, directory: Storage, todo: list[Job], engine: Engine, progress: bool):
     """Yield results of ``todo`` as the engine finishes them, journaling each one, with a progress bar."""
     from tqdm import tqdm
 
-    journal_path = directory / STATE_DIR / JOURNAL_NAME
     weights = {job.key: job.weight for job in spec.jobs}
-    bar = tqdm(
-        total=sum(weights.values()),
-        initial=sum(weights.values()) - sum(job.weight for job in todo),
-        unit=f" {spec.unit}",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
     words = 0
     started = time.perf_counter()
     if len(todo) <= 1 and not isinstance(engine, RayEngine):
         engine = SerialEngine()  # one job: not worth starting worker processes for
     run = partial(execute_job, spec.run_job, directory, spec.fmt, spec.token_dtype)
-    with open(journal_path, "a", encoding="utf-8") as journal, ExitStack() as stack:
-        stack.callback(bar.close)
+    with tqdm(
+        total=sum(weights.values()),
+        initial=sum(weights.values()) - sum(job.weight for job in todo),
+        unit=f" {spec.unit}",
+        disable=not progress,
+        dynamic_ncols=True,
+    ) as bar:
         for result in engine.map(run, todo):
-            journal.write(result.to_json() + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
+            directory.append_line(JOURNAL_PATH, result.to_json())
             words += sum(s.words for s in result.shards)
             bar.set_postfix_str(
                 f"{words / max(time.perf_counter() - started, 1e-9):,.0f} words/s", refresh=False
@@ -473,7 +514,7 @@ def _totals(manifest: Manifest) -> tuple[int, int]:
     return sum(s.samples for s in shards), sum(s.words for s in shards)
 
 
-def _write_card(directory: Path) -> None:
+def _write_card(directory: Storage) -> None:
     from ltsgen.card import write_card
 
     write_card(directory)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ltsgen.errors import require
 from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.storage import Storage, as_storage
 
 WORDS_PLOT = "length_histogram.png"
 TOKENS_PLOT = "token_length_histogram.png"
@@ -44,28 +45,27 @@ def require_card_dependencies() -> None:
     require("yaml", "build", CARD_PURPOSE)
 
 
-def write_card(directory: str | Path) -> Path:
-    """Write ``DIR/README.md`` and the histogram PNGs beside it; return the card's path."""
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    lengths = _read_lengths(directory, manifest)
-    plots = _plot(directory, manifest, lengths)
-    path = directory / CARD_NAME
-    tmp = path.with_name(f".{CARD_NAME}.tmp")
-    tmp.write_text(render_card(manifest, lengths, plots), encoding="utf-8")
-    tmp.replace(path)
-    return path
+def write_card(directory: str | Path | Storage) -> str:
+    """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``);
+    return the card's location."""
+    store = as_storage(directory)
+    manifest = read_manifest(store)
+    lengths = _read_lengths(store, manifest)
+    plots = _plot(store, manifest, lengths)
+    store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
+    return store.location(CARD_NAME)
 
 
-def copy_card(directory: str | Path, output: str | Path) -> Path:
-    """Copy ``DIR/README.md`` to ``output`` with its plots beside it as ``<output stem>_<plot>``."""
-    directory, output = Path(directory), Path(output)
+def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
+    """Copy ``DIR/README.md`` to the local file ``output`` with its plots beside it as
+    ``<output stem>_<plot>``."""
+    store, output = as_storage(directory), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    text = (directory / CARD_NAME).read_text(encoding="utf-8")
+    text = store.read_text(CARD_NAME)
     for plot in (WORDS_PLOT, TOKENS_PLOT):
-        if (directory / plot).exists() and f"]({plot})" in text:
+        if f"]({plot})" in text and store.exists(plot):
             copied = f"{output.stem}_{plot}"
-            (output.parent / copied).write_bytes((directory / plot).read_bytes())
+            (output.parent / copied).write_bytes(store.read_bytes(plot))
             text = text.replace(f"]({plot})", f"]({copied})")
     output.write_text(text, encoding="utf-8")
     return output
@@ -84,8 +84,8 @@ class _Lengths:
         self.metas: list[dict[str, Any]] = []
 
 
-def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
-    from ltsgen.loaders.formats import read_shard
+def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
+    from ltsgen.loaders.formats import decode_shard
 
     lengths = _Lengths()
     tokenized = manifest.tokenized
@@ -93,7 +93,9 @@ def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
     for split, shards in ordered_splits(manifest):
         taken = 0
         for shard in shards:
-            for record in read_shard(str(directory / shard.path), manifest.format, columns=columns):
+            where = store.location(shard.path)
+            shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
+            for record in shard_columns.records():
                 lengths.words[split].append(record["num_words"])
                 lengths.sources[record["source"]] += 1
                 if taken < META_SAMPLE:
@@ -109,7 +111,7 @@ def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
     return lengths
 
 
-def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
+def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
     require("matplotlib", "build", CARD_PURPOSE).use("Agg")
     plt = require("matplotlib.pyplot", "build", CARD_PURPOSE)
 
@@ -131,7 +133,8 @@ def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
         axes.legend(title="bucket" if unit == "tokens" and manifest.buckets else "split", fontsize=8)
         figure.tight_layout()
-        figure.savefig(directory / name, metadata={"Software": None})
+        with store.publish(name) as tmp:
+            figure.savefig(tmp, format="png", metadata={"Software": None})
         plt.close(figure)
         plots.append(name)
     return plots

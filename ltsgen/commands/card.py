@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_storage_argument, storage_options
 from ltsgen.errors import UsageError
 
 
@@ -22,21 +22,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "ltsgen card c4-buckets --output data_cards/c4.md",
         ],
     )
-    parser.add_argument("directory", type=Path, metavar="DIR", help="a dataset directory with manifest.json")
+    parser.add_argument(
+        "directory", metavar="DIR", help="a dataset directory with manifest.json (a path or s3:// gs:// URL)"
+    )
     parser.add_argument(
         "--output", type=Path, default=None, help="also copy the card (and its plots, renamed) to this file"
     )
+    add_storage_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ltsgen.card import copy_card, write_card
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
 
     try:
-        path = write_card(args.directory)
+        directory = Storage(args.directory, storage_options(args))
+        path = write_card(directory)
         if args.output is not None:
-            copy_card(args.directory, args.output)
+            copy_card(directory, args.output)
     except ContractError as error:
         raise UsageError(str(error)) from None
     except OSError as error:

@@ -1,0 +1,135 @@
+"""Builds on an object store (the real moto S3 server on 127.0.0.1): the same bytes as a local build, the
+same resume after kill -9, the same refusals; every command that takes a path takes an s3:// URL."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from process_tools import children, still_alive
+
+from ltsgen.cli import main
+from ltsgen.loaders.contract import read_manifest
+
+LTSGEN = str(Path(sys.executable).parent / "ltsgen")
+SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
+SMALL += ["--samples-per-shard", "4", "--no-progress"]
+# enough work that a kill lands mid-build: ~300k words in 30 shards
+KILLED = ["--num-stories", "120", "--min-words", "1000", "--max-words", "6000", "--seed", "1"]
+KILLED += ["--samples-per-shard", "4", "--no-progress"]
+
+
+def local_tree(directory: Path) -> dict[str, str]:
+    """sha256 of every file a build publishes (its .ltsgen/ bookkeeping aside)."""
+    return {
+        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file() and ".ltsgen" not in path.relative_to(directory).parts
+    }
+
+
+def remote_tree(fs, prefix: str) -> dict[str, str]:
+    return {
+        name[len(prefix) + 1 :]: hashlib.sha256(fs.cat_file(name)).hexdigest()
+        for name in sorted(fs.find(prefix))
+        if "/.ltsgen/" not in name[len(prefix) :]
+    }
+
+
+@pytest.fixture(scope="module")
+def local_small(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("local") / "lts"
+    assert main(["stories", "--out", str(out), *SMALL]) == 0
+    return out
+
+
+def test_stories_on_s3_equal_the_local_build(s3_server, local_small, capsys):
+    bucket = s3_server.bucket()
+    url = f"s3://{bucket}/lts"
+    assert main(["stories", "--out", url, *SMALL, "--workers", "2"]) == 0
+    fs = s3_server.client()
+    assert remote_tree(fs, f"{bucket}/lts") == local_tree(local_small)  # shards, manifest, card, plot
+    manifest = read_manifest(url)
+    assert [s.sha256 for split in manifest.splits.values() for s in split] == [
+        s.sha256 for split in read_manifest(local_small).splits.values() for s in split
+    ]
+    assert not fs.exists(f"{bucket}/lts/.ltsgen/lock")  # the lease is given back at the end
+    capsys.readouterr()
+    assert main(["stories", "--out", url, *SMALL]) == 0  # verified from the journal's version tags
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_storage_options_name_the_endpoint(s3_server, local_small, monkeypatch, tmp_path):
+    bucket = s3_server.bucket()
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # only --storage-options says where the server is
+    options = json.dumps({"endpoint_url": s3_server.endpoint})
+    url = f"s3://{bucket}/lts"
+    assert main(["stories", "--out", url, *SMALL, "--storage-options", options]) == 0
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    assert remote_tree(s3_server.client(), f"{bucket}/lts") == local_tree(local_small)
+    copy = tmp_path / "card.md"
+    assert main(["card", url, "--output", str(copy), "--storage-options", options]) == 0
+    assert copy.read_text() == (local_small / "README.md").read_text().replace(
+        "](length_histogram.png)", "](card_length_histogram.png)"
+    )
+
+
+def test_bad_storage_options_and_urls_are_one_line(s3_server):
+    cases = [
+        (["--storage-options", "{nope"], "--storage-options: not valid JSON"),
+        (["--out", "hf://datasets/someone/lts"], "is read-only here"),
+    ]
+    for extra, message in cases:
+        args = ["stories", "--out", f"s3://{s3_server.bucket()}/lts", *SMALL, *extra]
+        result = subprocess.run([LTSGEN, *args], capture_output=True, text=True)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1
+    missing = subprocess.run([LTSGEN, "stories", "--out", "s3://no-such-bucket-here/lts", *SMALL],
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "s3://no-such-bucket-here/lts: cannot write there" in missing.stderr
+
+
+def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, capsys):
+    reference = tmp_path / "reference"
+    assert main(["stories", "--out", str(reference), *KILLED, "--workers", "2"]) == 0
+    bucket = s3_server.bucket()
+    url, prefix = f"s3://{bucket}/lts", f"{bucket}/lts"
+    fs = s3_server.client()
+    build = subprocess.Popen(
+        [LTSGEN, "stories", "--out", url, *KILLED, "--workers", "2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) < 3:
+            assert build.poll() is None, "the build ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        # while it runs, a second build of the same directory is refused (its lease is live)
+        assert main(["stories", "--out", url, *KILLED]) == 2
+        assert "another build is running there (" in capsys.readouterr().err
+        workers = children(build.pid)
+        os.kill(build.pid, signal.SIGKILL)  # the driver only, mid-upload: its workers must follow it
+        build.wait(timeout=30)
+        assert still_alive(workers) == []
+    finally:
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+            build.wait()
+    expected = local_tree(reference)
+    left = remote_tree(fs, prefix)
+    assert "manifest.json" not in left and left, "the build should have been killed mid-way"
+    assert all(expected[name] == digest for name, digest in left.items())  # no partial object visible
+    assert main(["stories", "--out", url, *KILLED, "--workers", "2"]) == 0
+    assert "resumed" in capsys.readouterr().out
+    assert remote_tree(fs, prefix) == expected
