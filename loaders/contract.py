@@ -7,6 +7,10 @@ A dataset directory::
     DIR/tokenizer.json                             when the data is tokenized, or a tokenizer is attached
     DIR/<split>/[<bucket>/]shard-00000.<ext>       ext: tar | parquet | jsonl.zst
 
+Split names are words (letters, digits, ``_``), as Hugging Face ``datasets`` requires: ``train``,
+``validation``, ``test``, and for bucketed corpora :data:`EVAL_SPLIT` (``eval/<L>/``, sequences of exactly
+L tokens) and :data:`EVAL_CONCAT_SPLIT` (``eval_concat/<L>/``, the held-out documents joined by EOS).
+
 One record shape travels through every format:
 
     id          str, stable and unique, no "." or "/" (a webdataset key)
@@ -15,15 +19,19 @@ One record shape travels through every format:
     num_words   int (whitespace-separated words of ``text``)
     num_tokens  int, only when tokenized
     input_ids   token ids, only when tokenized (uint16 when the vocabulary fits, else uint32)
-    meta        dict, source-specific (JSON-serialisable)
+    meta        dict, source-specific (JSON-serialisable); stored as a JSON string in every format
 
 How a record is laid out in each format:
 
 - webdataset tar: member ``<id>.txt`` holds the UTF-8 text, ``<id>.json`` the other scalar fields and
   ``meta``, ``<id>.input_ids.npy`` the token ids (a plain ``.npy`` array, never pickled).
-- parquet (zstd): columns ``id, text, source, num_words, meta`` (meta as a JSON string), plus
-  ``num_tokens, input_ids`` (``list<uint16|uint32>``) when tokenized.
+- parquet (zstd): columns ``id, text, source, num_words, meta``, plus ``num_tokens, input_ids``
+  (``list<uint16|uint32>``) when tokenized.
 - jsonl.zst: one JSON object per line with every field, ``input_ids`` as a list of ints.
+
+``meta`` is a JSON string in all three, so that ``datasets.load_dataset`` gives it one type (``string``)
+whatever the format and however its keys vary from record to record (a struct type would be inferred from
+the first records and break on the others). Readers also accept the object form of earlier shards.
 """
 
 from __future__ import annotations
@@ -56,6 +64,10 @@ TAR_FIELDS_EXT = "json"
 TAR_IDS_EXT = "input_ids.npy"
 RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
 SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
+EVAL_SPLIT = "eval"
+EVAL_CONCAT_SPLIT = "eval_concat"
+# split names of earlier versions that Hugging Face datasets refuses -> their current names
+LEGACY_SPLITS = {"eval-concat": EVAL_CONCAT_SPLIT}
 
 
 class ContractError(LtsgenError, ValueError):
@@ -145,7 +157,8 @@ class Manifest:
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
         fields = dict(data)
         fields["splits"] = {
-            split: [ShardInfo.from_dict(s) for s in shards] for split, shards in data["splits"].items()
+            LEGACY_SPLITS.get(split, split): [ShardInfo.from_dict(s) for s in shards]
+            for split, shards in data["splits"].items()
         }
         return cls(**{key: fields[key] for key in cls.__dataclass_fields__ if key in fields})
 

@@ -30,10 +30,11 @@ from ltsgen.loaders.storage import Storage, as_storage
 
 WORDS_PLOT = "length_histogram.png"
 TOKENS_PLOT = "token_length_histogram.png"
-META_SAMPLE = 1000  # records per split whose meta fixes the ``meta`` feature type
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
 SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
 
+
+CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
 
 CARD_PURPOSE = "data cards (or --no-card)"
 
@@ -46,14 +47,31 @@ def require_card_dependencies() -> None:
 
 
 def write_card(directory: str | Path | Storage) -> str:
-    """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``);
-    return the card's location."""
+    """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``; each
+    file atomically, replacing what is there), record them as ltsgen's, and return the card's location."""
+    from ltsgen.build import record_outputs
+
     store = as_storage(directory)
     manifest = read_manifest(store)
     lengths = _read_lengths(store, manifest)
     plots = _plot(store, manifest, lengths)
     store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
+    record_outputs(store, [CARD_NAME, *plots])
     return store.location(CARD_NAME)
+
+
+def card_conflict(directory: str | Path | Storage) -> str | None:
+    """Why writing the card would replace a file that is not as ltsgen wrote it (one line), else None."""
+    from ltsgen.build import output_state
+
+    store = as_storage(directory)
+    for name in CARD_FILES:
+        state = output_state(store, name)
+        if state == "changed":
+            return f"{store.location(name)} was edited since ltsgen wrote it"
+        if state == "other":
+            return f"{store.location(name)} was not written by ltsgen"
+    return None
 
 
 def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
@@ -72,7 +90,7 @@ def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
 
 
 class _Lengths:
-    """Per-record lengths and a sample of ``meta`` read back from the shards."""
+    """Per-record lengths read back from the shards."""
 
     def __init__(self) -> None:
         self.words: dict[str, list[int]] = defaultdict(list)  # split -> words per sample
@@ -81,7 +99,6 @@ class _Lengths:
         self.bucket_sources: dict[tuple[str, str], list[int]] = defaultdict(
             list
         )  # (bucket, source) -> tokens
-        self.metas: list[dict[str, Any]] = []
 
 
 def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
@@ -89,19 +106,14 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
 
     lengths = _Lengths()
     tokenized = manifest.tokenized
-    columns = ["num_words", "source", "meta"] + (["num_tokens"] if tokenized else [])
+    columns = ["num_words", "source"] + (["num_tokens"] if tokenized else [])
     for split, shards in ordered_splits(manifest):
-        taken = 0
         for shard in shards:
             where = store.location(shard.path)
             shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
             for record in shard_columns.records():
                 lengths.words[split].append(record["num_words"])
                 lengths.sources[record["source"]] += 1
-                if taken < META_SAMPLE:
-                    meta = record.get("meta") or {}
-                    lengths.metas.append(json.loads(meta) if isinstance(meta, str) else meta)
-                    taken += 1
                 if tokenized:
                     group = shard.bucket or split
                     lengths.tokens[group].append(record["num_tokens"])
@@ -158,13 +170,13 @@ def _shards(manifest: Manifest) -> list[ShardInfo]:
     return [s for shards in manifest.splits.values() for s in shards]
 
 
-def _features(manifest: Manifest, lengths: _Lengths) -> list[dict[str, Any]]:
-    """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form)."""
+def _features(manifest: Manifest) -> list[dict[str, Any]]:
+    """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form); ``meta``
+    is a JSON string in every format."""
     import pyarrow as pa
 
     tokenized = manifest.tokenized
     ids_type = pa.list_(pa.from_numpy_dtype(_token_dtype(manifest))) if tokenized else None
-    meta = pa.array(lengths.metas).type if any(lengths.metas) else None
     scalars = [("id", pa.string()), ("source", pa.string()), ("num_words", pa.int64())]
     scalars += [("num_tokens", pa.int64())] if tokenized else []
     if manifest.format == "parquet":
@@ -173,12 +185,11 @@ def _features(manifest: Manifest, lengths: _Lengths) -> list[dict[str, Any]]:
     elif manifest.format == "jsonl.zst":
         fields = sorted(
             scalars
-            + [("text", pa.string())]
-            + ([("meta", meta)] if meta else [])
+            + [("text", pa.string()), ("meta", pa.string())]
             + ([("input_ids", pa.list_(pa.int64()))] if tokenized else [])
         )
     else:
-        json_fields = sorted(scalars + ([("meta", meta)] if meta else []))
+        json_fields = sorted([*scalars, ("meta", pa.string())])
         fields = [("txt", pa.string()), ("json", pa.struct(json_fields))]
         fields += [("input_ids.npy", ids_type)] if tokenized else []
         fields += [("__key__", pa.string()), ("__url__", pa.string())]
@@ -218,12 +229,13 @@ def _data_files(manifest: Manifest, bucket: str | None) -> list[dict[str, str]]:
     files = []
     for split, shards in ordered_splits(manifest):
         if shards and (bucket is None or any(s.bucket == bucket for s in shards)):
-            path = "/".join(part for part in (split, folder, f"shard-*.{ext}") if part)
+            top = shards[0].path.split("/")[0]  # the split's folder (earlier builds: eval-concat/)
+            path = "/".join(part for part in (top, folder, f"shard-*.{ext}") if part)
             files.append({"split": split, "path": path})
     return files
 
 
-def render_header(manifest: Manifest, lengths: _Lengths) -> dict[str, Any]:
+def render_header(manifest: Manifest) -> dict[str, Any]:
     """The YAML metadata of the card, as a dict."""
     card = _card(manifest)
     samples = sum(s.samples for s in _shards(manifest))
@@ -254,7 +266,7 @@ def render_header(manifest: Manifest, lengths: _Lengths) -> dict[str, Any]:
         "tags": card.get("tags", ["long-context"]),
         "configs": configs,
         "dataset_info": {
-            "features": _features(manifest, lengths),
+            "features": _features(manifest),
             "splits": splits,
             "download_size": size,
             "dataset_size": size,
@@ -267,7 +279,7 @@ def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
     """The full card text: YAML header, then the datasheet."""
     yaml = require("yaml", "build", CARD_PURPOSE)
     card = _card(manifest)
-    header = yaml.safe_dump(render_header(manifest, lengths), sort_keys=False, allow_unicode=True, width=1000)
+    header = yaml.safe_dump(render_header(manifest), sort_keys=False, allow_unicode=True, width=1000)
     name = card.get("pretty_name", manifest.source)
     out = [f"---\n{header}---\n", f"# {name}\n"]
     if card.get("summary"):

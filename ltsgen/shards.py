@@ -161,8 +161,10 @@ class ShardWriter:
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
-    """The scalar fields and meta (everything but text and token ids)."""
-    return {k: v for k, v in record.items() if k not in ("text", "input_ids")}
+    """The scalar fields and meta (everything but text and token ids), meta as its JSON string."""
+    fields = {k: v for k, v in record.items() if k not in ("text", "input_ids")}
+    fields["meta"] = dump_json(record["meta"])
+    return fields
 
 
 class _Encoder:
@@ -210,7 +212,8 @@ class _TarEncoder(_Encoder):
 
 
 class _JsonlZstEncoder(_Encoder):
-    """jsonl.zst: one JSON object per line with every field (token ids as a list of ints)."""
+    """jsonl.zst: one JSON object per line with every field (meta as its JSON string, token ids as a list
+    of ints)."""
 
     def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
         super().__init__(file, token_dtype)
@@ -220,8 +223,9 @@ class _JsonlZstEncoder(_Encoder):
         self.stream = compressor.stream_writer(file, closefd=False)
 
     def write(self, record: dict[str, Any]) -> int:
+        record = {**record, "meta": dump_json(record["meta"])}
         if self.token_dtype:
-            record = {**record, "input_ids": record["input_ids"].tolist()}
+            record["input_ids"] = record["input_ids"].tolist()
         line = (dump_json(record) + "\n").encode("utf-8")
         self.stream.write(line)
         return len(line)

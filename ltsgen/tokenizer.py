@@ -1,6 +1,6 @@
-"""Tokenizers: train a byte-level BPE, save it as a Hugging Face tokenizer folder or attach it to a
-dataset directory, load any ``tokenizer.json`` (path or Hub name), find its end-of-text id, and encode
-batches straight into numpy arrays."""
+"""Tokenizers: train a byte-level BPE, save it as a ``tokenizer.json`` or a Hugging Face tokenizer folder,
+load any ``tokenizer.json`` (path or Hub name), find its end-of-text id, and encode batches straight into
+numpy arrays. (Attaching one to a dataset directory is ``ltsgen.attach``.)"""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
-from ltsgen.loaders.contract import TOKENIZER_NAME, Manifest, atomic_path, read_manifest, write_manifest
+from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path
 
 EOS_TOKEN = "<|endoftext|>"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -101,32 +101,37 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     return values, offsets
 
 
-def save_tokenizer(tokenizer: Tokenizer, out: str | Path) -> list[Path]:
+def save_tokenizer(tokenizer: Tokenizer, out: str | Path) -> Path:
     """Write ``tokenizer`` to ``out``: a ``.json`` path gets the ``tokenizer.json`` alone; any other path is
     a folder that ``transformers.AutoTokenizer.from_pretrained`` loads whole (``tokenizer.json``,
     ``tokenizer_config.json``, ``special_tokens_map.json``; the end-of-text token is the eos, bos and unk
-    token, as in GPT-2). Every file is written atomically.
+    token, as in GPT-2). Every file is written atomically; one that cannot be (a full disk, a read-only
+    folder) raises a one-line ``TokenizerError``.
 
     Returns:
-        The paths written.
+        The path of the ``tokenizer.json`` written.
     """
     out = Path(out)
-    if out.suffix == ".json":
-        with atomic_path(out) as tmp:
-            tmp.write_bytes(tokenizer_bytes(tokenizer))
-        return [out]
-    token = eos_token(tokenizer)
-    special = {"bos_token": token, "eos_token": token, "unk_token": token}
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, **special}
-    files = {"tokenizer_config.json": config, "special_tokens_map.json": special}
-    written = []
-    for name, content in files.items():
-        with atomic_path(out / name) as tmp:
-            tmp.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        written.append(out / name)
-    with atomic_path(out / TOKENIZER_NAME) as tmp:
-        tmp.write_bytes(tokenizer_bytes(tokenizer))
-    return [out / TOKENIZER_NAME, *written]
+    files, path = {}, out
+    if out.suffix != ".json":
+        token = eos_token(tokenizer)
+        special = {"bos_token": token, "eos_token": token, "unk_token": token}
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+            **special,
+        }
+        for name, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+            files[out / name] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        path = out / TOKENIZER_NAME
+    files[path] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
+    for name, data in files.items():
+        try:
+            with atomic_path(name) as tmp:
+                tmp.write_bytes(data)
+        except OSError as error:
+            raise TokenizerError(f"{name}: cannot write ({error.strerror or error})") from None
+    return path
 
 
 def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:
@@ -142,46 +147,6 @@ def manifest_entry(tokenizer: Tokenizer, raw: bytes) -> dict[str, Any]:
         "vocab_size": vocab_size(tokenizer),
         "eos_id": eos_id(tokenizer),
     }
-
-
-def attachable_manifest(directory: str | Path) -> Manifest:
-    """The manifest of ``directory`` if a tokenizer can be attached to it (its records hold no token ids).
-
-    Raises:
-        TokenizerError: the records hold token ids, which only the directory's own tokenizer reads.
-        ContractError: the directory has no readable manifest.
-    """
-    manifest = read_manifest(directory)
-    if manifest.tokenized:
-        raise TokenizerError(
-            f"{directory}: its records hold token ids of its own tokenizer; "
-            "give --out to write another tokenizer elsewhere"
-        )
-    return manifest
-
-
-def attach_tokenizer(directory: str | Path, tokenizer: Tokenizer) -> tuple[dict[str, Any], dict | None]:
-    """Store ``tokenizer`` in a built dataset directory as ``DIR/tokenizer.json`` and record it in the
-    manifest (rewritten atomically, after the file), so that the loaders tokenize the text with it.
-
-    Args:
-        directory: a finished, untokenized ltsgen dataset directory (local).
-        tokenizer: the tokenizer to attach.
-
-    Returns:
-        The new manifest entry and the one it replaced (None if there was none).
-
-    Raises:
-        TokenizerError, ContractError: as ``attachable_manifest``.
-    """
-    directory = Path(directory)
-    manifest = attachable_manifest(directory)
-    raw = tokenizer_bytes(tokenizer)
-    with atomic_path(directory / TOKENIZER_NAME) as tmp:
-        tmp.write_bytes(raw)
-    previous, manifest.tokenizer = manifest.tokenizer, manifest_entry(tokenizer, raw)
-    write_manifest(directory, manifest)
-    return manifest.tokenizer, previous
 
 
 def _first_line(error: BaseException) -> str:

@@ -101,7 +101,7 @@ def test_story_card_yaml_and_datasheet(story_build):
 
 def test_card_command_copies_card_and_plot(story_build, tmp_path):
     result = subprocess.run(
-        [LTSGEN, "card", str(story_build), "--output", str(tmp_path / "cards" / "lts.md")],
+        [LTSGEN, "card", str(story_build), "--out", str(tmp_path / "cards" / "lts.md")],
         capture_output=True,
         text=True,
         timeout=60,

@@ -66,9 +66,10 @@ def _dataset_texts(directory: Path) -> Iterator[str]:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from ltsgen.attach import attach_tokenizer, attachable_manifest
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
-    from ltsgen.tokenizer import attach_tokenizer, attachable_manifest, save_tokenizer, train_tokenizer
+    from ltsgen.tokenizer import save_tokenizer, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
@@ -78,14 +79,13 @@ def run(args: argparse.Namespace) -> int:
         attachable_manifest(args.data)  # refuse before training, not after
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
+    policy = screen(args)
 
     def texts() -> Iterator[str]:
         if args.data is not None:
             stream = _dataset_texts(args.data)
         else:
-            stream = (
-                d.text for d in read_documents(args.source, args.input, reader_options(args), screen(args))
-            )
+            stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
         with tqdm(desc="reading", unit=" documents", disable=args.no_progress) as bar:
             for number, text in enumerate(stream):
                 if args.max_documents is not None and number >= args.max_documents:
@@ -98,18 +98,19 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = train_tokenizer(texts(), args.vocab_size)
     if counts["documents"] == 0:
         raise UsageError("no documents to train on")
-    try:
-        if args.out is None:
-            entry, previous = attach_tokenizer(args.data, tokenizer)
-            saved = args.data / entry["path"]
-            note = f"; attached to {args.data} in its manifest{' (replacing the earlier one)' if previous else ''}"
-        else:
-            saved, note = save_tokenizer(tokenizer, args.out)[0], ""
-    except OSError as error:
-        raise UsageError(f"{args.out or args.data}: cannot write ({error.strerror or error})") from None
+    if args.out is None:
+        entry, previous = attach_tokenizer(args.data, tokenizer)
+        saved = args.data / entry["path"]
+        note = (
+            f"; attached to {args.data} in its manifest{' (replacing the earlier one)' if previous else ''}"
+        )
+    else:
+        saved, note = save_tokenizer(tokenizer, args.out), ""
     print(
         f"{saved}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in "
         f"{time.perf_counter() - started:.1f}s{note}"
     )
+    if policy.counts:
+        print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))
     return 0

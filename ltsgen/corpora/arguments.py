@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.corpora.readers import SOURCES, ReaderOptions, Screen
+from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
 
 SOURCE_HELP = (
     "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "
@@ -14,6 +14,14 @@ SOURCE_HELP = (
     "hf: a Hugging Face dataset name or local folder, streamed (needs network for Hub names); "
     "text: plain text files or folders (one document per file, or see --separator)"
 )
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
 
 
 def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -28,7 +36,9 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
     group.add_argument(
         "--subset", help="pile: keep only documents whose meta.pile_set_name is this (ArXiv, Github, ...)"
     )
-    group.add_argument("--text-field", help="the field holding the text (default: text; content for stack)")
+    group.add_argument(
+        "--text-field", help="the field holding the text, when not the source's own (text; content for stack)"
+    )
     group.add_argument(
         "--separator", help="text: split each file into documents on this string (e.g. '<|endoftext|>')"
     )
@@ -44,6 +54,14 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         action="store_true",
         help="fail on empty or invalid UTF-8 documents instead of counting and skipping them",
     )
+    group.add_argument(
+        "--max-doc-chars",
+        type=_count,
+        default=MAX_DOC_CHARS,
+        metavar="N",
+        help="skip (and count) documents longer than N characters, which bounds memory: tokenizing costs "
+        "about 130 bytes per character; 0 for no limit",
+    )
 
 
 def reader_options(args: argparse.Namespace) -> ReaderOptions:
@@ -57,4 +75,4 @@ def reader_options(args: argparse.Namespace) -> ReaderOptions:
 
 
 def screen(args: argparse.Namespace) -> Screen:
-    return Screen(skip_bad=args.skip_bad, strict=args.strict)
+    return Screen(skip_bad=args.skip_bad, strict=args.strict, max_chars=args.max_doc_chars)

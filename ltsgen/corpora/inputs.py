@@ -1,7 +1,8 @@
 """Input files: ``--input`` paths and globs, and their lines, decompressed as a stream.
 
 Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A truncated or corrupt
-stream raises :class:`InputError` naming the file and the line where it broke off, never a silent end.
+stream raises :class:`InputError` naming the file and the line where it broke off, never a silent end; so
+does a compressed file of 0 bytes (a failed download holds no stream at all).
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def _frame_chunks(
     stream = new_stream()
     fed = False
     with open(path, "rb") as handle:
+        if not handle.read(1):  # a failed download, not an empty corpus
+            raise _StreamError(f"truncated {codec} stream (the file is empty)")
+        handle.seek(0)
         while raw := handle.read(READ_SIZE):
             while raw:
                 try:
@@ -136,15 +140,20 @@ def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     A compressed stream that breaks off raises :class:`TruncatedInput` naming the file and the line.
     """
     number = 0
-    pending = b""
+    pending: list[bytes] = []  # the pieces of a line that spans chunks (joined once: linear in its length)
     try:
         for chunk in read_chunks(path):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:
+                pending.append(chunk)
+                continue
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending = [lines.pop()]
             for line in lines:
                 number += 1
                 yield number, line
     except TruncatedInput as error:
         raise TruncatedInput(f"{path}:{number + 1}", error.problem) from None
-    if pending:
-        yield number + 1, pending
+    if any(pending):
+        yield number + 1, b"".join(pending)

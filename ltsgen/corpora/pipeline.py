@@ -14,7 +14,6 @@ Two passes, both resumable and independent of the worker count:
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -28,20 +27,30 @@ import numpy as np
 from ltsgen import __version__
 from ltsgen.build import (
     STATE_DIR,
+    BuildError,
     BuildResult,
     BuildSpec,
     Job,
     ShardOutput,
     assign_split,
+    build_claimed,
     chunk_by_size,
-    claim_directory,
-    finished_manifest,
-    run_build,
+    claim,
+    finished_build,
+    record_outputs,
+    remove_build,
 )
 from ltsgen.card import require_card_dependencies
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
-from ltsgen.corpora.readers import ReaderOptions, Screen, dataset_source, input_files, read_documents
+from ltsgen.corpora.readers import (
+    MAX_DOC_CHARS,
+    ReaderOptions,
+    Screen,
+    dataset_source,
+    input_files,
+    read_documents,
+)
 from ltsgen.corpora.spool import (
     SUMMARY_COLUMNS,
     chunk_path,
@@ -51,7 +60,15 @@ from ltsgen.corpora.spool import (
     write_chunk,
 )
 from ltsgen.engines import Engine, SerialEngine, make_engine
-from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path, sha256_file, shard_relpath, token_dtype
+from ltsgen.loaders.contract import (
+    EVAL_CONCAT_SPLIT,
+    EVAL_SPLIT,
+    TOKENIZER_NAME,
+    atomic_path,
+    sha256_file,
+    shard_relpath,
+    token_dtype,
+)
 from ltsgen.tokenizer import load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
@@ -59,8 +76,7 @@ CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of
 # already running: starting fresh worker processes (about 1-2 s) would cost more than it saves. The output
 # is the same either way.
 PARALLEL_WRITE_TOKENS = 1 << 23
-EVAL_SPLIT = "eval"
-CONCAT_SPLIT = "eval-concat"
+SPOOL_NAME = "chunks"  # DIR/.ltsgen/chunks/: the tokenized chunks, removed once the manifest is written
 
 
 @dataclass
@@ -71,9 +87,9 @@ class BucketConfig:
     inputs: list[str]
     out: Path
     tokenizer: str
-    lengths: list[int]
+    bucket_lengths: list[int]
     eval_lengths: list[int]
-    eval_per_length: int = 100
+    eval_sequences: int = 100
     eval_concat: bool = False
     splits: dict[str, float] = field(
         default_factory=lambda: {"train": 0.98, "validation": 0.01, "test": 0.01}
@@ -84,6 +100,11 @@ class BucketConfig:
     reader: ReaderOptions = field(default_factory=ReaderOptions)
     skip_bad: bool = False
     strict: bool = False
+    max_doc_chars: int = MAX_DOC_CHARS
+
+    def screen(self) -> Screen:
+        """A fresh cleaning policy with its counters."""
+        return Screen(skip_bad=self.skip_bad, strict=self.strict, max_chars=self.max_doc_chars)
 
     def command(self) -> str:
         """The ``ltsgen buckets`` command line that rebuilds this dataset (``--out DIR`` left open)."""
@@ -91,11 +112,11 @@ class BucketConfig:
         parts += [
             f"--tokenizer {self.tokenizer}",
             "--out DIR",
-            "--lengths " + ",".join(map(str, self.lengths)),
+            "--bucket-lengths " + ",".join(map(str, self.bucket_lengths)),
         ]
-        if self.eval_lengths != self.lengths:
+        if self.eval_lengths != self.bucket_lengths:
             parts.append("--eval-lengths " + ",".join(map(str, self.eval_lengths)))
-        parts.append(f"--eval-per-length {self.eval_per_length}")
+        parts.append(f"--eval-sequences {self.eval_sequences}")
         parts += ["--eval-concat"] * self.eval_concat
         parts.append("--splits " + ",".join(f"{name}={fraction:g}" for name, fraction in self.splits.items()))
         parts += [f"--format {self.fmt}", f"--shard-tokens {self.shard_tokens}", f"--seed {self.seed}"]
@@ -103,6 +124,7 @@ class BucketConfig:
             if value is not None and (option, value) != ("hf_split", "train"):
                 parts.append(f"--{option.replace('_', '-')} {value}")
         parts += ["--skip-bad"] * self.skip_bad + ["--strict"] * self.strict
+        parts.append(f"--max-doc-chars {self.max_doc_chars}")
         return " ".join(parts)
 
     def arguments(self) -> dict[str, Any]:
@@ -115,9 +137,9 @@ class BucketConfig:
         return {
             "source": self.source,
             "inputs": files,
-            "lengths": self.lengths,
+            "bucket_lengths": self.bucket_lengths,
             "eval_lengths": self.eval_lengths,
-            "eval_per_length": self.eval_per_length,
+            "eval_sequences": self.eval_sequences,
             "eval_concat": self.eval_concat,
             "splits": self.splits,
             "format": self.fmt,
@@ -126,6 +148,7 @@ class BucketConfig:
             "reader": {k: v for k, v in vars(self.reader).items() if v is not None},
             "skip_bad": self.skip_bad,
             "strict": self.strict,
+            "max_doc_chars": self.max_doc_chars,
         }
 
 
@@ -187,9 +210,7 @@ def build_buckets(
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
     directory = config.out
-    claim_directory(directory, builder, overwrite)
     source = dataset_source(config.source, config.reader, config.inputs)
-    dtype = token_dtype(tokenizer_info["vocab_size"])
     spec = BuildSpec(
         directory=directory,
         builder=builder,
@@ -198,33 +219,44 @@ def build_buckets(
         splits=[],
         jobs=[],
         run_job=write_shard,
-        token_dtype=dtype,
+        token_dtype=token_dtype(tokenizer_info["vocab_size"]),
         tokenizer=tokenizer_info,
-        buckets=bucket_names(config.lengths),
+        buckets=bucket_names(config.bucket_lengths),
         unit="documents",
+        scratch=[SPOOL_NAME],
     )
-    if finished_manifest(directory, builder) is not None:
-        result = run_build(spec, engine=engine, overwrite=overwrite, progress=progress, card=card)
-        return BucketsResult(result, result.manifest.extra.get("statistics", {}), 0.0, 0)
+    finished = finished_build(spec, card=card)
+    if finished is not None:
+        return BucketsResult(finished, finished.manifest.extra.get("statistics", {}), 0.0, 0)
 
-    tokenizer_path = directory / TOKENIZER_NAME
-    if not tokenizer_path.is_file() or sha256_file(tokenizer_path) != tokenizer_info["sha256"]:
-        with atomic_path(tokenizer_path) as tmp:
-            tmp.write_bytes(tokenizer_text)
-    spool = directory / STATE_DIR / "chunks"
-    spool.mkdir(parents=True, exist_ok=True)
-    screen = Screen(skip_bad=config.skip_bad, strict=config.strict)
-    started = time.perf_counter()
-    chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, engine, progress)
-    tokenize_seconds = time.perf_counter() - started
-
-    plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen)
-    spec.splits = plan.splits
-    spec.jobs = plan.jobs
-    spec.finalize = lambda results: plan.extra
-    writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
-    result = run_build(spec, engine=writer, overwrite=overwrite, progress=progress, card=card)
-    shutil.rmtree(spool, ignore_errors=True)
+    with claim(directory, builder, overwrite):
+        tokenizer_path = directory / TOKENIZER_NAME
+        if not tokenizer_path.is_file() or sha256_file(tokenizer_path) != tokenizer_info["sha256"]:
+            with atomic_path(tokenizer_path) as tmp:
+                tmp.write_bytes(tokenizer_text)
+        record_outputs(directory, [TOKENIZER_NAME])
+        spool = directory / STATE_DIR / SPOOL_NAME
+        spool.mkdir(parents=True, exist_ok=True)
+        screen = config.screen()
+        started = time.perf_counter()
+        chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, engine, progress)
+        tokenize_seconds = time.perf_counter() - started
+        if chunks == 0:
+            remove_build(directory)
+            skipped = ", ".join(f"{kind} {count:,}" for kind, count in sorted(screen.counts.items()))
+            raise BuildError(
+                f"{' '.join(config.inputs)}: no documents to build from"
+                + (f" ({skipped})" if skipped else "")
+                + "; nothing was written"
+            )
+        plan = plan_shards(
+            config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen
+        )
+        spec.splits = plan.splits
+        spec.jobs = plan.jobs
+        spec.finalize = lambda results: plan.extra
+        writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
+        result = build_claimed(spec, engine=writer, progress=progress, card=card)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
 
@@ -323,11 +355,11 @@ def plan_shards(
     if len(set(ids)) != len(ids):
         raise ValueError("two different documents share a 64-bit id (sha1 prefix); please report this input")
     eval_sets = select_eval_documents(
-        ids, num_tokens, config.eval_lengths, config.eval_per_length, config.seed
+        ids, num_tokens, config.eval_lengths, config.eval_sequences, config.seed
     )
     held_out = sorted({document for chosen in eval_sets.values() for document in chosen})
-    names = bucket_names(config.lengths)
-    buckets = bucket_indices(num_tokens, config.lengths)
+    names = bucket_names(config.bucket_lengths)
+    buckets = bucket_indices(num_tokens, config.bucket_lengths)
     training = np.ones(len(ids), bool)
     training[held_out] = False
     groups: dict[tuple[str, int], list[int]] = {}
@@ -357,13 +389,15 @@ def plan_shards(
     if config.eval_concat and held_out:
         stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
         for length in eval_sets:
-            concat_counts[length] = min(config.eval_per_length, stream_tokens // length)
+            concat_counts[length] = min(config.eval_sequences, stream_tokens // length)
             if concat_counts[length]:
-                job = _job(config.fmt, CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common)
+                job = _job(
+                    config.fmt, EVAL_CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common
+                )
                 job.payload["count"] = concat_counts[length]
                 jobs.append(job)
 
-    splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [CONCAT_SPLIT] * bool(concat_counts)
+    splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [EVAL_CONCAT_SPLIT] * bool(concat_counts)
     statistics = {
         "Cleaning": {
             "documents read": len(ids) + sum(screen.counts.values()),
@@ -390,13 +424,13 @@ def plan_shards(
             {"length": length, "sequences": len(chosen), "concatenated": concat_counts.get(length, 0)}
             for length, chosen in eval_sets.items()
         )
-    card = bucket_card(config.source, source, config.command(), config.lengths, sorted(eval_sets))
+    card = bucket_card(config.source, source, config.command(), config.bucket_lengths, sorted(eval_sets))
     extra = {
         "card": card,
         "statistics": statistics,
         "eval": {
             "lengths": sorted(eval_sets),
-            "per_length": config.eval_per_length,
+            "sequences": config.eval_sequences,
             "concat": config.eval_concat,
             "seed": config.seed,
             "documents": {str(length): [ids[d] for d in chosen] for length, chosen in eval_sets.items()},

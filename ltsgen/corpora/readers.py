@@ -1,9 +1,10 @@
 """Readers: one per corpus layout, each a stream of :class:`Document` in input order (never loaded whole).
 
 Every reader goes through the same :class:`Screen`, which decides what happens to a bad line (malformed
-JSON, missing text field, truncated stream: one-line :class:`InputError`, or a counted skip with
-``skip_bad``) and to an unclean document (empty or invalid UTF-8: a counted skip, or an error with
-``strict``).
+or too deeply nested JSON, missing text field, truncated stream, unreadable parquet: one-line
+:class:`InputError`, or a counted skip with ``skip_bad``), to an unclean document (empty or invalid UTF-8:
+a counted skip, or an error with ``strict``) and to a document longer than ``max_chars`` (a counted skip:
+tokenizing one costs about 130 bytes of memory per character, so this bounds the memory per document).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from ltsgen.errors import require
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
 PARQUET_SUFFIXES = (".parquet",)
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".txt.zst", ".md")
+# Longer documents are skipped and counted: ~130 MB to tokenize, ~250,000 tokens, far past the longest bucket
+# that length-extrapolation work uses. 0 lifts the limit.
+MAX_DOC_CHARS = 1_000_000
 
 
 @dataclass
@@ -49,6 +53,7 @@ class Screen:
 
     skip_bad: bool = False
     strict: bool = False
+    max_chars: int = MAX_DOC_CHARS  # 0: no limit
     counts: Counter = field(default_factory=Counter)
 
     def bad(self, where: str, problem: str, kind: str) -> None:
@@ -65,6 +70,9 @@ class Screen:
         """The text when it is a usable document, else None (after counting or raising)."""
         if not isinstance(text, str):
             self.bad(where, f"missing text field {text_field!r}", "missing text field")
+            return None
+        if self.max_chars and len(text) > self.max_chars:
+            self.counts[f"skipped: longer than {self.max_chars:,} characters"] += 1
             return None
         if not text.strip():
             self.unclean(where, "empty")
@@ -103,6 +111,9 @@ def _json_objects(path: Path, screen: Screen) -> Iterator[tuple[str, dict[str, A
                 obj = json.loads(decoded)
             except json.JSONDecodeError as error:
                 screen.bad(where, f"malformed JSON ({error.msg} at column {error.colno})", "malformed JSON")
+                continue
+            except RecursionError:
+                screen.bad(where, "JSON nested too deeply to read", "JSON nested too deeply")
                 continue
             if not isinstance(obj, dict):
                 screen.bad(where, "malformed JSON (a line must hold one JSON object)", "malformed JSON")
@@ -167,7 +178,7 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
                         yield Document(text, json_safe(values), "stack", where)
         except (pa.ArrowException, OSError) as error:
             screen.bad(
-                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "truncated stream"
+                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "unreadable parquet"
             )
 
 
@@ -195,14 +206,21 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
 
 
 def _split_stream(path: Path, separator: str) -> Iterator[bytes]:
-    """The documents of one text file, split on ``separator`` while streaming."""
+    """The documents of one text file, split on ``separator`` while streaming (linear in the file size: a
+    long document's pieces are joined once)."""
     mark = separator.encode("utf-8")
-    pending = b""
+    pending: list[bytes] = []
+    tail = b""  # the last len(mark) - 1 bytes read, where a separator cut by a chunk boundary starts
     for chunk in read_chunks(path):
-        parts = (pending + chunk).split(mark)
-        pending = parts.pop()
+        if mark not in tail + chunk:
+            pending.append(chunk)
+            tail = (tail + chunk)[-(len(mark) - 1) :] if len(mark) > 1 else b""
+            continue
+        parts = b"".join([*pending, chunk]).split(mark)
+        last = parts.pop()
+        pending, tail = [last], last[-(len(mark) - 1) :] if len(mark) > 1 else b""
         yield from parts
-    yield pending
+    yield b"".join(pending)
 
 
 def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
