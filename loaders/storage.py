@@ -447,6 +447,18 @@ class Storage:
             raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})", reason) from None
 
 
+def locate(
+    path_or_url: str | os.PathLike, storage_options: dict[str, Any] | None = None
+) -> tuple[Storage, str]:
+    """The folder that holds the file ``path_or_url``, and the file's name in it."""
+    text = str(path_or_url)
+    if scheme_of(text) in ("", "file"):
+        local = Path(text[len("file://") :] if text.startswith("file://") else text)
+        return Storage(local.parent, storage_options), local.name
+    folder, _, name = text.rstrip("/").rpartition("/")
+    return Storage(folder, storage_options), name
+
+
 def as_storage(
     directory: str | os.PathLike | Storage, storage_options: dict[str, Any] | None = None
 ) -> Storage:

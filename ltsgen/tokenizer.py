@@ -15,7 +15,8 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
-from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path
+from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -101,19 +102,30 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     return values, offsets
 
 
-def save_tokenizer(tokenizer: Tokenizer, out: str | Path) -> Path:
-    """Write ``tokenizer`` to ``out``: a ``.json`` path gets the ``tokenizer.json`` alone; any other path is
-    a folder that ``transformers.AutoTokenizer.from_pretrained`` loads whole (``tokenizer.json``,
-    ``tokenizer_config.json``, ``special_tokens_map.json``; the end-of-text token is the eos, bos and unk
-    token, as in GPT-2). Every file is written atomically; one that cannot be (a full disk, a read-only
-    folder) raises a one-line ``TokenizerError``.
+def tokenizer_target(out: str | Path, storage_options: dict | None = None) -> tuple[Storage, str]:
+    """Where ``save_tokenizer`` writes the ``tokenizer.json`` for ``out``: the folder and the file's name in
+    it (``NAME.json``: its folder and ``NAME.json``; any other path or URL: that folder and
+    ``tokenizer.json``)."""
+    if str(out).endswith(".json"):
+        return locate(out, storage_options)
+    return Storage(out, storage_options), TOKENIZER_NAME
+
+
+def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict | None = None) -> str:
+    """Write ``tokenizer`` to ``out``, a local path or any ``ltsgen.loaders.storage`` URL: ``NAME.json`` gets
+    the ``tokenizer.json`` alone; any other path is a folder that ``transformers.AutoTokenizer
+    .from_pretrained`` loads whole (``tokenizer.json``, ``tokenizer_config.json``,
+    ``special_tokens_map.json``; the end-of-text token is the eos, bos and unk token, as in GPT-2).
+
+    Every file is published atomically, the ``tokenizer.json`` last; one that cannot be written (a full
+    disk, a read-only folder, an unreachable store) raises a one-line ``TokenizerError`` naming it.
 
     Returns:
-        The path of the ``tokenizer.json`` written.
+        The location of the ``tokenizer.json``.
     """
-    out = Path(out)
-    files, path = {}, out
-    if out.suffix != ".json":
+    folder, name = tokenizer_target(out, storage_options)
+    files = {}
+    if not str(out).endswith(".json"):
         token = eos_token(tokenizer)
         special = {"bos_token": token, "eos_token": token, "unk_token": token}
         config = {
@@ -121,17 +133,19 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path) -> Path:
             "clean_up_tokenization_spaces": False,
             **special,
         }
-        for name, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
-            files[out / name] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
-        path = out / TOKENIZER_NAME
-    files[path] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
-    for name, data in files.items():
+        for side, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+            files[side] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    files[name] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
+    for relpath, data in files.items():
         try:
-            with atomic_path(name) as tmp:
-                tmp.write_bytes(data)
+            folder.write_bytes(relpath, data)
+        except StorageError as error:
+            raise TokenizerError(f"{folder.location(relpath)}: cannot write ({error.reason})") from None
         except OSError as error:
-            raise TokenizerError(f"{name}: cannot write ({error.strerror or error})") from None
-    return path
+            raise TokenizerError(
+                f"{folder.location(relpath)}: cannot write ({error.strerror or error})"
+            ) from None
+    return folder.location(name)
 
 
 def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:

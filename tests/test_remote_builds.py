@@ -133,3 +133,84 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, cap
     assert main(["stories", "--out", url, *KILLED, "--workers", "2"]) == 0
     assert "resumed" in capsys.readouterr().out
     assert remote_tree(fs, prefix) == expected
+
+
+C4_GZ = "c4_en/c4-train.00000-of-01024.first400.json.gz"
+BUCKETS = ["--source", "c4", "--bucket-lengths", "64,128,256", "--eval-lengths", "64,128"]
+BUCKETS += ["--eval-sequences", "4", "--shard-tokens", "4000", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def c4_on_s3(s3_server, real_data, tmp_path_factory):
+    """The C4 sample in a bucket, a tokenizer trained on it there, and the local reference build."""
+    bucket = s3_server.bucket()
+    s3_server.client().put_file(str(real_data / C4_GZ), f"{bucket}/corpora/c4/part-0.json.gz")
+    local = tmp_path_factory.mktemp("local")
+    train = ["tokenizer", "--source", "c4", "--vocab-size", "512"]
+    assert main([*train, "--input", str(real_data / C4_GZ), "--out", str(local / "tok.json")]) == 0
+    assert main([*train, "--input", f"s3://{bucket}/corpora/c4/", "--out", f"s3://{bucket}/tok.json"]) == 0
+    reference = local / "buckets"
+    argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(local / "tok.json")]
+    assert main([*argv, "--out", str(reference)]) == 0
+    return bucket, local, reference
+
+
+def test_tokenizer_from_and_to_s3_equals_the_local_one(s3_server, c4_on_s3, local_small):
+    bucket, local, _ = c4_on_s3
+    fs = s3_server.client()
+    assert fs.cat_file(f"{bucket}/tok.json") == (local / "tok.json").read_bytes()
+    url = f"s3://{bucket}/lts-copy"
+    assert main(["stories", "--out", url, *SMALL]) == 0
+    from_data = ["tokenizer", "--vocab-size", "300"]
+    assert main([*from_data, "--data", url, "--out", f"s3://{bucket}/lts-tok.json"]) == 0
+    assert main([*from_data, "--data", str(local_small), "--out", str(local / "lts-tok.json")]) == 0
+    assert fs.cat_file(f"{bucket}/lts-tok.json") == (local / "lts-tok.json").read_bytes()
+
+
+def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
+    bucket, local, reference = c4_on_s3
+    url = f"s3://{bucket}/c4-buckets"
+    argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
+    assert main([*argv, "--tokenizer", str(local / "tok.json"), "--out", url, "--workers", "2"]) == 0
+    built = remote_tree(s3_server.client(), f"{bucket}/c4-buckets")
+    expected = local_tree(reference)
+    assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
+    assert built.pop("README.md") and expected.pop("README.md")  # the card quotes the command
+    assert built == expected  # every shard, the tokenizer and the plots
+    manifest, local_manifest = read_manifest(url), read_manifest(reference)
+    assert manifest.splits == local_manifest.splits and manifest.extra["eval"] == local_manifest.extra["eval"]
+    size = local_manifest.builder["arguments"]["inputs"][0]["bytes"]
+    assert manifest.builder["arguments"]["inputs"] == [
+        {"path": f"s3://{bucket}/corpora/c4/part-0.json.gz", "bytes": size}
+    ]
+    assert not s3_server.client().find(f"{bucket}/c4-buckets/.ltsgen/chunks")  # removed at the end
+
+
+def test_buckets_killed_mid_upload_resume_to_the_same_bytes(s3_server, c4_on_s3, real_data, tmp_path):
+    bucket, local, reference = c4_on_s3
+    url, prefix = f"s3://{bucket}/killed", f"{bucket}/killed"
+    argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(local / "tok.json")]
+    fs = s3_server.client()
+    build = subprocess.Popen([LTSGEN, *argv, "--out", url, "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) < 3:
+            assert build.poll() is None, "the build ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        workers = children(build.pid)
+        build.send_signal(signal.SIGKILL)
+        build.wait(timeout=30)
+        assert still_alive(workers) == []
+    finally:
+        if build.poll() is None:
+            build.kill()
+            build.wait()
+    assert not fs.exists(f"{prefix}/manifest.json")
+    expected = local_tree(reference)
+    assert all(expected[name] == digest for name, digest in remote_tree(fs, prefix).items())
+    rerun = subprocess.run([LTSGEN, *argv, "--out", url], capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "resumed" in rerun.stdout and "kept from an earlier run" in rerun.stdout
+    assert remote_tree(fs, prefix) == expected
+    assert not fs.find(f"{prefix}/.ltsgen/chunks")

@@ -90,7 +90,7 @@ def engine_from(args: argparse.Namespace):
     return make_engine(args.engine, args.workers, args.ray_address)
 
 
-def add_storage_argument(parser: argparse.ArgumentParser) -> None:
+def add_storage_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--storage-options JSON``: fsspec options for every URL the command reads or writes."""
     parser.add_argument(
         "--storage-options",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from
+from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
 from ltsgen.loaders.contract import FORMATS
 
@@ -29,10 +28,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "ltsgen buckets --source c4 --input 'c4/*.json.gz' --tokenizer tok.json --out c4-buckets",
             "ltsgen buckets --source redpajama-arxiv --input arxiv.jsonl --tokenizer tok.json --out arxiv "
             "--bucket-lengths 1024,4096,16384 --eval-concat --workers 2",
+            "ltsgen buckets --source c4 --input 's3://corpora/c4/en/*.json.gz' --tokenizer tok.json "
+            "--out s3://builds/c4-buckets --engine ray --ray-address auto",
         ],
     )
     add_reader_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="the dataset directory to write")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="the dataset directory to write: a local path, or s3://, gs:// or file:// URL",
+    )
     parser.add_argument(
         "--tokenizer",
         required=True,
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
     from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
     from ltsgen.tokenizer import TokenizerError
 
     if not args.input:
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         config = BucketConfig(
             source=args.source,
             inputs=args.input,
-            out=args.out,
+            out=Storage(args.out, storage_options(args)),
             tokenizer=args.tokenizer,
             bucket_lengths=lengths,
             eval_lengths=eval_lengths,

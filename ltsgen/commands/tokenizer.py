@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
 
 
@@ -34,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_reader_arguments(parser, required=False)
     parser.add_argument(
-        "--data", type=Path, help="a built ltsgen dataset directory to train on (instead of --source)"
+        "--data", help="a built ltsgen dataset directory (path or URL) to train on (instead of --source)"
     )
     parser.add_argument(
         "--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included"
@@ -44,23 +43,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--out",
-        type=Path,
-        help="NAME.json for the tokenizer.json alone, or a folder for a Hugging Face tokenizer folder; "
-        "required with --source (with --data, leaving it out attaches the tokenizer to the dataset)",
+        help="NAME.json for the tokenizer.json alone, or a folder for a Hugging Face tokenizer folder (a "
+        "path or s3:// gs:// file:// URL); required with --source (with --data, leaving it out attaches "
+        "the tokenizer to the dataset)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
-def _dataset_texts(directory: Path) -> Iterator[str]:
+def _dataset_texts(directory) -> Iterator[str]:
+    """The texts of the train split (else the first split) of a dataset directory (a ``Storage``)."""
     from ltsgen.loaders.contract import read_manifest
-    from ltsgen.loaders.formats import read_shard
+    from ltsgen.loaders.formats import decode_shard
 
     manifest = read_manifest(directory)
     split = "train" if "train" in manifest.splits else next(iter(manifest.splits))
     for shard in manifest.shards(split):
-        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"]):
-            yield record["text"]
+        data = directory.read_bytes(shard.path)
+        yield from (
+            r["text"]
+            for r in decode_shard(data, manifest.format, directory.location(shard.path), ["text"]).records()
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,21 +72,26 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.attach import attach_tokenizer, attachable_manifest
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
-    from ltsgen.tokenizer import save_tokenizer, train_tokenizer
+    from ltsgen.loaders.storage import Storage
+    from ltsgen.tokenizer import save_tokenizer, tokenizer_target, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
     if args.source and not (args.input and args.out):
         raise UsageError("--source needs --input and --out")
+    options = storage_options(args)
+    data = None if args.data is None else Storage(args.data, options)
     if args.out is None:
-        attachable_manifest(args.data)  # refuse before training, not after
+        attachable_manifest(data)  # refuse before the training, not after
+    else:
+        tokenizer_target(args.out, options)[0].check_writable()
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
     policy = screen(args)
 
     def texts() -> Iterator[str]:
-        if args.data is not None:
-            stream = _dataset_texts(args.data)
+        if data is not None:
+            stream = _dataset_texts(data)
         else:
             stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
         with tqdm(desc="reading", unit=" documents", disable=args.no_progress) as bar:
@@ -99,13 +107,11 @@ def run(args: argparse.Namespace) -> int:
     if counts["documents"] == 0:
         raise UsageError("no documents to train on")
     if args.out is None:
-        entry, previous = attach_tokenizer(args.data, tokenizer)
-        saved = args.data / entry["path"]
-        note = (
-            f"; attached to {args.data} in its manifest{' (replacing the earlier one)' if previous else ''}"
-        )
+        entry, previous = attach_tokenizer(data, tokenizer)
+        saved = data.location(entry["path"])
+        note = f"; attached to {data} in its manifest{' (replacing the earlier one)' if previous else ''}"
     else:
-        saved, note = save_tokenizer(tokenizer, args.out), ""
+        saved, note = save_tokenizer(tokenizer, args.out, options), ""
     print(
         f"{saved}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in "

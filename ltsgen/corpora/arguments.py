@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ltsgen.commands import add_storage_argument, storage_options
 from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
 
 SOURCE_HELP = (
@@ -31,7 +32,8 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         "--input",
         nargs="+",
         metavar="PATH",
-        help="files, folders or globs (quote globs), read in the order given; for --source hf, dataset names",
+        help="files, folders or globs (quote globs), local or s3:// gs:// hf:// URLs, read in the order "
+        "given; for --source hf, dataset names",
     )
     group.add_argument(
         "--subset", help="pile: keep only documents whose meta.pile_set_name is this (ArXiv, Github, ...)"
@@ -49,6 +51,7 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         action="store_true",
         help="count and skip bad lines (malformed JSON, missing text field, truncated stream) instead of failing",
     )
+    add_storage_argument(group)
     group.add_argument(
         "--strict",
         action="store_true",
@@ -71,6 +74,7 @@ def reader_options(args: argparse.Namespace) -> ReaderOptions:
         separator=args.separator,
         hf_config=args.hf_config,
         hf_split=args.hf_split,
+        storage_options=storage_options(args) or None,
     )
 
 

@@ -43,6 +43,7 @@ from ltsgen.build import (
 from ltsgen.card import require_card_dependencies
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
+from ltsgen.corpora.inputs import input_size
 from ltsgen.corpora.readers import (
     MAX_DOC_CHARS,
     ReaderOptions,
@@ -53,23 +54,16 @@ from ltsgen.corpora.readers import (
 )
 from ltsgen.corpora.spool import (
     SUMMARY_COLUMNS,
-    chunk_path,
+    chunk_name,
     read_chunk,
     text_digest,
     token_arrays,
     write_chunk,
 )
 from ltsgen.engines import Engine, SerialEngine, make_engine
-from ltsgen.loaders.contract import (
-    EVAL_CONCAT_SPLIT,
-    EVAL_SPLIT,
-    TOKENIZER_NAME,
-    atomic_path,
-    sha256_file,
-    shard_relpath,
-    token_dtype,
-)
-from ltsgen.tokenizer import load_tokenizer, manifest_entry
+from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, TOKENIZER_NAME, shard_relpath, token_dtype
+from ltsgen.loaders.storage import Storage, as_storage
+from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
 # Below this many tokens the shard-writing pass runs in the main process unless the engine's workers are
@@ -85,7 +79,7 @@ class BucketConfig:
 
     source: str
     inputs: list[str]
-    out: Path
+    out: Path | str | Storage  # a local path, a URL, or a Storage with its options
     tokenizer: str
     bucket_lengths: list[int]
     eval_lengths: list[int]
@@ -120,8 +114,8 @@ class BucketConfig:
         parts += ["--eval-concat"] * self.eval_concat
         parts.append("--splits " + ",".join(f"{name}={fraction:g}" for name, fraction in self.splits.items()))
         parts += [f"--format {self.fmt}", f"--shard-tokens {self.shard_tokens}", f"--seed {self.seed}"]
-        for option, value in vars(self.reader).items():
-            if value is not None and (option, value) != ("hf_split", "train"):
+        for option, value in self.reader.identity().items():
+            if (option, value) != ("hf_split", "train"):
                 parts.append(f"--{option.replace('_', '-')} {value}")
         parts += ["--skip-bad"] * self.skip_bad + ["--strict"] * self.strict
         parts.append(f"--max-doc-chars {self.max_doc_chars}")
@@ -132,7 +126,10 @@ class BucketConfig:
         files = (
             [{"name": name} for name in self.inputs]
             if self.source == "hf"
-            else [{"path": str(p), "bytes": p.stat().st_size} for p in input_files(self.source, self.inputs)]
+            else [
+                {"path": str(p), "bytes": input_size(p)}
+                for p in input_files(self.source, self.inputs, self.reader)
+            ]
         )
         return {
             "source": self.source,
@@ -145,7 +142,7 @@ class BucketConfig:
             "format": self.fmt,
             "shard_tokens": self.shard_tokens,
             "seed": self.seed,
-            "reader": {k: v for k, v in vars(self.reader).items() if v is not None},
+            "reader": self.reader.identity(),
             "skip_bad": self.skip_bad,
             "strict": self.strict,
             "max_doc_chars": self.max_doc_chars,
@@ -209,7 +206,7 @@ def build_buckets(
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
-    directory = config.out
+    directory = as_storage(config.out)
     source = dataset_source(config.source, config.reader, config.inputs)
     spec = BuildSpec(
         directory=directory,
@@ -230,16 +227,16 @@ def build_buckets(
         return BucketsResult(finished, finished.manifest.extra.get("statistics", {}), 0.0, 0)
 
     with claim(directory, builder, overwrite):
-        tokenizer_path = directory / TOKENIZER_NAME
-        if not tokenizer_path.is_file() or sha256_file(tokenizer_path) != tokenizer_info["sha256"]:
-            with atomic_path(tokenizer_path) as tmp:
-                tmp.write_bytes(tokenizer_text)
+        if (
+            not directory.is_file(TOKENIZER_NAME)
+            or directory.sha256(TOKENIZER_NAME) != tokenizer_info["sha256"]
+        ):
+            directory.write_bytes(TOKENIZER_NAME, tokenizer_text)
         record_outputs(directory, [TOKENIZER_NAME])
-        spool = directory / STATE_DIR / SPOOL_NAME
-        spool.mkdir(parents=True, exist_ok=True)
+        spool = directory.child(f"{STATE_DIR}/{SPOOL_NAME}")
         screen = config.screen()
         started = time.perf_counter()
-        chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, engine, progress)
+        chunks, tokens = tokenize_to_chunks(config, screen, spool, directory, engine, progress)
         tokenize_seconds = time.perf_counter() - started
         if chunks == 0:
             remove_build(directory)
@@ -249,9 +246,7 @@ def build_buckets(
                 + (f" ({skipped})" if skipped else "")
                 + "; nothing was written"
             )
-        plan = plan_shards(
-            config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen
-        )
+        plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], directory, source, screen)
         spec.splits = plan.splits
         spec.jobs = plan.jobs
         spec.finalize = lambda results: plan.extra
@@ -269,10 +264,12 @@ def _tokenizer_bytes(name: str, tokenizer) -> bytes:
 # ---------------------------------------------------------------- pass 1: tokenize
 
 
-def _tokenize_chunk(tokenizer_path: str, job: tuple[str, list[tuple[str, dict[str, Any], str, str]]]):
-    """One pass-1 job (in this process or an engine's worker): tokenize a chunk and write its file."""
-    path, documents = job
-    return write_chunk(Path(path), _tokenizer(tokenizer_path), documents)
+def _tokenize_chunk(
+    directory: Storage, spool: Storage, job: tuple[int, list[tuple[str, dict[str, Any], str, str]]]
+) -> tuple[int, int]:
+    """One pass-1 job (in this process or an engine's worker): tokenize a chunk and publish its file."""
+    index, documents = job
+    return write_chunk(spool, index, _tokenizer(directory), documents)
 
 
 def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, dict[str, Any], str, str]]]:
@@ -296,15 +293,17 @@ def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, di
 
 
 def tokenize_to_chunks(
-    config: BucketConfig, screen: Screen, spool: Path, tokenizer_path: Path, engine: Engine, progress: bool
+    config: BucketConfig, screen: Screen, spool: Storage, directory: Storage, engine: Engine, progress: bool
 ) -> tuple[int, int]:
-    """Pass 1: tokenize every chunk not already in ``spool`` on ``engine``; return (chunks, tokens)."""
+    """Pass 1: tokenize (with ``directory``'s tokenizer) every chunk not already in ``spool``, on
+    ``engine``; return (chunks, tokens)."""
     from tqdm import tqdm
 
     bar = tqdm(unit=" docs", disable=not progress, dynamic_ncols=True, desc="tokenizing")
     started = time.perf_counter()
     tokens = 0
     count = 0
+    existing = set(spool.files())
 
     def done(documents: int, chunk_tokens: int) -> None:
         nonlocal tokens
@@ -314,18 +313,18 @@ def tokenize_to_chunks(
         )
         bar.update(documents)
 
-    def jobs() -> Iterator[tuple[str, list[tuple[str, dict[str, Any], str, str]]]]:
+    def jobs() -> Iterator[tuple[int, list[tuple[str, dict[str, Any], str, str]]]]:
         nonlocal count
         for index, documents in enumerate(_chunks(config, screen)):
             count = index + 1
-            path = chunk_path(spool, index)
-            if path.exists():  # tokenized by an earlier run
-                done(len(documents), int(np.sum(read_chunk(path, ["num_tokens"]).column(0).to_numpy())))
+            if chunk_name(index) in existing:  # tokenized by an earlier run
+                counts = read_chunk(spool, index, ["num_tokens"]).column(0).to_numpy()
+                done(len(documents), int(np.sum(counts)))
             else:
-                yield str(path), documents
+                yield index, documents
 
     with bar:
-        for documents, chunk_tokens in engine.map(partial(_tokenize_chunk, str(tokenizer_path)), jobs()):
+        for documents, chunk_tokens in engine.map(partial(_tokenize_chunk, directory, spool), jobs()):
             done(documents, chunk_tokens)
     return count, tokens
 
@@ -341,10 +340,16 @@ class ShardPlan:
 
 
 def plan_shards(
-    config: BucketConfig, spool: Path, chunks: int, eos: int, tokenizer_path: str, source: str, screen: Screen
+    config: BucketConfig,
+    spool: Storage,
+    chunks: int,
+    eos: int,
+    directory: Storage,
+    source: str,
+    screen: Screen,
 ) -> ShardPlan:
     """Choose evaluation documents, assign splits and buckets, and cut shards (documents are distinct)."""
-    tables = [read_chunk(chunk_path(spool, index), SUMMARY_COLUMNS) for index in range(chunks)]
+    tables = [read_chunk(spool, index, SUMMARY_COLUMNS) for index in range(chunks)]
     ids = [value for table in tables for value in table.column("id").to_pylist()]
     sources = [value for table in tables for value in table.column("source").to_pylist()]
     num_tokens = np.concatenate([t.column("num_tokens").to_numpy() for t in tables] + [np.zeros(0, np.int64)])
@@ -371,7 +376,7 @@ def plan_shards(
         return int(num_tokens[document])
 
     jobs: list[Job] = []
-    common = {"eos": eos, "tokenizer": tokenizer_path, "spool": str(spool), "source": source}
+    common = {"eos": eos, "directory": directory, "spool": spool, "source": source}
     for split in config.splits:
         for index, name in enumerate(names):
             for number, shard in enumerate(
@@ -463,19 +468,34 @@ def _job(fmt: str, split: str, bucket: str, number: int, kind: str, refs, length
 
 
 @lru_cache(maxsize=16)
-def _cached_chunk(path: str, stamp: tuple[int, int, int]):
-    """Chunks stay open (memory-mapped) across the shard jobs of one process; ``stamp`` (inode, mtime,
-    size) tells a rewritten file from the one cached."""
-    return read_chunk(Path(path))
+def _cached_chunk(spool: Storage, index: int, version: Any):
+    """Chunks stay open (memory-mapped locally) across the shard jobs of one process; ``version`` (the
+    local file's inode, mtime and size, or the store's version tag) tells a rewritten file from the one
+    cached."""
+    return read_chunk(spool, index)
+
+
+def _chunk_version(spool: Storage, index: int) -> Any:
+    if spool.is_local:
+        status = spool.local_path(chunk_name(index)).stat()
+        return status.st_ino, status.st_mtime_ns, status.st_size
+    return spool.stamp(chunk_name(index))
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(path: str):
-    """The tokenizer at ``path``, loaded once per process."""
-    return load_tokenizer(path)
+def _tokenizer(directory: Storage):
+    """The build's ``DIR/tokenizer.json``, loaded once per process."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_str(directory.read_text(TOKENIZER_NAME))
+    except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
+        raise TokenizerError(
+            f"{directory.location(TOKENIZER_NAME)}: not a tokenizer.json ({error})"
+        ) from None
 
 
-def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
+def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
     """``(id, text, source, meta, input_ids)`` of the referenced chunk rows, in ``refs`` order."""
     start = 0
     while start < len(refs):
@@ -483,9 +503,7 @@ def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[s
         stop = start
         while stop < len(refs) and refs[stop, 0] == chunk:
             stop += 1
-        path = chunk_path(spool, chunk)
-        status = path.stat()
-        table = _cached_chunk(str(path), (status.st_ino, status.st_mtime_ns, status.st_size))
+        table = _cached_chunk(spool, chunk, _chunk_version(spool, chunk))
         table = table.take(refs[start:stop, 1])
         values, offsets = token_arrays(table)
         columns = [table.column(name).to_pylist() for name in ("id", "text", "source", "meta")]
@@ -497,13 +515,13 @@ def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[s
 def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
     """Run one shard job of the plan (in the main process or a build worker)."""
     payload = job.payload
-    spool, kind, length = Path(payload["spool"]), payload["kind"], payload["length"]
+    spool, kind, length = payload["spool"], payload["kind"], payload["length"]
     with output.open(payload["relpath"]) as writer:
         if kind == "train":
             for key, text, source, meta, ids in _rows(spool, payload["refs"]):
                 writer.write({"id": key, "text": text, "source": source, "meta": meta, "input_ids": ids})
         elif kind == "eval":
-            decoder = _tokenizer(payload["tokenizer"])
+            decoder = _tokenizer(payload["directory"])
             for key, _, source, meta, ids in _rows(spool, payload["refs"]):
                 prefix = ids[:length]
                 meta = {**meta, "document_id": key, "document_tokens": int(ids.size)}
@@ -518,7 +536,7 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
                     }
                 )
         else:
-            decoder = _tokenizer(payload["tokenizer"])
+            decoder = _tokenizer(payload["directory"])
             rows = list(_rows(spool, payload["refs"]))
             starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
             windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, payload["count"])

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ltsgen.corpora.inputs import InputError, TruncatedInput, expand_inputs, read_chunks, read_lines
+from ltsgen.corpora.inputs import (
+    InputError,
+    InputPath,
+    TruncatedInput,
+    expand_inputs,
+    open_input,
+    read_chunks,
+    read_lines,
+)
 from ltsgen.errors import require
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
@@ -45,6 +53,12 @@ class ReaderOptions:
     separator: str | None = None  # text: split each file into documents on this string
     hf_config: str | None = None
     hf_split: str = "train"
+    # options for the filesystem of URL inputs (credentials): never part of a build's identity
+    storage_options: dict[str, Any] | None = field(default=None, repr=False)
+
+    def identity(self) -> dict[str, Any]:
+        """The options that change what is read (``storage_options`` say only how to reach it)."""
+        return {k: v for k, v in vars(self).items() if v is not None and k != "storage_options"}
 
 
 @dataclass
@@ -95,7 +109,7 @@ def json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
 
 
-def _json_objects(path: Path, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
+def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, object)`` for each JSON line of a plain, gzip or zstd file; blank lines are ignored."""
     try:
         for number, line in read_lines(path):
@@ -136,7 +150,7 @@ def _meta_of(obj: dict[str, Any], text_field: str) -> dict[str, Any]:
 def _json_reader(record_source: Callable[[dict[str, Any]], str], default_field: str = "text"):
     def read(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
         text_field = options.text_field or default_field
-        for path in expand_inputs(inputs, JSON_SUFFIXES):
+        for path in expand_inputs(inputs, JSON_SUFFIXES, options.storage_options):
             for where, obj in _json_objects(path, screen):
                 meta = _meta_of(obj, text_field)
                 if options.subset is not None and meta.get("pile_set_name") != options.subset:
@@ -160,9 +174,9 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
     import pyarrow.parquet as pq
 
     text_field = options.text_field or "content"
-    for path in expand_inputs(inputs, PARQUET_SUFFIXES):
+    for path in expand_inputs(inputs, PARQUET_SUFFIXES, options.storage_options):
         try:
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(open_input(path))
             if text_field not in parquet.schema_arrow.names:
                 screen.bad(
                     str(path), f"missing text field {text_field!r} (no such column)", "missing text field"
@@ -205,7 +219,7 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
             raise InputError(f"{name}: cannot stream this dataset ({first})") from None
 
 
-def _split_stream(path: Path, separator: str) -> Iterator[bytes]:
+def _split_stream(path: InputPath, separator: str) -> Iterator[bytes]:
     """The documents of one text file, split on ``separator`` while streaming (linear in the file size: a
     long document's pieces are joined once)."""
     mark = separator.encode("utf-8")
@@ -225,7 +239,7 @@ def _split_stream(path: Path, separator: str) -> Iterator[bytes]:
 
 def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
     """Plain text files or folders: one document per file, or per ``separator``-delimited piece."""
-    for path in expand_inputs(inputs, TEXT_SUFFIXES):
+    for path in expand_inputs(inputs, TEXT_SUFFIXES, options.storage_options):
         try:
             pieces = (
                 _split_stream(path, options.separator) if options.separator else [b"".join(read_chunks(path))]
@@ -256,10 +270,10 @@ SOURCES: dict[str, Reader] = {
 }
 
 
-def input_files(source: str, inputs: list[str]) -> list[Path]:
+def input_files(source: str, inputs: list[str], options: ReaderOptions | None = None) -> list[InputPath]:
     """The files a file-based source reads for ``inputs`` (folders filtered by the source's suffixes)."""
     suffixes = {"stack": PARQUET_SUFFIXES, "text": TEXT_SUFFIXES}.get(source, JSON_SUFFIXES)
-    return expand_inputs(inputs, suffixes)
+    return expand_inputs(inputs, suffixes, options.storage_options if options else None)
 
 
 def dataset_source(source: str, options: ReaderOptions, inputs: list[str]) -> str:

@@ -160,14 +160,15 @@ def occurrences(text: str, value: str) -> list[int]:
     return found
 
 
-def use_distances(text: str, facts: list[dict]) -> None:
+def use_distances(text: str, facts: list[dict], search: bool = False) -> None:
     """Add to each fact record its uses' distances to the nearest previous occurrence of the value in the
-    text, ``distance_chars`` and ``distance_words`` (one per use). The value of a planted fact occurs only
-    where it is recorded; any other value is searched for in the whole text (recorded as a use or not)."""
+    text, ``distance_chars`` and ``distance_words`` (one per use). The built-in engine writes a planted
+    fact's value only where it records it; any other value (and every value with ``search``) is searched
+    for in the whole text, recorded as a use or not."""
     needed: set[int] = set()
     previous: list[list[int]] = []
     for fact in facts:
-        if fact.get("planted"):
+        if fact.get("planted") and not search:
             before = [fact["first"], *fact["uses"]][: len(fact["uses"])]
         else:
             found = occurrences(text, fact["value"])
