@@ -24,7 +24,9 @@ ALLOWED = {
 PARTS = (  # module prefix -> part, the first match wins
     ("ltsgen.errors", "leaf"), ("ltsgen.loaders", "loaders"), ("ltsgen.encodings", "encodings"),
     ("ltsgen.training", "training"), ("ltsgen.tokenizer", "tokenizer"), ("ltsgen.cli", "cli"),
-    ("ltsgen.commands", "cli"), ("ltsgen.__main__", "cli"), ("ltsgen.", "builders"),
+    ("ltsgen.commands", "cli"), ("ltsgen.__main__", "cli"),
+    ("ltsgen.corpora.arguments", "cli"),  # the corpus readers' command-line options
+    ("ltsgen.", "builders"),
 )  # fmt: skip
 
 
