@@ -8,6 +8,7 @@ Nothing is shared between processes: every rank and worker reads what it needs f
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ltsgen.errors import LtsgenError, UsageError
 
+from .cache import ShardCache
 from .contract import MANIFEST_NAME, ContractError, Manifest, ShardInfo, parse_bucket_name, parse_manifest
 from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
@@ -54,9 +56,16 @@ class StreamingDataset(IterableDataset):
             ``{"input_ids": LongTensor[seq_len + 1]}`` (plus ``"position_ids"`` with ``position_ids=True``).
             Untokenized data is tokenized on the fly with ``tokenizer`` (default: the directory's).
         by_bucket: draw each global batch from one length bucket, the bucket order a seeded permutation.
-        verify: check each shard's sha256 against the manifest on its first read in a process.
+        verify: check each shard's sha256 against the manifest on its first read in a process (a shard
+            without one is then refused).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (counted in ``skipped``; its slots are
             refilled from the rest of its shuffle window so that every rank keeps the same count).
+        allow_pipe: run ``pipe:`` templates (they execute a shell command).
+        storage_options: keyword arguments for the URL's fsspec filesystem (credentials, endpoint, ...).
+        cache_dir, cache_limit: a node-local folder where remote shards are kept for every rank and worker
+            of the machine (see ``cache.ShardCache``: each shard downloaded and checked against its sha256
+            once per node, the least recently used beyond ``cache_limit`` bytes, e.g. ``"20GB"``, removed).
+            Without it each process reads the shards it needs itself, every epoch.
     """
 
     def __init__(
@@ -83,6 +92,9 @@ class StreamingDataset(IterableDataset):
         verify: bool = True,
         on_error: str = "raise",
         allow_pipe: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         super().__init__()
         self.root = str(path_or_url)
@@ -113,9 +125,13 @@ class StreamingDataset(IterableDataset):
         self.transform = transform
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
+        self.storage_options = dict(storage_options or {})
+        self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
+        if cache_dir is None and cache_limit is not None:
+            raise UsageError("cache_limit needs cache_dir (the folder it limits)")
 
         where = join(self.root, MANIFEST_NAME)
-        self.manifest: Manifest = parse_manifest(read_bytes(where, allow_pipe=allow_pipe), where)
+        self.manifest: Manifest = parse_manifest(self._read(where), where)
         self.shards: list[ShardInfo] = self.manifest.shards(split, bucket)
         if not self.shards:
             have = sorted({s.bucket for s in self.manifest.shards(split) if s.bucket})
@@ -182,7 +198,7 @@ class StreamingDataset(IterableDataset):
 
             stored = self.manifest.tokenizer or {}
             location = self._tokenizer or join(self.root, stored["path"])
-            raw = read_bytes(location, allow_pipe=self.allow_pipe)
+            raw = self._read(location)
             expected = None if self._tokenizer else stored.get("sha256")
             if self.verify and expected and hashlib.sha256(raw).hexdigest() != expected:
                 raise ContractError(
@@ -344,9 +360,15 @@ class StreamingDataset(IterableDataset):
     def _where(self, info: ShardInfo) -> str:
         return join(self.root, info.path)
 
+    def _read(self, location: str) -> bytes:
+        return read_bytes(location, allow_pipe=self.allow_pipe, storage_options=self.storage_options)
+
     def _fetch(self, info: ShardInfo) -> tuple[bytes, bool]:
-        """A shard's bytes, and whether their sha256 is already checked."""
-        return read_bytes(self._where(info), allow_pipe=self.allow_pipe), False
+        """A shard's bytes (through the node's cache when there is one), and whether they are verified."""
+        where = self._where(info)
+        if self.cache is None:
+            return self._read(where), False
+        return self.cache.read(info, where, functools.partial(self._read, where))
 
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -56,4 +57,12 @@ def make_dataset(
     return directory
 
 
-__all__ = ["EOS", "FORMATS", "document", "make_dataset"]
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process running ``tests/loader_procs.py``: one torch thread, this folder
+    on the path (and no empty entry: the repository's ``encodings/`` would shadow the package)."""
+    here = str(Path(__file__).resolve().parent)
+    paths = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(paths), **extra)
+
+
+__all__ = ["EOS", "FORMATS", "document", "make_dataset", "subprocess_env"]

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loader_fixtures import make_dataset
+from loader_fixtures import make_dataset, subprocess_env
 from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED
 
 from ltsgen.loaders import StreamingDataset
@@ -35,15 +35,6 @@ def global_order(directory) -> list[list[str]]:
     return [list(batch["id"]) for batch in dataset.loader(num_workers=0)]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    paths = [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(
-        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(paths)
-    )  # no "": encodings/ would shadow
-    env.update(extra)
-    return env
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -58,7 +49,7 @@ def _launch(world: int, directory: Path, out: Path, resume: Path | None = None) 
     return [
         subprocess.Popen(
             args,
-            env=_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+            env=subprocess_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
@@ -121,7 +112,7 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
             str(checkpoint),
             str(workers),
         ]
-        process = subprocess.Popen(args, env=_env(), stderr=subprocess.PIPE, start_new_session=True)
+        process = subprocess.Popen(args, env=subprocess_env(), stderr=subprocess.PIPE, start_new_session=True)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and process.poll() is None:
@@ -133,7 +124,7 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)  # the process and its DataLoader workers, mid-run
             process.wait()
-    process = subprocess.run(args, env=_env(), capture_output=True, timeout=120)
+    process = subprocess.run(args, env=subprocess_env(), capture_output=True, timeout=120)
     assert process.returncode == 0, process.stderr.decode()[-3000:]
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order
