@@ -79,8 +79,8 @@ def run_ltsgen(corpus: Path, tokenizer: Path, out: Path, workers: int) -> int:
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
 
     config = BucketConfig(
-        source="c4", inputs=[str(corpus)], out=out, tokenizer=str(tokenizer), lengths=LENGTHS,
-        eval_lengths=LENGTHS, eval_per_length=0,
+        source="c4", inputs=[str(corpus)], out=out, tokenizer=str(tokenizer), bucket_lengths=LENGTHS,
+        eval_lengths=LENGTHS, eval_sequences=0,
     )  # fmt: skip
     result = build_buckets(config, workers=workers, progress=False, card=False)
     return result.tokens

@@ -11,7 +11,7 @@ import os
 import numpy as np
 import torch
 
-from .contract import ContractError
+from .contract import EVAL_SPLIT, ContractError
 
 
 class PadCollate:
@@ -34,11 +34,11 @@ class PadCollate:
 
 
 def load_eval_set(
-    path_or_url: str | os.PathLike, length: int, *, split: str = "eval", allow_pipe: bool = False
+    path_or_url: str | os.PathLike, length: int, *, split: str = EVAL_SPLIT, allow_pipe: bool = False
 ) -> torch.Tensor:
     """The evaluation sequences of exactly ``length`` tokens (``DIR/<split>/<length>/``), as LongTensor [n, length].
 
-    ``split="eval-concat"`` reads the concatenated-stream variant. Sequences keep their stored order.
+    ``split="eval_concat"`` reads the concatenated-stream variant. Sequences keep their stored order.
     """
     from .dataset import StreamingDataset
 

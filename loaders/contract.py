@@ -7,6 +7,10 @@ A dataset directory::
     DIR/tokenizer.json                             when the data is tokenized
     DIR/<split>/[<bucket>/]shard-00000.<ext>       ext: tar | parquet | jsonl.zst
 
+Split names are words (letters, digits, ``_``), as Hugging Face ``datasets`` requires: ``train``,
+``validation``, ``test``, and for bucketed corpora :data:`EVAL_SPLIT` (``eval/<L>/``, sequences of exactly
+L tokens) and :data:`EVAL_CONCAT_SPLIT` (``eval_concat/<L>/``, the held-out documents joined by EOS).
+
 One record shape travels through every format:
 
     id          str, stable and unique, no "." or "/" (a webdataset key)
@@ -15,15 +19,19 @@ One record shape travels through every format:
     num_words   int (whitespace-separated words of ``text``)
     num_tokens  int, only when tokenized
     input_ids   token ids, only when tokenized (uint16 when the vocabulary fits, else uint32)
-    meta        dict, source-specific (JSON-serialisable)
+    meta        dict, source-specific (JSON-serialisable); stored as a JSON string in every format
 
 How a record is laid out in each format:
 
 - webdataset tar: member ``<id>.txt`` holds the UTF-8 text, ``<id>.json`` the other scalar fields and
   ``meta``, ``<id>.input_ids.npy`` the token ids (a plain ``.npy`` array, never pickled).
-- parquet (zstd): columns ``id, text, source, num_words, meta`` (meta as a JSON string), plus
-  ``num_tokens, input_ids`` (``list<uint16|uint32>``) when tokenized.
+- parquet (zstd): columns ``id, text, source, num_words, meta``, plus ``num_tokens, input_ids``
+  (``list<uint16|uint32>``) when tokenized.
 - jsonl.zst: one JSON object per line with every field, ``input_ids`` as a list of ints.
+
+``meta`` is a JSON string in all three, so that ``datasets.load_dataset`` gives it one type (``string``)
+whatever the format and however its keys vary from record to record (a struct type would be inferred from
+the first records and break on the others). Readers also accept the object form of earlier shards.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ from typing import Any
 
 from ltsgen.errors import LtsgenError
 
+from .storage import Storage, StorageError, as_storage
+
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 CARD_NAME = "README.md"
@@ -54,6 +64,10 @@ TAR_FIELDS_EXT = "json"
 TAR_IDS_EXT = "input_ids.npy"
 RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
 SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
+EVAL_SPLIT = "eval"
+EVAL_CONCAT_SPLIT = "eval_concat"
+# split names of earlier versions that Hugging Face datasets refuses -> their current names
+LEGACY_SPLITS = {"eval-concat": EVAL_CONCAT_SPLIT}
 
 
 class ContractError(LtsgenError, ValueError):
@@ -137,7 +151,8 @@ class Manifest:
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
         fields = dict(data)
         fields["splits"] = {
-            split: [ShardInfo.from_dict(s) for s in shards] for split, shards in data["splits"].items()
+            LEGACY_SPLITS.get(split, split): [ShardInfo.from_dict(s) for s in shards]
+            for split, shards in data["splits"].items()
         }
         return cls(**{key: fields[key] for key in cls.__dataclass_fields__ if key in fields})
 
@@ -170,20 +185,24 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def write_manifest(directory: str | os.PathLike, manifest: Manifest) -> Path:
-    path = Path(directory) / MANIFEST_NAME
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
+def write_manifest(directory: str | os.PathLike | Storage, manifest: Manifest) -> str:
+    """Publish ``DIR/manifest.json`` atomically (local folder or object store); return its location."""
+    store = as_storage(directory)
+    text = json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n"
+    store.write_bytes(MANIFEST_NAME, text.encode("utf-8"))
+    return store.location(MANIFEST_NAME)
 
 
-def read_manifest(directory: str | os.PathLike) -> Manifest:
-    """Read ``DIR/manifest.json`` from a local directory, with one-line errors naming the file."""
-    path = Path(directory) / MANIFEST_NAME
+def read_manifest(directory: str | os.PathLike | Storage) -> Manifest:
+    """Read ``DIR/manifest.json`` (local folder or any ``Storage``), with one-line errors naming the file."""
+    store = as_storage(directory)
+    where = store.location(MANIFEST_NAME)
     try:
-        return parse_manifest(path.read_bytes(), str(path))
-    except FileNotFoundError:
-        raise ContractError(f"{path}: not found (is {directory} an ltsgen dataset directory?)") from None
+        return parse_manifest(store.read_bytes(MANIFEST_NAME), where)
+    except StorageError as error:
+        if error.reason == "not found":
+            raise ContractError(f"{where}: not found (is {store} an ltsgen dataset directory?)") from None
+        raise ContractError(str(error)) from None
 
 
 def parse_manifest(raw: bytes, where: str) -> Manifest:

@@ -98,14 +98,28 @@ def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | Non
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
-            return _decode_parquet(data, where, wanted)
-        if fmt == "webdataset":
-            return _decode_tar(data, where, wanted)
-        return _decode_jsonl_zst(data, where, wanted)
+            shard = _decode_parquet(data, where, wanted)
+        elif fmt == "webdataset":
+            shard = _decode_tar(data, where, wanted)
+        else:
+            shard = _decode_jsonl_zst(data, where, wanted)
+        if "meta" in shard.fields:
+            shard.fields["meta"] = [_meta(value, where) for value in shard.fields["meta"]]
+        return shard
     except ContractError:
         raise
     except Exception as error:  # a decoder's own error on corrupt bytes
         raise ContractError(f"{where}: corrupt {fmt} shard ({type(error).__name__}: {error})") from None
+
+
+def _meta(value: str | dict | None, where: str) -> dict | None:
+    """``meta`` as a dict: shards store it as a JSON string (earlier tar and jsonl.zst shards as an object)."""
+    if not isinstance(value, str):
+        return value
+    meta = json.loads(value)
+    if not isinstance(meta, dict):
+        raise ContractError(f"{where}: meta must be a JSON object, not {type(meta).__name__}")
+    return meta
 
 
 # ---------------------------------------------------------------- parquet
@@ -123,8 +137,6 @@ def _decode_parquet(data: bytes, where: str, wanted: set[str] | None) -> ShardCo
         column = table.column(name)
         if name == "input_ids":
             shard.tokens = _arrow_token_column(column, where)
-        elif name == "meta":
-            shard.fields[name] = [None if m is None else json.loads(m) for m in column.to_pylist()]
         else:
             shard.fields[name] = column.to_pylist()
     return shard

@@ -59,7 +59,12 @@ STAGING_DIR = "ltsgen-staging"
 
 
 class StorageError(LtsgenError):
-    """A file or folder that cannot be read, written or claimed; the message is one line naming it."""
+    """A file or folder that cannot be read, written or claimed; the message is one line naming it, and
+    ``reason`` the cause alone (``"Permission denied"``, ``"not found"``)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 class LockHeld(StorageError):
@@ -149,6 +154,9 @@ class Storage:
     def __repr__(self) -> str:
         return f"Storage({self.url!r})"
 
+    def __str__(self) -> str:
+        return self.url
+
     def __reduce__(self):
         return (Storage, (self.url, self.options))
 
@@ -208,6 +216,11 @@ class Storage:
 
     def files(self, relpath: str = "") -> dict[str, int]:
         """Every file below the folder ``relpath`` (recursively): path relative to *this* folder -> size."""
+        return {name: size for name, (size, _) in self.listing(relpath).items()}
+
+    def listing(self, relpath: str = "") -> dict[str, tuple[int, str | None]]:
+        """Every file below the folder ``relpath``: path relative to this folder -> (size, stamp), from one
+        listing of the store (see ``stamp``)."""
         if self.root is not None:
             base = self.local_path(relpath)
             if not base.is_dir():
@@ -217,7 +230,7 @@ class Storage:
                 for name in names:
                     path = Path(folder, name)
                     try:
-                        found[path.relative_to(self.root).as_posix()] = path.stat().st_size
+                        found[path.relative_to(self.root).as_posix()] = (path.stat().st_size, None)
                     except FileNotFoundError:  # removed while walking
                         continue
             return dict(sorted(found.items()))
@@ -228,7 +241,7 @@ class Storage:
                 return {}
         prefix = self.fs._strip_protocol(self.url).rstrip("/") + "/"
         return {
-            name[len(prefix) :]: int(info.get("size") or 0)
+            name[len(prefix) :]: (int(info.get("size") or 0), _stamp(info))
             for name, info in sorted(listing.items())
             if name.startswith(prefix) and info.get("type") != "directory"
         }
@@ -245,13 +258,7 @@ class Storage:
         It changes whenever the object is written again, so a recorded stamp that still matches shows that
         the file is the one written then, without reading it.
         """
-        if self.root is not None:
-            return None
-        info = self._info(relpath)
-        for name in STAMP_FIELDS:
-            if info.get(name):
-                return str(info[name])
-        return None
+        return None if self.root is not None else _stamp(self._info(relpath))
 
     def open(self, relpath: str, mode: str = "rb") -> IO:
         """A file object for reading (``"rb"``, ``"r"``); write through ``publish``."""
@@ -298,7 +305,7 @@ class Storage:
     def publish(self, relpath: str) -> Iterator[Path]:
         """Yield a local temporary path to write; when the block succeeds it becomes ``relpath`` at once
         (rename locally, one upload to an object store); when it fails, nothing appears."""
-        self._writable(relpath)
+        self.check_writable(relpath)
         if self.root is not None:
             from .contract import atomic_path
 
@@ -311,8 +318,9 @@ class Storage:
             except OSError as error:
                 if stage == "write":  # the caller's own failure, not the folder's
                     raise
+                reason = error.strerror or str(error)
                 raise StorageError(
-                    f"{self.location(relpath)}: cannot be written ({error.strerror or error})"
+                    f"{self.location(relpath)}: cannot be written ({reason})", reason
                 ) from None
             return
         staging = _staging_file(relpath)
@@ -330,7 +338,7 @@ class Storage:
 
     def remove(self, relpath: str) -> None:
         """Remove the file ``relpath`` if it exists."""
-        self._writable(relpath)
+        self.check_writable(relpath)
         with self._errors(relpath, "be removed"):
             if self.root is not None:
                 self.local_path(relpath).unlink(missing_ok=True)
@@ -342,7 +350,7 @@ class Storage:
 
     def remove_tree(self, relpath: str) -> None:
         """Remove the folder ``relpath`` and everything below it, if it exists."""
-        self._writable(relpath)
+        self.check_writable(relpath)
         with self._errors(relpath, "be removed"):
             if self.root is not None:
                 import shutil
@@ -357,7 +365,7 @@ class Storage:
         """Append one line (without its newline) to the log ``relpath``, durably."""
         if "\n" in line:
             raise ValueError("a log line cannot hold a newline")
-        self._writable(relpath)
+        self.check_writable(relpath)
         if self.root is not None:
             path = self.local_path(relpath)
             with self._errors(relpath, "be written"):
@@ -389,7 +397,7 @@ class Storage:
     @contextmanager
     def lock(self, relpath: str) -> Iterator[None]:
         """Hold the exclusive claim ``relpath`` for the block; ``LockHeld`` when another process holds it."""
-        self._writable(relpath)
+        self.check_writable(relpath)
         if self.root is not None:
             import fcntl
 
@@ -413,7 +421,8 @@ class Storage:
 
     # ---------------------------------------------------------------- helpers
 
-    def _writable(self, relpath: str) -> None:
+    def check_writable(self, relpath: str = "") -> None:
+        """Refuse a read-only scheme (``hf://``, ``http(s)://``) before anything is written there."""
         if self.read_only:
             raise StorageError(
                 f"{self.location(relpath)}: {self.scheme}:// is read-only here; write to a local path, "
@@ -432,10 +441,36 @@ class Storage:
         except LtsgenError:
             raise
         except FileNotFoundError:
-            raise StorageError(f"{self.location(relpath)}: not found") from None
+            raise StorageError(f"{self.location(relpath)}: not found", "not found") from None
         except Exception as error:  # botocore, aiohttp, google-auth raise their own types
             reason = getattr(error, "strerror", None) or _first_line(error)
-            raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})") from None
+            raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})", reason) from None
+
+
+def locate(
+    path_or_url: str | os.PathLike, storage_options: dict[str, Any] | None = None
+) -> tuple[Storage, str]:
+    """The folder that holds the file ``path_or_url``, and the file's name in it."""
+    text = str(path_or_url)
+    if scheme_of(text) in ("", "file"):
+        local = Path(text[len("file://") :] if text.startswith("file://") else text)
+        return Storage(local.parent, storage_options), local.name
+    folder, _, name = text.rstrip("/").rpartition("/")
+    return Storage(folder, storage_options), name
+
+
+def as_storage(
+    directory: str | os.PathLike | Storage, storage_options: dict[str, Any] | None = None
+) -> Storage:
+    """``directory`` as a ``Storage`` (one given is returned as it is)."""
+    return directory if isinstance(directory, Storage) else Storage(directory, storage_options)
+
+
+def _stamp(info: dict[str, Any]) -> str | None:
+    for name in STAMP_FIELDS:
+        if info.get(name):
+            return str(info[name])
+    return None
 
 
 def _first_line(error: BaseException) -> str:
@@ -485,7 +520,7 @@ class _Lease:
         try:
             lease = json.loads(self.storage.read_bytes(self.relpath))
         except StorageError as error:
-            if str(error).endswith(": not found"):
+            if error.reason == "not found":
                 return None
             raise
         except json.JSONDecodeError:

@@ -1,26 +1,38 @@
 """The resumable, parallel, deterministic build driver shared by every ltsgen builder.
 
 A builder describes its output as a list of ``Job`` s (each writes one or a few shards through
-``ShardWriter``) and a top-level ``run_job(job, output) -> stats`` function; ``run_build`` does the rest:
+``ShardWriter``) and a top-level ``run_job(job, output) -> stats`` function; ``run_build`` does the rest,
+in a local folder or an object-store prefix (``ltsgen.loaders.storage``):
 
-- claims the directory: a directory holding a build with other arguments is refused unless ``overwrite``,
-  and so is a directory where another build is running (a lock file);
+- a finished build with the same arguments whose shards all verify is "up to date": nothing is written
+  (a read-only folder works), except a missing card and intermediate files left by a kill;
+- otherwise it takes the lock first (``flock`` locally, a renewed lease object on an object store; a second
+  build in the same directory is refused), then claims the directory: one holding a build with other
+  arguments (that got as far as a shard) is refused unless ``overwrite``, which removes only what that
+  build wrote (the shards of its manifest and journal, its manifest, the card, plots and tokenizer it
+  recorded in ``.ltsgen/outputs.json``, and ``.ltsgen/``); a directory of other files is refused unless
+  ``overwrite``, which builds beside them and keeps them all;
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
   match their recorded size and sha256; hands the others to an engine (``ltsgen.engines``: this process,
   a local process pool or Ray tasks), which runs them and returns their results as they complete;
-- appends one journal line per finished job (after its shards were renamed into place), so a kill -9 at any
-  moment loses at most the jobs in flight, and leaves only temporary files, which the next run removes;
-- writes ``manifest.json`` last, atomically, and the data card after it.
+- appends one journal line per finished job (after its shards were published under their final names),
+  so a kill -9 at any moment loses at most the jobs in flight, and leaves only temporary files, which the
+  next run removes (locally; an object store never sees an unfinished shard);
+- writes ``manifest.json`` last, atomically, then the data card (unless a file it would replace is not as
+  ltsgen wrote it), then removes the build's intermediate files (``BuildSpec.scratch``).
+
+On an object store a shard is verified by its size and the store's version tag (ETag or generation)
+recorded in the journal when it was written, without reading it back; locally by its size and sha256.
 
 Output bytes are a pure function of the jobs: the number of workers and any interruption change nothing.
+Every failure to write (a full disk, a read-only folder) is a one-line error naming the file.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,6 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ltsgen.card import CARD_FILES, ordered_splits
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
@@ -39,17 +52,30 @@ from ltsgen.loaders.contract import (
     ContractError,
     Manifest,
     ShardInfo,
-    atomic_path,
     read_manifest,
     sha256_file,
     write_manifest,
 )
+from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.shards import ShardWriter
 
 STATE_DIR = ".ltsgen"
 STATE_NAME = "build.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
+OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
+STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
+JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
+LOCK_PATH = f"{STATE_DIR}/{LOCK_NAME}"
+OUTPUTS_PATH = f"{STATE_DIR}/{OUTPUTS_NAME}"
+# What builds made before OUTPUTS_NAME existed wrote beside their shards (a directory with a manifest and no
+# record): the card, its plots and the tokenizer.
+LEGACY_OUTPUTS = (*CARD_FILES, TOKENIZER_NAME)
+# the temporary file of an atomic write (``.<final name>.<random>.tmp``) of a file that a build writes
+_TEMPORARY = re.compile(
+    r"^\.(?P<name>shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md|tokenizer\.json"
+    r"|\w+_histogram\.png)\.\w+\.tmp$"
+)
 
 
 class BuildError(LtsgenError):
@@ -68,26 +94,32 @@ class Job:
 
 @dataclass
 class JobResult:
-    """What a finished job left behind: its shards and the JSON statistics its ``run_job`` returned."""
+    """What a finished job left behind: its shards, the JSON statistics its ``run_job`` returned, and (on
+    an object store) each shard's version tag as the store gave it just after the upload."""
 
     key: str
     shards: list[ShardInfo]
     stats: dict[str, Any] = field(default_factory=dict)
+    stamps: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         shards = [{k: v for k, v in vars(s).items() if v is not None} for s in self.shards]
-        return json.dumps({"job": self.key, "shards": shards, "stats": self.stats}, sort_keys=True)
+        line = {"job": self.key, "shards": shards, "stats": self.stats}
+        if self.stamps:
+            line["stamps"] = self.stamps
+        return json.dumps(line, sort_keys=True)
 
     @classmethod
     def from_json(cls, line: str) -> JobResult:
         data = json.loads(line)
-        return cls(data["job"], [ShardInfo.from_dict(s) for s in data["shards"]], data.get("stats") or {})
+        shards = [ShardInfo.from_dict(s) for s in data["shards"]]
+        return cls(data["job"], shards, data.get("stats") or {}, data.get("stamps") or {})
 
 
 class ShardOutput:
     """Handed to ``run_job``: opens the job's shard writers and remembers what they wrote."""
 
-    def __init__(self, directory: Path, fmt: str, token_dtype: str | None) -> None:
+    def __init__(self, directory: Storage, fmt: str, token_dtype: str | None) -> None:
         self.directory = directory
         self.fmt = fmt
         self.token_dtype = token_dtype
@@ -106,9 +138,10 @@ RunJob = Callable[[Job, ShardOutput], "dict[str, Any] | None"]
 @dataclass
 class BuildSpec:
     """Everything a build needs. ``builder`` = {"name", "version", "arguments"}: the arguments that
-    determine the output (never the worker count); a rerun with other ones is refused."""
+    determine the output (never the worker count); a rerun with other ones is refused. ``directory`` is a
+    local path or a ``Storage`` (any URL, with its options)."""
 
-    directory: Path
+    directory: Path | str | Storage
     builder: dict[str, Any]
     source: str
     fmt: str
@@ -121,6 +154,8 @@ class BuildSpec:
     # main process, after every job: (results in job order) -> manifest.extra
     finalize: Callable[[list[JobResult]], dict[str, Any]] | None = None
     unit: str = "samples"  # what the progress bar counts (the jobs' weights)
+    # intermediate files and folders under DIR/.ltsgen/, removed once the manifest is written (on every path)
+    scratch: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -134,23 +169,24 @@ class BuildResult:
     seconds: float  # wall time of the whole run: jobs, statistics, manifest and card
     job_words: int = 0  # words of the jobs run now (not those kept from an earlier run)
     job_seconds: float = 0.0  # wall time of running them, what the progress bar's rate divides by
+    notes: list[str] = field(default_factory=list)  # one line each, said after the summary
 
-    def summary(self, directory: Path, unit: str = "samples") -> str:
-        from ltsgen.card import ordered_splits
-
+    def summary(self, directory: Path | str | Storage, unit: str = "samples") -> str:
         splits = ", ".join(
             f"{split} {sum(s.samples for s in shards):,}" for split, shards in ordered_splits(self.manifest)
         )
         if self.status == "up to date":
-            return f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
-        rate = self.job_words / self.job_seconds if self.job_seconds > 0 else 0.0
-        shards = sum(len(s) for s in self.manifest.splits.values())
-        kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
-        return (
-            f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-            f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}); shards written at "
-            f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
-        )
+            line = f"{directory}: build already complete ({self.samples:,} {unit}: {splits}); nothing to do"
+        else:
+            rate = self.job_words / self.job_seconds if self.job_seconds > 0 else 0.0
+            shards = sum(len(s) for s in self.manifest.splits.values())
+            kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
+            line = (
+                f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
+                f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}); shards written at "
+                f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
+            )
+        return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
 
 
 def stable_fraction(key: str) -> float:
@@ -219,7 +255,8 @@ def run_build(
         spec: the build.
         engine: where the jobs run (the caller closes it); default: ``workers`` local processes.
         workers: with no ``engine``: 1 runs the jobs in this process, more in a local process pool.
-        overwrite: replace a build with other arguments in the directory.
+        overwrite: replace a build with other arguments in the directory (removing only what it wrote),
+            or build beside files no build wrote (keeping them).
         progress, card: show a progress bar; write the data card at the end.
     """
     if engine is None:
@@ -227,94 +264,168 @@ def run_build(
             raise BuildError(f"--workers must be at least 1, not {workers}")
         with make_engine("local", workers) as own:
             return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
+    finished = finished_build(spec, card=card)
+    if finished is not None:
+        return finished
+    with claim(spec.directory, spec.builder, overwrite):
+        return build_claimed(spec, engine=engine, progress=progress, card=card)
+
+
+def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
+    """The result of a complete build of ``spec`` already in its directory (its shards verified), else None.
+
+    Reads only, unless the build left work behind (a missing card, intermediate files): that is done
+    under the lock, when no other build holds it.
+    """
+    store = as_storage(spec.directory)
+    manifest = finished_manifest(store, spec.builder)
+    if manifest is None:
+        return None
+    result = BuildResult(manifest, "up to date", 0, len(spec.jobs), *_totals(manifest), 0.0)
+    leftovers = [name for name in spec.scratch if store.exists(f"{STATE_DIR}/{name}")]
+    missing_card = card and not store.exists(CARD_NAME)
+    if missing_card or leftovers:
+        try:
+            with _writing(store), store.lock(LOCK_PATH):
+                _finish(store, spec, result, card=missing_card)
+        except LockHeld:  # another build holds the directory: it finishes this itself
+            pass
+    return result
+
+
+@contextmanager
+def claim(directory: Path | str | Storage, builder: dict[str, Any], overwrite: bool) -> Iterator[None]:
+    """Hold the directory's lock with the directory made ours for ``builder`` (see the module docstring).
+
+    The refusals that need no lock come first, so that a refused build writes nothing; the lock is taken
+    before anything is removed, and the directory is examined again under it.
+    """
+    store = as_storage(directory)
+    wanted = json.loads(json.dumps(builder, sort_keys=True))
+    with ExitStack() as stack:
+        try:
+            store.check_writable()
+            if store.is_local and store.root.exists() and not store.root.is_dir():
+                raise BuildError(f"{store}: exists and is not a directory")
+            _refuse(store, wanted, overwrite)
+            try:
+                stack.enter_context(store.lock(LOCK_PATH))
+            except LockHeld as error:
+                raise BuildError(f"{store}: another build is running there ({error.reason})") from None
+            _refuse(store, wanted, overwrite)
+            previous = _previous_builder(store)
+            if previous is not None and previous != wanted:
+                remove_build(store)
+            if previous != wanted or not store.exists(STATE_PATH):
+                store.write_bytes(STATE_PATH, (json.dumps(wanted, sort_keys=True, indent=2) + "\n").encode())
+            if not store.exists(OUTPUTS_PATH):
+                _write_outputs(store, {})
+        except StorageError as error:
+            if store.read_only:
+                raise BuildError(str(error)) from None
+            raise BuildError(f"{store}: cannot write there ({error.reason})") from None
+        except OSError as error:
+            raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
+        yield
+
+
+def _refuse(store: Storage, wanted: dict[str, Any], overwrite: bool) -> None:
+    """Refuse, unless ``overwrite``, a directory with another build or with files no build wrote."""
+    if overwrite or not store.exists():
+        return
+    previous = _previous_builder(store)
+    if previous is not None and previous != wanted and _holds_shards(store):
+        raise BuildError(
+            f"{store}: holds a build with other arguments ({_difference(previous, wanted)}); rerun with "
+            "--overwrite to replace it (removes only the files that build wrote)"
+        )
+    if previous is None:
+        foreign = next(iter(foreign_files(store)), None)
+        if foreign is not None:
+            raise BuildError(
+                f"{store}: is not empty and holds no ltsgen build ({foreign}, ...); choose a new or empty "
+                "directory, or --overwrite to build beside its files (they are kept)"
+            )
+
+
+def _holds_shards(store: Storage) -> bool:
+    """Whether the build in the directory got as far as a shard or a manifest (a build that failed before
+    either, on bad input say, leaves nothing to protect: another build may replace it without asking)."""
+    return any(name == MANIFEST_NAME or "/" in name for name in written_files(store))
+
+
+@contextmanager
+def _writing(store: Storage) -> Iterator[None]:
+    """Turn a failure to write a local file (full disk, read-only folder, file size limit) into one
+    ``BuildError`` naming the file (the final name, for the temporary file of an atomic write)."""
+    try:
+        yield
+    except OSError as error:
+        reason = error.strerror or error
+        path = Path(error.filename) if error.filename else None
+        if path is None or STATE_DIR in path.parts:  # the directory itself, or the build's state
+            raise BuildError(f"{store}: cannot write there ({reason})") from None
+        temporary = _TEMPORARY.match(path.name)
+        raise BuildError(
+            f"{path.with_name(temporary['name']) if temporary else path}: cannot write ({reason})"
+        ) from None
+
+
+def build_claimed(
+    spec: BuildSpec, *, engine: Engine, progress: bool = True, card: bool = True
+) -> BuildResult:
+    """Run the jobs of ``spec`` not yet done, write the manifest and card; inside ``claim`` only."""
     started = time.perf_counter()
-    directory = Path(spec.directory)
+    store = as_storage(spec.directory)
     if spec.fmt not in FORMATS:
         raise BuildError(f"unknown format {spec.fmt!r} (choose from {', '.join(FORMATS)})")
     keys = [job.key for job in spec.jobs]
     if len(set(keys)) != len(keys):
         raise BuildError("the build plan has duplicate job keys")
-    claim_directory(directory, spec.builder, overwrite)
-    with _exclusive(directory):
-        finished = finished_manifest(directory, spec.builder)
-        if finished is not None:
-            if card and not (directory / CARD_NAME).exists():
-                _write_card(directory)
-            return BuildResult(finished, "up to date", 0, len(spec.jobs), *_totals(finished), 0.0)
-        for tmp in directory.rglob(".*.tmp"):  # left by an interrupted run
-            tmp.unlink()
-        kept = _verified_journal(directory, set(keys))
+    with _writing(store):
+        remove_temporary_files(store)  # left by an interrupted run
+        kept = _verified_journal(store, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
         jobs_started = time.perf_counter()
-        for result in _run_jobs(spec, directory, todo, engine, progress):
+        for result in _run_jobs(spec, store, todo, engine, progress):
             results[result.key] = result
         job_seconds = time.perf_counter() - jobs_started
         job_words = sum(s.words for key in results if key not in kept for s in results[key].shards)
         manifest = _manifest(spec, [results[key] for key in keys])
-        write_manifest(directory, manifest)
-        if card:
-            _write_card(directory)
-    status = "resumed" if kept else "built"
-    seconds = time.perf_counter() - started
-    return BuildResult(
-        manifest, status, len(todo), len(kept), *_totals(manifest), seconds, job_words, job_seconds
-    )
+        write_manifest(store, manifest)
+        status = "resumed" if kept else "built"
+        result = BuildResult(
+            manifest, status, len(todo), len(kept), *_totals(manifest), 0.0, job_words, job_seconds
+        )
+        _finish(store, spec, result, card=card)
+    result.seconds = time.perf_counter() - started
+    return result
 
 
-def claim_directory(directory: Path, builder: dict[str, Any], overwrite: bool) -> None:
-    """Make ``directory`` ours for ``builder``: refuse another build's directory unless ``overwrite``
-    (which removes that build: its shards, manifest, card and journal) and record the arguments."""
-    state_path = directory / STATE_DIR / STATE_NAME
-    wanted = json.loads(json.dumps(builder, sort_keys=True))
-    try:
-        if directory.exists() and not directory.is_dir():
-            raise BuildError(f"{directory}: exists and is not a directory")
-        previous = _previous_builder(directory)
-        if previous is not None and previous != wanted:
-            if not overwrite:
-                raise BuildError(
-                    f"{directory}: holds a build with other arguments ({_difference(previous, wanted)}); "
-                    "rerun with --overwrite to replace it"
-                )
-            _remove_build(directory)
-        elif previous is None and directory.is_dir() and any(_foreign_entries(directory)):
-            if not overwrite:
-                raise BuildError(
-                    f"{directory}: is not empty and holds no ltsgen build; choose a new or empty directory "
-                    "(or --overwrite to build beside its files)"
-                )
-            _remove_build(directory)
-        if previous != wanted or not state_path.exists():
-            with atomic_path(state_path) as tmp:
-                tmp.write_text(json.dumps(wanted, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    except OSError as error:
-        raise BuildError(f"{directory}: cannot write there ({error.strerror or error})") from None
+def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
+    """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
+    if card:
+        from ltsgen.card import card_conflict, write_card
+
+        conflict = card_conflict(store)
+        if conflict is None:
+            write_card(store)
+        else:
+            result.notes.append(f"{conflict}; the card was not written (`ltsgen card {store}` replaces it)")
+    for name in spec.scratch:
+        store.remove_tree(f"{STATE_DIR}/{name}")
 
 
-@contextmanager
-def _exclusive(directory: Path) -> Iterator[None]:
-    """Hold ``DIR/.ltsgen/lock`` for the build: a second build in the same directory is refused."""
-    import fcntl
-
-    with open(directory / STATE_DIR / LOCK_NAME, "a") as lock:  # "a": a rerun modifies nothing
+def _previous_builder(store: Storage) -> dict[str, Any] | None:
+    if store.exists(STATE_PATH):
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BuildError(f"{directory}: another build is running there") from None
-        yield
-
-
-def _previous_builder(directory: Path) -> dict[str, Any] | None:
-    state_path = directory / STATE_DIR / STATE_NAME
-    if state_path.exists():
-        try:
-            return json.loads(state_path.read_text(encoding="utf-8"))
+            return json.loads(store.read_text(STATE_PATH))
         except json.JSONDecodeError:
-            return {"name": f"unreadable {state_path}"}
-    if (directory / MANIFEST_NAME).exists():
+            return {"name": f"unreadable {store.location(STATE_PATH)}"}
+    if store.exists(MANIFEST_NAME):
         try:
-            return json.loads(json.dumps(read_manifest(directory).builder, sort_keys=True))
+            return json.loads(json.dumps(read_manifest(store).builder, sort_keys=True))
         except ContractError as error:
             raise BuildError(str(error)) from None
     return None
@@ -332,40 +443,134 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     return ", ".join(changes) or "different builder"
 
 
-def _is_build_file(path: Path) -> bool:
-    name = path.name
-    return (
-        name in (MANIFEST_NAME, CARD_NAME, TOKENIZER_NAME, STATE_DIR)
-        or (name.startswith("shard-") and any(name.endswith("." + ext) for ext in FORMATS.values()))
-        or (name.startswith(".") and name.endswith(".tmp"))
-        or name.endswith("_histogram.png")
-    )
+# ---------------------------------------------------------------- what a build wrote
 
 
-def _foreign_entries(directory: Path) -> Iterable[Path]:
-    """Files under ``directory`` that no build wrote (the ones a new build must not mix with)."""
-    for path in directory.rglob("*"):
-        if path.is_file() and STATE_DIR not in path.relative_to(directory).parts and not _is_build_file(path):
-            yield path
-
-
-def _remove_build(directory: Path) -> None:
-    """Remove what a previous build wrote (shards, manifest, card, plots, tokenizer, journal, temp files),
-    nothing else."""
-    shutil.rmtree(directory / STATE_DIR, ignore_errors=True)
-    for path in sorted(directory.rglob("*"), reverse=True):
-        if path.is_file() and _is_build_file(path):
-            path.unlink()
-        elif path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-
-
-def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | None:
-    """The manifest of a complete build with these arguments whose shards all verify, else None."""
-    if not (directory / MANIFEST_NAME).exists():
+def _read_outputs(store: Storage) -> dict[str, str] | None:
+    """The recorded outputs (relative path -> sha256), or None where no record was kept."""
+    if not store.is_file(OUTPUTS_PATH):
         return None
     try:
-        manifest = read_manifest(directory)
+        outputs = json.loads(store.read_text(OUTPUTS_PATH))
+    except (StorageError, ValueError):
+        return None
+    return outputs if isinstance(outputs, dict) else None
+
+
+def _write_outputs(store: Storage, outputs: dict[str, str]) -> None:
+    store.write_bytes(OUTPUTS_PATH, (json.dumps(outputs, sort_keys=True, indent=2) + "\n").encode())
+
+
+def record_outputs(directory: Path | str | Storage, names: Iterable[str]) -> None:
+    """Record the files ``names`` (relative paths, not shards) as written by ltsgen, with their sha256, so
+    that ``--overwrite`` removes them and ``ltsgen card`` can tell hand edits. Only where the directory has
+    ``.ltsgen/`` (a build's); elsewhere nothing is recorded."""
+    store = as_storage(directory)
+    if not store.exists(STATE_DIR):
+        return
+    outputs = _read_outputs(store) or {}
+    outputs.update({name: store.sha256(name) for name in names})
+    _write_outputs(store, outputs)
+
+
+def output_state(directory: Path | str | Storage, name: str) -> str:
+    """Whose ``DIR/name`` is: ``"absent"``, ``"ltsgen"`` (as ltsgen wrote it), ``"changed"`` (ltsgen
+    wrote it, and it was edited since) or ``"other"`` (ltsgen did not write it)."""
+    store = as_storage(directory)
+    if not store.is_file(name):
+        return "absent"
+    outputs = _read_outputs(store)
+    if outputs is None:  # a build made before records were kept, or no build at all
+        legacy = name in LEGACY_OUTPUTS and store.is_file(MANIFEST_NAME)
+        return "ltsgen" if legacy else "other"
+    if name not in outputs:
+        return "other"
+    return "ltsgen" if store.sha256(name) == outputs[name] else "changed"
+
+
+def _inside(relpath: Any) -> bool:
+    """A relative path that stays inside its directory (manifests and journals are data, not trusted)."""
+    if not isinstance(relpath, str) or not relpath or relpath.startswith("/") or "\\" in relpath:
+        return False
+    return ".." not in relpath.split("/")
+
+
+def written_files(directory: Path | str | Storage) -> set[str]:
+    """The files (relative paths, outside ``.ltsgen/``) that earlier ltsgen builds wrote in the directory:
+    the manifest and the shards it and the journal name, whatever they hold now, and the recorded outputs
+    (card, plots, tokenizer) that are still as written."""
+    store = as_storage(directory)
+    present = store.files()
+    written: set[str] = set()
+    if MANIFEST_NAME in present:
+        try:
+            manifest = read_manifest(store)
+        except ContractError:
+            manifest = None
+        if manifest is not None:
+            written.add(MANIFEST_NAME)
+            written.update(shard.path for shards in manifest.splits.values() for shard in shards)
+    for line in store.read_lines(JOURNAL_PATH):
+        try:
+            written.update(shard.path for shard in JobResult.from_json(line).shards)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+    outputs = _read_outputs(store)
+    for name in LEGACY_OUTPUTS if outputs is None else outputs:
+        if name in present and output_state(store, name) == "ltsgen":
+            written.add(name)
+    return {name for name in written if _inside(name) and name in present}
+
+
+def foreign_files(directory: Path | str | Storage) -> Iterator[str]:
+    """Files (relative paths) in the directory that no ltsgen build wrote: a new build keeps them."""
+    store = as_storage(directory)
+    written = written_files(store)
+    for relpath in store.files():
+        name = relpath.rsplit("/", 1)[-1]
+        if relpath.split("/")[0] != STATE_DIR and relpath not in written and not _TEMPORARY.match(name):
+            yield relpath
+
+
+def remove_temporary_files(directory: Path | str | Storage) -> None:
+    """Remove the temporary files that a killed build left (only the names ltsgen's writers use; an object
+    store has none: it never sees an unfinished file)."""
+    store = as_storage(directory)
+    if store.is_local:
+        for relpath in store.files():
+            if relpath.split("/")[0] != STATE_DIR and _TEMPORARY.match(relpath.rsplit("/", 1)[-1]):
+                store.remove(relpath)
+
+
+def remove_build(directory: Path | str | Storage) -> None:
+    """Remove what earlier builds wrote in the directory (``written_files``, their temporary files and
+    ``.ltsgen/`` but its lock), and the folders that this leaves empty; nothing else."""
+    store = as_storage(directory)
+    written = written_files(store)
+    outputs = _read_outputs(store)
+    for relpath in store.files(STATE_DIR):
+        if relpath != LOCK_PATH:
+            store.remove(relpath)
+    for relpath in written:
+        store.remove(relpath)
+    kept = {name: sha for name, sha in (outputs or {}).items() if store.is_file(name)}
+    if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
+        _write_outputs(store, kept)
+    remove_temporary_files(store)
+    if store.is_local:  # object stores have no folders to leave empty
+        root = store.local_path()
+        for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if path.is_dir() and STATE_DIR not in path.relative_to(root).parts and not any(path.iterdir()):
+                path.rmdir()
+
+
+def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) -> Manifest | None:
+    """The manifest of a complete build with these arguments whose shards all verify, else None."""
+    store = as_storage(directory)
+    if not store.exists(MANIFEST_NAME):
+        return None
+    try:
+        manifest = read_manifest(store)
     except ContractError:
         return None
     if json.loads(json.dumps(manifest.builder, sort_keys=True)) != json.loads(
@@ -373,70 +578,110 @@ def finished_manifest(directory: Path, builder: dict[str, Any]) -> Manifest | No
     ):
         return None
     shards = [s for split in manifest.splits.values() for s in split]
-    return manifest if all(_shard_ok(directory, s) for s in shards) else None
+    check = _ShardCheck(store)
+    return manifest if all(check(s) for s in shards) else None
 
 
-def _shard_ok(directory: Path, shard: ShardInfo) -> bool:
-    path = directory / shard.path
-    return path.is_file() and path.stat().st_size == shard.bytes and sha256_file(path) == shard.sha256
+class _ShardCheck:
+    """Does a shard in the directory still hold the bytes recorded for it? Locally: its size and sha256.
+    On an object store: its size and the version tag the journal recorded after the upload (one listing
+    of the store for all of them), else its sha256 read back."""
+
+    def __init__(self, store: Storage) -> None:
+        self.store = store
+        self.listing = None if store.is_local else store.listing()
+        self.stamps: dict[str, str] = {}
+        if not store.is_local:
+            for line in store.read_lines(JOURNAL_PATH):
+                try:
+                    self.stamps.update(JobResult.from_json(line).stamps)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+
+    def __call__(self, shard: ShardInfo, stamps: dict[str, str] | None = None) -> bool:
+        store = self.store
+        if store.is_local:
+            path = store.local_path(shard.path)
+            return path.is_file() and path.stat().st_size == shard.bytes and sha256_file(path) == shard.sha256
+        size, stamp = self.listing.get(shard.path, (None, None))
+        if size != shard.bytes:
+            return False
+        recorded = (stamps or {}).get(shard.path) or self.stamps.get(shard.path)
+        return (recorded is not None and recorded == stamp) or store.sha256(shard.path) == shard.sha256
 
 
-def _verified_journal(directory: Path, keys: set[str]) -> dict[str, JobResult]:
+def _verified_journal(directory: Storage, keys: set[str]) -> dict[str, JobResult]:
     """Jobs of this plan that a previous run finished and whose shards are intact (torn lines ignored)."""
-    path = directory / STATE_DIR / JOURNAL_NAME
-    if not path.exists():
+    lines = directory.read_lines(JOURNAL_PATH)
+    if not lines:
         return {}
+    check = _ShardCheck(directory)
     kept: dict[str, JobResult] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in lines:
         try:
             result = JobResult.from_json(line)
         except (json.JSONDecodeError, KeyError, TypeError):
             continue
-        if result.key in keys and all(_shard_ok(directory, s) for s in result.shards):
+        if result.key in keys and all(check(s, result.stamps) for s in result.shards):
             kept[result.key] = result
     return kept
 
 
-def execute_job(run_job: RunJob, directory: Path, fmt: str, token_dtype: str | None, job: Job) -> JobResult:
+def execute_job(
+    run_job: RunJob, directory: Storage, fmt: str, token_dtype: str | None, job: Job
+) -> JobResult:
     """Run one job (in this process or a worker); every writer it opened must have finished."""
     output = ShardOutput(directory, fmt, token_dtype)
-    stats = run_job(job, output) or {}
+    try:
+        stats = run_job(job, output) or {}
+    except OSError as error:  # a full disk or a file size limit: name the shard being written
+        where = directory.location(output.writers[-1].relpath) if output.writers else directory
+        raise BuildError(f"{where}: cannot write ({error.strerror or error})") from None
     unfinished = [w.relpath for w in output.writers if w.info is None]
     if unfinished:
         raise BuildError(f"job {job.key}: shard writers not closed: {unfinished}")
-    return JobResult(job.key, [w.info for w in output.writers], stats)
+    stamps = {} if directory.is_local else {w.relpath: directory.stamp(w.relpath) for w in output.writers}
+    return JobResult(job.key, [w.info for w in output.writers], stats, {k: v for k, v in stamps.items() if v})
 
 
-def _run_jobs(spec: BuildSpec, directory: Path, todo: list[Job], engine: Engine, progress: bool):
+def _run_jobs(spec: BuildSpec, directory: Storage, todo: list[Job], engine: Engine, progress: bool):
     """Yield results of ``todo`` as the engine finishes them, journaling each one, with a progress bar."""
     from tqdm import tqdm
 
-    journal_path = directory / STATE_DIR / JOURNAL_NAME
     weights = {job.key: job.weight for job in spec.jobs}
-    bar = tqdm(
-        total=sum(weights.values()),
-        initial=sum(weights.values()) - sum(job.weight for job in todo),
-        unit=f" {spec.unit}",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
     words = 0
     started = time.perf_counter()
     if len(todo) <= 1 and not isinstance(engine, RayEngine):
         engine = SerialEngine()  # one job: not worth starting worker processes for
     run = partial(execute_job, spec.run_job, directory, spec.fmt, spec.token_dtype)
-    with open(journal_path, "a", encoding="utf-8") as journal, ExitStack() as stack:
-        stack.callback(bar.close)
+    _end_torn_line(directory, JOURNAL_PATH)
+    with tqdm(
+        total=sum(weights.values()),
+        initial=sum(weights.values()) - sum(job.weight for job in todo),
+        unit=f" {spec.unit}",
+        disable=not progress,
+        dynamic_ncols=True,
+    ) as bar:
         for result in engine.map(run, todo):
-            journal.write(result.to_json() + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
+            directory.append_line(JOURNAL_PATH, result.to_json())
             words += sum(s.words for s in result.shards)
             bar.set_postfix_str(
                 f"{words / max(time.perf_counter() - started, 1e-9):,.0f} words/s", refresh=False
             )
             bar.update(weights[result.key])
             yield result
+
+
+def _end_torn_line(store: Storage, relpath: str) -> None:
+    """End a local log's last line when a kill or a full disk cut it, so that the next line reads."""
+    if not (store.is_local and store.is_file(relpath)):
+        return
+    path = store.local_path(relpath)
+    with open(path, "rb") as log:
+        log.seek(max(path.stat().st_size - 1, 0))
+        torn = log.read(1) not in (b"", b"\n")
+    if torn:
+        store.append_line(relpath, "")
 
 
 def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:
@@ -468,9 +713,3 @@ def _manifest(spec: BuildSpec, results: list[JobResult]) -> Manifest:
 def _totals(manifest: Manifest) -> tuple[int, int]:
     shards = [s for split in manifest.splits.values() for s in split]
     return sum(s.samples for s in shards), sum(s.words for s in shards)
-
-
-def _write_card(directory: Path) -> None:
-    from ltsgen.card import write_card
-
-    write_card(directory)

@@ -25,43 +25,62 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.storage import Storage, as_storage
 
 WORDS_PLOT = "length_histogram.png"
 TOKENS_PLOT = "token_length_histogram.png"
-META_SAMPLE = 1000  # records per split whose meta fixes the ``meta`` feature type
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
 SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
 
 
-def write_card(directory: str | Path) -> Path:
-    """Write ``DIR/README.md`` and the histogram PNGs beside it; return the card's path."""
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    lengths = _read_lengths(directory, manifest)
-    plots = _plot(directory, manifest, lengths)
-    path = directory / CARD_NAME
-    tmp = path.with_name(f".{CARD_NAME}.tmp")
-    tmp.write_text(render_card(manifest, lengths, plots), encoding="utf-8")
-    tmp.replace(path)
-    return path
+CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
 
 
-def copy_card(directory: str | Path, output: str | Path) -> Path:
-    """Copy ``DIR/README.md`` to ``output`` with its plots beside it as ``<output stem>_<plot>``."""
-    directory, output = Path(directory), Path(output)
+def write_card(directory: str | Path | Storage) -> str:
+    """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``; each
+    file atomically, replacing what is there), record them as ltsgen's, and return the card's location."""
+    from ltsgen.build import record_outputs
+
+    store = as_storage(directory)
+    manifest = read_manifest(store)
+    lengths = _read_lengths(store, manifest)
+    plots = _plot(store, manifest, lengths)
+    store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
+    record_outputs(store, [CARD_NAME, *plots])
+    return store.location(CARD_NAME)
+
+
+def card_conflict(directory: str | Path | Storage) -> str | None:
+    """Why writing the card would replace a file that is not as ltsgen wrote it (one line), else None."""
+    from ltsgen.build import output_state
+
+    store = as_storage(directory)
+    for name in CARD_FILES:
+        state = output_state(store, name)
+        if state == "changed":
+            return f"{store.location(name)} was edited since ltsgen wrote it"
+        if state == "other":
+            return f"{store.location(name)} was not written by ltsgen"
+    return None
+
+
+def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
+    """Copy ``DIR/README.md`` to the local file ``output`` with its plots beside it as
+    ``<output stem>_<plot>``."""
+    store, output = as_storage(directory), Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    text = (directory / CARD_NAME).read_text(encoding="utf-8")
+    text = store.read_text(CARD_NAME)
     for plot in (WORDS_PLOT, TOKENS_PLOT):
-        if (directory / plot).exists() and f"]({plot})" in text:
+        if f"]({plot})" in text and store.exists(plot):
             copied = f"{output.stem}_{plot}"
-            (output.parent / copied).write_bytes((directory / plot).read_bytes())
+            (output.parent / copied).write_bytes(store.read_bytes(plot))
             text = text.replace(f"]({plot})", f"]({copied})")
     output.write_text(text, encoding="utf-8")
     return output
 
 
 class _Lengths:
-    """Per-record lengths and a sample of ``meta`` read back from the shards."""
+    """Per-record lengths read back from the shards."""
 
     def __init__(self) -> None:
         self.words: dict[str, list[int]] = defaultdict(list)  # split -> words per sample
@@ -70,25 +89,21 @@ class _Lengths:
         self.bucket_sources: dict[tuple[str, str], list[int]] = defaultdict(
             list
         )  # (bucket, source) -> tokens
-        self.metas: list[dict[str, Any]] = []
 
 
-def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
-    from ltsgen.loaders.formats import read_shard
+def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
+    from ltsgen.loaders.formats import decode_shard
 
     lengths = _Lengths()
     tokenized = manifest.tokenizer is not None
-    columns = ["num_words", "source", "meta"] + (["num_tokens"] if tokenized else [])
+    columns = ["num_words", "source"] + (["num_tokens"] if tokenized else [])
     for split, shards in ordered_splits(manifest):
-        taken = 0
         for shard in shards:
-            for record in read_shard(str(directory / shard.path), manifest.format, columns=columns):
+            where = store.location(shard.path)
+            shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
+            for record in shard_columns.records():
                 lengths.words[split].append(record["num_words"])
                 lengths.sources[record["source"]] += 1
-                if taken < META_SAMPLE:
-                    meta = record.get("meta") or {}
-                    lengths.metas.append(json.loads(meta) if isinstance(meta, str) else meta)
-                    taken += 1
                 if tokenized:
                     group = shard.bucket or split
                     lengths.tokens[group].append(record["num_tokens"])
@@ -98,7 +113,7 @@ def _read_lengths(directory: Path, manifest: Manifest) -> _Lengths:
     return lengths
 
 
-def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
+def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -122,7 +137,8 @@ def _plot(directory: Path, manifest: Manifest, lengths: _Lengths) -> list[str]:
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
         axes.legend(title="bucket" if unit == "tokens" and manifest.buckets else "split", fontsize=8)
         figure.tight_layout()
-        figure.savefig(directory / name, metadata={"Software": None})
+        with store.publish(name) as tmp:
+            figure.savefig(tmp, format="png", metadata={"Software": None})
         plt.close(figure)
         plots.append(name)
     return plots
@@ -146,14 +162,14 @@ def _shards(manifest: Manifest) -> list[ShardInfo]:
     return [s for shards in manifest.splits.values() for s in shards]
 
 
-def _features(manifest: Manifest, lengths: _Lengths) -> list[dict[str, Any]]:
-    """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form)."""
+def _features(manifest: Manifest) -> list[dict[str, Any]]:
+    """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form); ``meta``
+    is a JSON string in every format."""
     import pyarrow as pa
     from datasets import Features
 
     tokenized = manifest.tokenizer is not None
     ids_type = pa.list_(pa.from_numpy_dtype(_token_dtype(manifest))) if tokenized else None
-    meta = pa.array(lengths.metas).type if any(lengths.metas) else None
     scalars = [("id", pa.string()), ("source", pa.string()), ("num_words", pa.int64())]
     scalars += [("num_tokens", pa.int64())] if tokenized else []
     if manifest.format == "parquet":
@@ -162,12 +178,11 @@ def _features(manifest: Manifest, lengths: _Lengths) -> list[dict[str, Any]]:
     elif manifest.format == "jsonl.zst":
         fields = sorted(
             scalars
-            + [("text", pa.string())]
-            + ([("meta", meta)] if meta else [])
+            + [("text", pa.string()), ("meta", pa.string())]
             + ([("input_ids", pa.list_(pa.int64()))] if tokenized else [])
         )
     else:
-        json_fields = sorted(scalars + ([("meta", meta)] if meta else []))
+        json_fields = sorted([*scalars, ("meta", pa.string())])
         fields = [("txt", pa.string()), ("json", pa.struct(json_fields))]
         fields += [("input_ids.npy", ids_type)] if tokenized else []
         fields += [("__key__", pa.string()), ("__url__", pa.string())]
@@ -185,12 +200,13 @@ def _data_files(manifest: Manifest, bucket: str | None) -> list[dict[str, str]]:
     files = []
     for split, shards in ordered_splits(manifest):
         if shards and (bucket is None or any(s.bucket == bucket for s in shards)):
-            path = "/".join(part for part in (split, folder, f"shard-*.{ext}") if part)
+            top = shards[0].path.split("/")[0]  # the split's folder (earlier builds: eval-concat/)
+            path = "/".join(part for part in (top, folder, f"shard-*.{ext}") if part)
             files.append({"split": split, "path": path})
     return files
 
 
-def render_header(manifest: Manifest, lengths: _Lengths) -> dict[str, Any]:
+def render_header(manifest: Manifest) -> dict[str, Any]:
     """The YAML metadata of the card, as a dict."""
     card = _card(manifest)
     samples = sum(s.samples for s in _shards(manifest))
@@ -221,7 +237,7 @@ def render_header(manifest: Manifest, lengths: _Lengths) -> dict[str, Any]:
         "tags": card.get("tags", ["long-context"]),
         "configs": configs,
         "dataset_info": {
-            "features": _features(manifest, lengths),
+            "features": _features(manifest),
             "splits": splits,
             "download_size": size,
             "dataset_size": size,
@@ -235,7 +251,7 @@ def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
     import yaml
 
     card = _card(manifest)
-    header = yaml.safe_dump(render_header(manifest, lengths), sort_keys=False, allow_unicode=True, width=1000)
+    header = yaml.safe_dump(render_header(manifest), sort_keys=False, allow_unicode=True, width=1000)
     name = card.get("pretty_name", manifest.source)
     out = [f"---\n{header}---\n", f"# {name}\n"]
     if card.get("summary"):

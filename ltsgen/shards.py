@@ -1,7 +1,8 @@
 """Shard writers: one record stream -> one byte-deterministic shard file in any contract format.
 
-A shard is written under a temporary name beside its final path and renamed only when the ``with`` block
-ends cleanly, so a crash never leaves a partial file under a shard name. The bytes depend only on the
+A shard is written to a temporary file and published under its final name only when the ``with`` block
+ends cleanly (renamed locally, uploaded in one piece to an object store: ``Storage.publish``), so a crash
+never leaves a partial file under a shard name. The bytes depend only on the
 records (and the library versions): tar members carry mtime 0, owner 0/0, no user or group names and mode
 0644; JSON has sorted keys, compact separators and raw UTF-8.
 
@@ -29,10 +30,10 @@ from ltsgen.loaders.contract import (
     TAR_TEXT_EXT,
     ContractError,
     ShardInfo,
-    atomic_path,
     count_words,
     sha256_file,
 )
+from ltsgen.loaders.storage import Storage, as_storage
 
 TOKEN_DTYPES = ("uint16", "uint32")
 PARQUET_ROW_GROUP_BYTES = 64 << 20  # flush a row group once this much payload is buffered
@@ -48,6 +49,8 @@ def dump_json(value: Any) -> str:
 class ShardWriter:
     """Write the records of one shard to ``directory/relpath`` in format ``fmt`` (atomic, deterministic).
 
+    ``directory`` is a local path or a ``Storage`` (any URL the build writes to).
+
     ``token_dtype`` ("uint16" or "uint32") says the records carry ``input_ids``; then every record must.
     After the ``with`` block, ``info`` holds the manifest entry (samples, words, tokens, bytes, sha256).
     ``payload_bytes`` (UTF-8 text + JSON fields + token bytes so far) lets a builder bound shard sizes
@@ -55,7 +58,7 @@ class ShardWriter:
     """
 
     def __init__(
-        self, directory: str | os.PathLike, relpath: str, fmt: str, token_dtype: str | None = None
+        self, directory: str | os.PathLike | Storage, relpath: str, fmt: str, token_dtype: str | None = None
     ) -> None:
         if fmt not in FORMATS:
             raise ContractError(f"{relpath}: unknown shard format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -63,7 +66,7 @@ class ShardWriter:
             raise ContractError(f"{relpath}: a {fmt} shard must end in .{FORMATS[fmt]}")
         if token_dtype not in (None, *TOKEN_DTYPES):
             raise ContractError(f"{relpath}: token dtype must be uint16 or uint32, not {token_dtype!r}")
-        self.path = Path(directory) / relpath
+        self.storage = as_storage(directory)
         self.relpath = relpath
         self.fmt = fmt
         self.token_dtype = token_dtype
@@ -75,14 +78,15 @@ class ShardWriter:
         self.payload_bytes = 0
         self.info: ShardInfo | None = None
         self._ids: set[str] = set()
-        self._atomic = None
+        self._publish = None
+        self._tmp: Path | None = None
         self._file: BinaryIO | None = None
         self._encoder: _Encoder | None = None
 
     def __enter__(self) -> ShardWriter:
-        self._atomic = atomic_path(self.path)
-        tmp = self._atomic.__enter__()
-        self._file = open(tmp, "wb")  # noqa: SIM115 - closed in __exit__
+        self._publish = self.storage.publish(self.relpath)
+        self._tmp = self._publish.__enter__()
+        self._file = open(self._tmp, "wb")  # noqa: SIM115 - closed in __exit__
         self._encoder = _ENCODERS[self.fmt](self._file, self.token_dtype)
         return self
 
@@ -96,6 +100,7 @@ class ShardWriter:
         self.payload_bytes += self._encoder.write(record)
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        info = None
         try:
             try:
                 self._encoder.close()
@@ -104,20 +109,21 @@ class ShardWriter:
                     raise
             finally:
                 self._file.close()
+            if exc_type is None:  # measured on the finished temporary file: the bytes that get published
+                info = ShardInfo(
+                    path=self.relpath,
+                    samples=self.samples,
+                    words=self.words,
+                    bytes=self._tmp.stat().st_size,
+                    sha256=sha256_file(self._tmp),
+                    tokens=self.tokens if self.token_dtype else None,
+                    bucket=self.bucket,
+                )
         except BaseException:
-            self._atomic.__exit__(*sys.exc_info())
+            self._publish.__exit__(*sys.exc_info())
             raise
-        self._atomic.__exit__(exc_type, exc, tb)
-        if exc_type is None:
-            self.info = ShardInfo(
-                path=self.relpath,
-                samples=self.samples,
-                words=self.words,
-                bytes=self.path.stat().st_size,
-                sha256=sha256_file(self.path),
-                tokens=self.tokens if self.token_dtype else None,
-                bucket=self.bucket,
-            )
+        self._publish.__exit__(exc_type, exc, tb)
+        self.info = info
 
     def _checked(self, record: dict[str, Any]) -> dict[str, Any]:
         where = f"{self.relpath}: record {self.samples}"
@@ -155,8 +161,10 @@ class ShardWriter:
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
-    """The scalar fields and meta (everything but text and token ids)."""
-    return {k: v for k, v in record.items() if k not in ("text", "input_ids")}
+    """The scalar fields and meta (everything but text and token ids), meta as its JSON string."""
+    fields = {k: v for k, v in record.items() if k not in ("text", "input_ids")}
+    fields["meta"] = dump_json(record["meta"])
+    return fields
 
 
 class _Encoder:
@@ -204,7 +212,8 @@ class _TarEncoder(_Encoder):
 
 
 class _JsonlZstEncoder(_Encoder):
-    """jsonl.zst: one JSON object per line with every field (token ids as a list of ints)."""
+    """jsonl.zst: one JSON object per line with every field (meta as its JSON string, token ids as a list
+    of ints)."""
 
     def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
         super().__init__(file, token_dtype)
@@ -214,8 +223,9 @@ class _JsonlZstEncoder(_Encoder):
         self.stream = compressor.stream_writer(file, closefd=False)
 
     def write(self, record: dict[str, Any]) -> int:
+        record = {**record, "meta": dump_json(record["meta"])}
         if self.token_dtype:
-            record = {**record, "input_ids": record["input_ids"].tolist()}
+            record["input_ids"] = record["input_ids"].tolist()
         line = (dump_json(record) + "\n").encode("utf-8")
         self.stream.write(line)
         return len(line)

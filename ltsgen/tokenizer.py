@@ -41,6 +41,23 @@ def train_tokenizer(
     return tokenizer
 
 
+def save_tokenizer(tokenizer: Tokenizer, path: str | Path, storage_options: dict | None = None) -> str:
+    """Write ``tokenizer`` to ``path`` (a local path or any ``ltsgen.loaders.storage`` URL) atomically (a
+    failed write leaves nothing); one-line ``TokenizerError`` when it cannot be written (full disk,
+    read-only folder, unreachable store)."""
+    from ltsgen.loaders.storage import StorageError, locate
+
+    folder, name = locate(path, storage_options)
+    try:
+        with folder.publish(name) as tmp:
+            tokenizer.save(str(tmp))
+    except StorageError as error:
+        raise TokenizerError(f"{path}: cannot write ({error.reason})") from None
+    except Exception as error:  # tokenizers raises a bare Exception for its OS errors
+        raise TokenizerError(f"{path}: cannot write ({_first_line(error)})") from None
+    return folder.location(name)
+
+
 def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
     """A ``tokenizer.json`` file, a folder holding one, or a Hugging Face Hub name (needs network)."""
     path = Path(path_or_name)

@@ -64,7 +64,12 @@ def scripted_text(key: str, words: int) -> str:
     return "\n\n".join(out)
 
 
-def scripted_answer(body: dict[str, Any], key: str) -> str:
+EXACT_WORDS = re.compile(r"Write these words exactly as they are: ([^\n]+)\.\n")
+FAILURES = ("omit", "hard words", "refuse")
+HARD_WORDS = "Meanwhile the magnificent extraordinary philosophical conversation continued indefinitely."
+
+
+def scripted_answer(body: dict[str, Any], key: str, fail_share: float = 0.0) -> str:
     """What the scripted model says to a recipe prompt."""
     prompt = body["messages"][-1]["content"]
     if "CHARACTERS:" in prompt:
@@ -74,8 +79,22 @@ def scripted_answer(body: dict[str, Any], key: str) -> str:
         return f"CHARACTERS:\n{sheet}\nOUTLINE:\n{lines}"
     if "summary" in prompt.lower():
         return scripted_text(key, 30)
+    chapter = re.search(r"chapter (\d+) of \d+", prompt)  # a chapter and its continuations fail alike
+    digest = hashlib.sha256(f"fail-{body.get('seed')}-{chapter and chapter.group(1)}".encode()).digest()
+    failure = FAILURES[digest[1] % len(FAILURES)] if digest[0] / 256 < fail_share else None
+    if failure == "refuse":
+        return "I'm sorry, but I cannot write that story."
+    if failure == "hard words":
+        return " ".join([HARD_WORDS] * 8)
     asked = re.search(r"about (\d+) words", prompt)
-    return scripted_text(key, int(asked.group(1)) if asked else 100)
+    text = scripted_text(key, int(asked.group(1)) if asked else 100)
+    exact = EXACT_WORDS.search(prompt)
+    if exact and failure != "omit":
+        paragraphs = text.split("\n\n")
+        for number, word in enumerate(exact.group(1).split(", ")):
+            paragraphs[number % len(paragraphs)] += f" They saw {word} there."
+        text = "\n\n".join(paragraphs)
+    return text
 
 
 class ScriptedOpenAIServer:
@@ -88,8 +107,10 @@ class ScriptedOpenAIServer:
         latency: float = 0.0,
         slow_seconds: float = 2.0,
         retry_after: float = 0.1,
+        fail_share: float = 0.0,
     ) -> None:
         self.api_key = api_key
+        self.fail_share = fail_share
         self.model = model
         self.latency = latency
         self.slow_seconds = slow_seconds
@@ -181,7 +202,7 @@ class ScriptedOpenAIServer:
         if fault == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{'
         time.sleep(self.latency)
-        text = scripted_answer(body, key)
+        text = scripted_answer(body, key, self.fail_share)
         finish = "stop"
         limit = 5 if fault == "length" else body.get("max_tokens") or body.get("max_completion_tokens")
         words = list(re.finditer(r"\S+", text))
@@ -268,8 +289,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Serve scripted chat completions on 127.0.0.1.")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--model", default=MODEL)
+    parser.add_argument(
+        "--fail-share", type=float, default=0.0, help="share of chapter answers that fail filters"
+    )
     args = parser.parse_args()
-    with ScriptedOpenAIServer(model=args.model, latency=args.latency) as server:
+    with ScriptedOpenAIServer(model=args.model, latency=args.latency, fail_share=args.fail_share) as server:
         print(server.base_url, flush=True)
         threading.Event().wait()
 

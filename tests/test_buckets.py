@@ -26,9 +26,9 @@ LENGTHS = "256,512,1024,2048,4096"
 EVAL_N = 8
 # the arguments of the reference C4 build that the other tests compare against
 C4_BUILD_ARGS = [
-    "--lengths",
+    "--bucket-lengths",
     LENGTHS,
-    "--eval-per-length",
+    "--eval-sequences",
     str(EVAL_N),
     "--eval-concat",
     "--shard-tokens",
@@ -143,7 +143,7 @@ def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, real_dat
         {r["meta"]["document_id"] for rows in evals.values() for r in rows}, key=list(full).index
     )
     stream = np.concatenate([np.append(full[d], eos) for d in held_out])
-    concat = records(c4_build, "eval-concat")
+    concat = records(c4_build, "eval_concat")
     for length in lengths:
         rows = concat[str(length)]
         assert len(rows) == min(EVAL_N, stream.size // length)
@@ -166,7 +166,16 @@ def test_formats_agree_and_duplicates_across_files_are_removed(tmp_path, tokeniz
     rows = {}
     for fmt in ("parquet", "webdataset", "jsonl.zst"):
         out = tmp_path / fmt.replace(".", "_")
-        extra = ["--format", fmt, "--lengths", "8192,32768", "--eval-per-length", "1", "--splits", "train=1"]
+        extra = [
+            "--format",
+            fmt,
+            "--bucket-lengths",
+            "8192,32768",
+            "--eval-sequences",
+            "1",
+            "--splits",
+            "train=1",
+        ]
         assert build(out, "redpajama-arxiv", [papers, copy], tokenizer_path, *extra) == 0
         manifest = read_manifest(out)
         assert manifest.extra["statistics"]["Cleaning"]["duplicates removed"] == 3
@@ -186,7 +195,7 @@ def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_pa
     assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, *C4_BUILD_ARGS, card=True) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert tree(c4_build) == before
-    assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, "--eval-per-length", "3") == 2
+    assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, "--eval-sequences", "3") == 2
     error = capsys.readouterr().err.strip()
     assert "holds a build with other arguments" in error and "\n" not in error
 
@@ -232,9 +241,9 @@ def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(tmp_pat
         str(tokenizer_path),
     ]
     args += [
-        "--lengths",
+        "--bucket-lengths",
         LENGTHS,
-        "--eval-per-length",
+        "--eval-sequences",
         "4",
         "--shard-tokens",
         "4000",
@@ -287,13 +296,13 @@ def test_bad_input_one_line_error_or_counted_skip(tmp_path, tokenizer_path, real
     for number, (source_input, message) in enumerate(_bad_input_cases(tmp_path, real_data, c4_lines)):
         source, path = source_input
         out = tmp_path / f"out{number}"
-        assert build(out, source, [path], tokenizer_path, "--eval-per-length", "0") == 2
+        assert build(out, source, [path], tokenizer_path, "--eval-sequences", "0") == 2
         error = capsys.readouterr().err
         assert error.count("\n") == 1 and error.startswith("ltsgen buckets: error: ")
         assert __import__("re").search(message, error), error
         assert "Traceback" not in error and not (out / "manifest.json").exists()
         assert (
-            build(out, source, [path], tokenizer_path, "--eval-per-length", "0", "--skip-bad", "--overwrite")
+            build(out, source, [path], tokenizer_path, "--eval-sequences", "0", "--skip-bad", "--overwrite")
             == 0
         )
         statistics = read_manifest(out).extra["statistics"]["Cleaning"]
@@ -306,7 +315,7 @@ def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines,
     path.write_bytes(
         b"\n".join([*c4_lines[:3], b'{"text": " "}', b'{"text": "x \xff"}', *c4_lines[3:]]) + b"\n"
     )
-    assert build(tmp_path / "a", "c4", [path], tokenizer_path, "--eval-per-length", "0") == 0
+    assert build(tmp_path / "a", "c4", [path], tokenizer_path, "--eval-sequences", "0") == 0
     cleaning = read_manifest(tmp_path / "a").extra["statistics"]["Cleaning"]
     assert cleaning["skipped: empty"] == 1 and cleaning["skipped: invalid UTF-8"] == 1
     assert cleaning["training documents"] == 40

@@ -15,13 +15,15 @@ from huggingface_hub import DatasetCard
 from ltsgen import __version__
 from ltsgen.build import BuildSpec, Job, run_build
 from ltsgen.cli import main
-from ltsgen.stories.variety import reference_stats
+from ltsgen.stories.variety import reference_reuse, reference_stats
 from ltsgen.tinystories_reference import (
     REFERENCE_FILE,
     REFERENCE_SHA256,
-    TINYSTORIES_DISTINCT,
+    TINYSTORIES_NGRAMS,
+    TINYSTORIES_REUSE,
     TINYSTORIES_VARIETY,
-    comparison_size,
+    comparison_stories,
+    comparison_words,
 )
 
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
@@ -31,11 +33,32 @@ BUCKETS = ["0-64", "64-inf"]
 def test_reference_constants_match_the_real_text(real_data):
     path = real_data / "tinystories" / REFERENCE_FILE
     assert hashlib.sha256(path.read_bytes()).hexdigest() == REFERENCE_SHA256
-    for words, (distinct_2, distinct_3) in TINYSTORIES_DISTINCT.items():
+    for words, values in TINYSTORIES_NGRAMS.items():
         stats = reference_stats(path, max_words=words)
-        assert (stats["words"], stats["distinct_2"], stats["distinct_3"]) == (words, distinct_2, distinct_3)
+        assert stats["words"] == words
+        assert (stats["distinct_2"], stats["distinct_3"], stats["top_4gram_share"]) == values
         assert {key: stats[key] for key in TINYSTORIES_VARIETY} == TINYSTORIES_VARIETY
-    assert comparison_size(5_000) == 10_000 and comparison_size(60_000) == 50_000
+    for stories, share in TINYSTORIES_REUSE.items():
+        reuse = reference_reuse(path, stories=stories)
+        assert (reuse["stories"], reuse["share"]) == (stories, share)
+    assert (
+        comparison_words(5_000) == 5_000
+        and comparison_words(60_000) == 50_000
+        and comparison_words(99) is None
+    )
+    assert comparison_stories(1_000) == 789 and comparison_stories(30) == 20
+
+
+@pytest.mark.parametrize("words", [99, 150, 700, 12_345])
+def test_variety_compares_equal_numbers_of_words(words):
+    """The build's side of the variety table is measured on exactly as many words as the reference's."""
+    from ltsgen.stories.statistics import variety_table
+
+    text = " ".join(f"word{i % 97} and then." for i in range(words // 3 + 1))
+    texts = [" ".join(text.split()[:words])]
+    total = {"words": words, "sentences": 10, "repeated_sentences": 0, "max_repeats_6plus": 1}
+    build, reference = variety_table(texts, total, "build")["rows"]
+    assert build[1] == reference[1] == comparison_words(words) or (reference[1] == "-" and words < 100)
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +87,21 @@ def test_story_card_yaml_and_datasheet(story_build):
         assert section in text
     assert f"version `{__version__}`" in text and '"num_stories": 30' in text
     assert "ltsgen stories --out DIR --format parquet --max-words 600" in text
-    assert "| TinyStories (real, validation split) | 10,000 | 0.5318 | 0.8065 | 0.95% | 8 |" in text
+    # 30 stories of 100-600 words: about 9,000 words, compared at 5,000 words and 20 stories
+    assert (
+        "| TinyStories (real, validation split) | 5,000 | 0.5806 | 0.8403 | 0.2738 | 20 | 1.41% | 0.95% | 8 |"
+        in text
+    )
+    assert "| LongTinyStories (this build) | 5,000 |" in text and "| 30 |" in text
     assert "### Long-range facts" in text and "![length histogram](length_histogram.png)" in text
+    assert (
+        "### Recalls of planted facts: distance in words to the previous occurrence, per story length" in text
+    )
 
 
 def test_card_command_copies_card_and_plot(story_build, tmp_path):
     result = subprocess.run(
-        [LTSGEN, "card", str(story_build), "--output", str(tmp_path / "cards" / "lts.md")],
+        [LTSGEN, "card", str(story_build), "--out", str(tmp_path / "cards" / "lts.md")],
         capture_output=True,
         text=True,
         timeout=60,

@@ -65,6 +65,29 @@ def dataset_files(out: Path) -> dict[str, bytes]:
     }
 
 
+def check_planted_facts(record: dict, seed) -> int:
+    """The record's planted facts are the seed's, first written in their plant chapter and again in each
+    recall chapter, with distances that match the text; returns the number of recalls."""
+    from ltsgen.stories.recalls import occurrences
+
+    text = record["text"]
+    chapters = text.split("\n\n")  # the scripted model writes one paragraph per 40 words: find by offset
+    facts = {fact["name"]: fact for fact in record["meta"]["facts"]}
+    assert set(facts) == {fact.name for fact in seed.facts if fact.plant <= len(record["meta"]["chapters"])}
+    recalls = 0
+    for fact in facts.values():
+        found = occurrences(text, fact["value"])
+        assert [fact["first"], *fact["uses"]] == found and fact["planted"]
+        for use, chars, words in zip(
+            fact["uses"], fact["distance_chars"], fact["distance_words"], strict=True
+        ):
+            previous = max(offset for offset in found if offset < use)
+            assert chars == use - previous and words == len(text[:use].split()) - len(text[:previous].split())
+        recalls += len(fact["uses"])
+    assert chapters
+    return recalls
+
+
 def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, capsys):
     with ScriptedOpenAIServer(slow_seconds=1.5, retry_after=0.3) as server:
         server.fault("429", "500", "slow", "malformed", "length")
@@ -97,12 +120,21 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
         assert manifest.extra["llm"]["finish_reasons"]["length"] >= 1
         assert manifest.extra["llm"]["filters"] == {
             "kept": 8,
-            "rejected": {"empty": 0, "length": 0, "refusal": 0, "repetition": 0, "vocabulary": 0},
+            "attempts": 8,
+            "gave_up": 0,
+            "rejected": {
+                "empty": 0,
+                "length": 0,
+                "recall": 0,
+                "refusal": 0,
+                "repetition": 0,
+                "vocabulary": 0,
+            },
         }
 
         records = read_records(tmp_path / "out")
         assert [r["id"] for r in records] == [f"lts-3-{i:08d}" for i in range(8)]
-        continued = 0
+        continued = recalls = 0
         for record in records:
             meta, seed = record["meta"], story_seed(int(record["id"][-8:]), 3, 150, 1200, 300)
             assert meta["target_words"] == seed.target_words
@@ -119,13 +151,51 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
                 and "Write chapter 1 now" in e["request"]["messages"][-1]["content"]
             )
             assert record["text"].startswith(clean_answer(first))
-        assert continued >= 1
+            recalls += check_planted_facts(record, seed)
+        assert continued >= 1 and recalls >= 8
 
         # a finished build reruns without a single request
         requests = server.requests
         assert main(args) == 0
         assert server.requests == requests
         assert "nothing to do" in capsys.readouterr().out
+
+
+def test_exactly_n_stories_when_answers_fail_the_filters_at_random(tmp_path, capsys):
+    with ScriptedOpenAIServer(fail_share=0.25) as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-attempts", "12")
+        args[args.index("--min-words") + 1] = "600"  # two chapters or more: every story plants facts
+        args[args.index("--max-words") + 1] = "1500"
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+    filters = read_manifest(tmp_path / "out").extra["llm"]["filters"]
+    records = read_records(tmp_path / "out")
+    assert len(records) == filters["kept"] == 8 and filters["gave_up"] == 0
+    rejected = filters["rejected"]
+    assert filters["attempts"] == 8 + sum(rejected.values()) and filters["attempts"] > 8
+    assert rejected["recall"] and rejected["refusal"]
+    assert f"filters: 8 of 8 stories kept after {filters['attempts']} attempts" in printed
+    retried = [r for r in records if r["meta"]["attempt"] > 0]
+    assert retried
+    for record in records:  # each kept story is its last attempt's, with that attempt's facts
+        attempt = record["meta"]["attempt"]
+        seed = story_seed(int(record["id"][-8:]), 3, 600, 1500, 300, attempt)
+        assert seed.facts
+        assert record["meta"]["seed_words"]["noun"] == seed.noun
+        check_planted_facts(record, seed)
+        assert record["meta"]["missed_recalls"] == 0
+
+
+def test_a_story_that_fails_every_attempt_is_counted_and_named(tmp_path, capsys):
+    with ScriptedOpenAIServer(fail_share=1.0) as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-attempts", "2")
+        args[args.index("--num-stories") + 1] = "2"
+        assert main(args) == 0
+        printed = capsys.readouterr().out
+    filters = read_manifest(tmp_path / "out").extra["llm"]["filters"]
+    assert filters == {"kept": 0, "attempts": 4, "gave_up": 2, "rejected": filters["rejected"]}
+    assert sum(filters["rejected"].values()) == 4
+    assert "2 stories rejected at all 2 attempts (--max-attempts)" in printed
 
 
 @pytest.mark.parametrize("fault", ["401", "404"])

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import time
+from collections import Counter
 
 from ltsgen.stories.llm.cache import ResponseCache, request_key
 from ltsgen.stories.llm.client import RateLimiter, RetryPolicy, retry_after_seconds
-from ltsgen.stories.llm.filters import Filters, oov_share, repeated_share
+from ltsgen.stories.llm.filters import Filters, missed_events, oov_share, repeated_share
 from ltsgen.stories.llm.ledger import Ledger, Prices, Usage, dataset_ledger
 from ltsgen.stories.llm.recipe import (
+    EXACT_WORDS,
     FEATURE_INSTRUCTIONS,
+    MAX_EVENTS_PER_CHAPTER,
     Outline,
     chapter_messages,
     clean_answer,
@@ -36,6 +39,46 @@ def test_story_seed_is_deterministic_and_tinystories_shaped():
         assert sum(s.budgets) == s.target_words and max(s.budgets) - min(s.budgets) <= 1
         assert s.chapters == max(1, round(s.target_words / 600))
     assert max(s.chapters for s in seeds) >= 40
+
+
+def test_attempts_and_planted_facts_of_a_story_seed():
+    first, second = story_seed(5, 1, 3000, 9000, 600), story_seed(5, 1, 3000, 9000, 600, attempt=1)
+    assert first.target_words == second.target_words and first.budgets == second.budgets
+    assert first.request_seed != second.request_seed and (first.noun, first.facts) != (
+        second.noun,
+        second.facts,
+    )
+    for story in (story_seed(i, 2, 1000, 32_000, 600) for i in range(40)):
+        values = [fact.value for fact in story.facts]
+        assert len(set(values)) == len(values)
+        load = Counter()
+        for fact in story.facts:
+            chapters = (fact.plant, *fact.recalls)
+            assert (
+                list(chapters) == sorted(set(chapters))
+                and len(chapters) >= 2
+                and chapters[-1] <= story.chapters
+            )
+            assert len(fact.texts) == len(chapters) and all(fact.value in text for text in fact.texts)
+            load.update(chapters)
+        assert max(load.values(), default=0) <= MAX_EVENTS_PER_CHAPTER
+        for k in range(1, story.chapters + 1):
+            events = story.events(k)
+            prompt = chapter_messages(story, Outline((), ("",) * story.chapters), k, "", "")[1]["content"]
+            if events:
+                assert EXACT_WORDS + ", ".join(fact.value for fact, _ in events) + "." in prompt
+            else:
+                assert EXACT_WORDS not in prompt
+        if story.facts:
+            assert "These things must happen in the story:" in outline_messages(story)[1]["content"]
+
+
+def test_missed_events_of_a_planted_fact():
+    spans = [(0, 100), (102, 200), (202, 300)]
+    assert missed_events([10, 150, 250], spans, 1, (2, 3)) == 0
+    assert missed_events([150, 250], spans, 1, (2, 3)) == 1  # not planted where the outline put it
+    assert missed_events([10, 250], spans, 1, (2, 3)) == 1  # a recall left out
+    assert missed_events([], spans, 2, (3,)) == 2
 
 
 def test_prompts_never_grow_with_the_story():

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
+import zstandard
 
 from ltsgen.loaders.contract import FORMATS, ContractError
 from ltsgen.loaders.formats import read_shard
@@ -83,14 +84,15 @@ def test_tar_members_are_normalised_and_read_by_webdataset(tmp_path):
             assert member.mode == 0o644 and member.isfile()
         fields = tar.extractfile("doc-0001.json").read().decode("utf-8")
     assert (
-        fields == '{"id":"doc-0001","meta":{"a":["é",1],"z":1},"num_tokens":6,"num_words":17,"source":"lts"}'
+        fields
+        == '{"id":"doc-0001","meta":"{\\"a\\":[\\"é\\",1],\\"z\\":1}","num_tokens":6,"num_words":17,"source":"lts"}'
     )
 
     samples = list(wds.WebDataset(str(path), shardshuffle=False))
     assert [s["__key__"] for s in samples] == [r["id"] for r in records]
     for sample, record in zip(samples, records, strict=True):
         assert sample["txt"].decode("utf-8") == record["text"]
-        assert json.loads(sample["json"])["meta"] == record["meta"]
+        assert json.loads(json.loads(sample["json"])["meta"]) == record["meta"]
         ids = np.load(io.BytesIO(sample["input_ids.npy"]), allow_pickle=False)
         assert ids.dtype == np.uint32
         np.testing.assert_array_equal(ids, record["input_ids"])
@@ -119,7 +121,9 @@ def test_jsonl_zst_read_by_zstd_and_jq(tmp_path):
     raw = subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True, timeout=30).stdout
     lines = raw.decode("utf-8").splitlines()
     assert len(lines) == info.samples == 9
-    assert lines[0].startswith('{"id":"doc-0000","input_ids":[0,1,2,3,4],"meta":{"a":["é",0],"z":0}')
+    assert lines[0].startswith(
+        '{"id":"doc-0000","input_ids":[0,1,2,3,4],"meta":"{\\"a\\":[\\"é\\",0],\\"z\\":0}"'
+    )
     ids = subprocess.run(["jq", "-r", ".id"], input=raw, capture_output=True, check=True, timeout=30).stdout
     assert ids.decode().split() == [r["id"] for r in records]
     total = subprocess.run(
@@ -170,3 +174,18 @@ def test_duplicate_ids_and_missing_tokens_are_refused(tmp_path):
             w.write(record)
     with pytest.raises(ContractError, match="must end in .tar"):
         ShardWriter(tmp_path, "t/shard-00000.parquet", "webdataset")
+
+
+def test_shards_of_earlier_versions_with_meta_as_an_object_still_read(tmp_path):
+    records = make_records(3, False)
+    with tarfile.open(tmp_path / "old.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+        for record in records:
+            fields = {"id": record["id"], "meta": record["meta"], "num_words": 17, "source": "lts"}
+            for ext, data in (("txt", record["text"].encode()), ("json", json.dumps(fields).encode())):
+                info = tarfile.TarInfo(f"{record['id']}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    lines = "".join(json.dumps({**r, "num_words": 17}) + "\n" for r in records).encode()
+    (tmp_path / "old.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    for name, fmt in (("old.tar", "webdataset"), ("old.jsonl.zst", "jsonl.zst")):
+        assert [r["meta"] for r in read_shard(tmp_path / name, fmt)] == [r["meta"] for r in records]

@@ -72,7 +72,7 @@ def test_build_layout_and_manifest(small_build):
     stats = manifest.extra["statistics"]
     assert stats["Length control"]["rows"][0][:2] == [40, sum(s.words for s in shards)]
     assert stats["Length control"]["rows"][0][3] == 40  # every story within 5% of its target
-    variety = stats["Variety: this build and real TinyStories"]
+    variety = stats["Variety: this build and real TinyStories at equal size"]
     assert [row[0] for row in variety["rows"]] == [
         "LongTinyStories (this build)",
         "TinyStories (real, validation split)",

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from ltsgen.stories.engine import generate_story
-from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS
+from ltsgen.stories.engine.banks import PLANTED_VALUES, RECALL_SECTIONS, SECTIONS, THEME_SECTIONS
 from ltsgen.stories.engine.grammar import Slots, parse_sections
 from ltsgen.stories.engine.plot import Plot
 from ltsgen.stories.engine.world import PLACES, build_world
 from ltsgen.stories.plan import MIN_TARGET_WORDS, sample_features, story_id, story_rng, target_words
+from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND
 from ltsgen.stories.variety import reference_stats, split_sentences, tinystories_stories, variety_stats
 from ltsgen.stories.vocabulary import ADJECTIVES, BASIC_WORDS, FEATURES, NAMES, NOUNS, VERBS
 
@@ -220,7 +221,7 @@ def _words(text):
 
 
 def test_vocabulary_of_stories(sample, longest):
-    names = set(NAMES)
+    names = set(NAMES) | set(PLANTED_VALUES["names"])  # invented names of planted facts are names too
     outside = total = 0
     unknown = set()
     for record in [*sample, longest]:
@@ -244,12 +245,15 @@ def test_vocabulary_lists():
 
 
 def test_grammar_slots_all_defined():
-    # every {slot} of every section is a section, a value the plot sets, or a companion's role value
-    plot = Plot(random.Random(0), build_world(random.Random(0), num_places=3, num_companions=1), FEATURES)
+    # every {slot} of every section is a section, a value the plot sets, a companion's role value or a
+    # planted fact's value and context
+    world = build_world(random.Random(0), num_places=3, num_companions=1)
+    plot = Plot(random.Random(0), world, FEATURES, DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND)
     plot.go_to("the park")
     companion = {**plot.world.companions[0].slots("C"), "C_place": "the park"}
-    known = set(plot.table) | set(plot.with_friend) | set(companion)
-    for name, options in {**SECTIONS, **THEME_SECTIONS}.items():
+    planted = {"V", "at", "creature", "sign", "sign_cap", "spot"}
+    known = set(plot.table) | set(plot.with_friend) | set(companion) | planted
+    for name, options in {**SECTIONS, **THEME_SECTIONS, **RECALL_SECTIONS}.items():
         for option in options:
             for slot in re.findall(r"\{(\w+)\}", option):
                 assert slot in known, (name, option, slot)

@@ -79,7 +79,7 @@ def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, real_data, 
         str(data),
         "--no-card",
     ]
-    build += ["--tokenizer", str(out), "--eval-per-length", "0", "--splits", "train=1", "--no-progress"]
+    build += ["--tokenizer", str(out), "--eval-sequences", "0", "--splits", "train=1", "--no-progress"]
     assert main(build) == 0
     capsys.readouterr()
     again = tmp_path / "again.json"

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ltsgen.loaders.contract import (
+    EVAL_SPLIT,
     TOKENIZER_NAME,
     ContractError,
     atomic_path,
@@ -21,7 +22,6 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.training.errors import TrainingError
 
-EVAL_SPLIT = "eval"  # bucketed corpora: DIR/eval/<L>/, sequences of exactly L tokens
 PREFIX_SPLITS = ("validation", "test")
 TOKENIZER_TRAINING_CHARS = 50_000_000  # enough text for a small BPE; bounds the time spent training one
 

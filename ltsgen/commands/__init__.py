@@ -51,6 +51,15 @@ def add_command(
     )
 
 
+def add_hidden_alias(parser: argparse.ArgumentParser, old: str, dest: str, **kwargs) -> None:
+    """Accept the earlier spelling ``old`` of an option for one more release, unlisted in ``--help``.
+
+    ``dest`` is the current option's destination; ``kwargs`` repeat what parses a value (``type``,
+    ``action``), so that both spellings give the same result.
+    """
+    parser.add_argument(old, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, what: str = "jobs") -> None:
     """``--workers``, ``--engine`` and ``--ray-address``: where a build's ``what`` run (never what it
     writes)."""
@@ -81,7 +90,7 @@ def engine_from(args: argparse.Namespace):
     return make_engine(args.engine, args.workers, args.ray_address)
 
 
-def add_storage_argument(parser: argparse.ArgumentParser) -> None:
+def add_storage_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--storage-options JSON``: fsspec options for every URL the command reads or writes."""
     parser.add_argument(
         "--storage-options",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
-from ltsgen.commands import add_command, add_engine_arguments, engine_from
+from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options
+from ltsgen.loaders.contract import FORMATS
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
 
@@ -17,29 +17,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         subparsers,
         "buckets",
         summary="tokenize a corpus (C4, the Pile, RedPajama arXiv, The Stack, HF, text) into length buckets",
-        description="Read a corpus as a stream, drop empty, invalid and exactly duplicated documents, tokenize, hold "
-        "out exact-length evaluation sets and write the rest into token-length buckets "
+        description="Read a corpus as a stream, drop empty, invalid, too long and exactly duplicated documents, "
+        "tokenize, hold out exact-length evaluation sets and write the rest into token-length buckets "
         "DIR/<split>/<lo>-<hi>/shard-NNNNN.<ext> ([0,512), [512,1024), ..., [32768,inf)). Evaluation sets: "
-        "DIR/eval/<L>/ holds --eval-per-length sequences of exactly L tokens, each the first L tokens of one "
-        "held-out document, nested across lengths; --eval-concat adds DIR/eval-concat/<L>/ (held-out "
-        "documents joined with EOS). Output is byte-identical for any --workers; a killed build resumes.",
+        "DIR/eval/<L>/ holds --eval-sequences sequences of exactly L tokens, each the first L tokens of one "
+        "held-out document, nested across lengths; --eval-concat adds DIR/eval_concat/<L>/ (held-out "
+        "documents joined with EOS). Output is byte-identical for any --workers; a killed build resumes; "
+        "datasets.load_dataset(DIR) reads it.",
         examples=[
             "ltsgen buckets --source c4 --input 'c4/*.json.gz' --tokenizer tok.json --out c4-buckets",
-            "ltsgen buckets --source arxiv --input arxiv.jsonl --tokenizer tok.json --out arxiv --workers 2",
+            "ltsgen buckets --source redpajama-arxiv --input arxiv.jsonl --tokenizer tok.json --out arxiv "
+            "--bucket-lengths 1024,4096,16384 --eval-concat --workers 2",
+            "ltsgen buckets --source c4 --input 's3://corpora/c4/en/*.json.gz' --tokenizer tok.json "
+            "--out s3://builds/c4-buckets --engine ray --ray-address auto",
         ],
     )
     add_reader_arguments(parser)
-    parser.add_argument("--out", type=Path, required=True, help="the dataset directory to write")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="the dataset directory to write: a local path, or s3://, gs:// or file:// URL",
+    )
     parser.add_argument(
         "--tokenizer",
         required=True,
         help="a tokenizer.json (or a folder with one), or a Hugging Face Hub name",
     )
-    parser.add_argument("--lengths", default=DEFAULT_LENGTHS, help="bucket boundaries in tokens, increasing")
-    parser.add_argument("--eval-lengths", help="evaluation lengths L (default: the --lengths)")
     parser.add_argument(
-        "--eval-per-length", type=int, default=100, help="evaluation sequences per length (0: none)"
+        "--bucket-lengths", default=DEFAULT_LENGTHS, help="bucket boundaries in tokens, increasing"
     )
+    add_hidden_alias(parser, "--lengths", "bucket_lengths")
+    parser.add_argument("--eval-lengths", help="evaluation lengths L, when not the --bucket-lengths")
+    parser.add_argument(
+        "--eval-sequences",
+        type=int,
+        default=100,
+        metavar="N",
+        help="evaluation sequences per length (0: none)",
+    )
+    add_hidden_alias(parser, "--eval-per-length", "eval_sequences", type=int)
     parser.add_argument(
         "--eval-concat", action="store_true", help="also write the concatenated-stream evaluation sets"
     )
@@ -48,16 +64,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="train=0.98,validation=0.01,test=0.01",
         help="training splits, assigned from the document id",
     )
-    parser.add_argument(
-        "--format", default="parquet", choices=["parquet", "webdataset", "jsonl.zst"], help="shard format"
-    )
+    parser.add_argument("--format", default="parquet", choices=list(FORMATS), help="shard format")
     parser.add_argument(
         "--shard-tokens", type=int, default=1 << 24, help="at most this many tokens per shard"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
     add_engine_arguments(parser, "tokenizing and shard jobs")
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace a build with other arguments in --out"
+        "--overwrite",
+        action="store_true",
+        help="replace a build with other arguments in --out (removing only what it wrote), or build beside "
+        "other files (keeping them)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
@@ -76,23 +93,24 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
     from ltsgen.errors import UsageError
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
     from ltsgen.tokenizer import TokenizerError
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
-    if (args.workers is not None and args.workers < 1) or args.shard_tokens < 1 or args.eval_per_length < 0:
-        raise UsageError("--workers and --shard-tokens must be at least 1, --eval-per-length at least 0")
+    if (args.workers is not None and args.workers < 1) or args.shard_tokens < 1 or args.eval_sequences < 0:
+        raise UsageError("--workers and --shard-tokens must be at least 1, --eval-sequences at least 0")
     try:
-        lengths = parse_lengths(args.lengths)
+        lengths = parse_lengths(args.bucket_lengths, "--bucket-lengths")
         eval_lengths = parse_lengths(args.eval_lengths, "--eval-lengths") if args.eval_lengths else lengths
         config = BucketConfig(
             source=args.source,
             inputs=args.input,
-            out=args.out,
+            out=Storage(args.out, storage_options(args)),
             tokenizer=args.tokenizer,
-            lengths=lengths,
+            bucket_lengths=lengths,
             eval_lengths=eval_lengths,
-            eval_per_length=args.eval_per_length,
+            eval_sequences=args.eval_sequences,
             eval_concat=args.eval_concat,
             splits=parse_splits(args.splits),
             fmt=args.format,
@@ -101,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
             reader=reader_options(args),
             skip_bad=args.skip_bad,
             strict=args.strict,
+            max_doc_chars=args.max_doc_chars,
         )
         with engine_from(args) as engine:
             result = build_buckets(

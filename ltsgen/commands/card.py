@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_hidden_alias, add_storage_argument, storage_options
 from ltsgen.errors import UsageError
 
 
@@ -16,30 +16,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         summary="write DIR/README.md, the Hugging Face dataset card of a built dataset",
         description="Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
         "then a datasheet with the build's statistics) and the length histograms beside it, from "
-        "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.",
+        "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.\n\n"
+        "The card is generated: this command replaces DIR/README.md and its plots whatever they hold, hand "
+        "edits included, and says so when it replaces a file that is not as ltsgen wrote it. Keep your own "
+        "notes in another file. (A build, unlike this command, leaves a README.md it did not write alone.)",
         examples=[
             "ltsgen card lts",
-            "ltsgen card c4-buckets --output data_cards/c4.md",
+            "ltsgen card c4-buckets --out data_cards/c4.md",
         ],
     )
-    parser.add_argument("directory", type=Path, metavar="DIR", help="a dataset directory with manifest.json")
     parser.add_argument(
-        "--output", type=Path, default=None, help="also copy the card (and its plots, renamed) to this file"
+        "directory", metavar="DIR", help="a dataset directory with manifest.json (a path or s3:// gs:// URL)"
     )
+    parser.add_argument(
+        "--out", type=Path, metavar="FILE", help="also copy the card to FILE (its plots beside it, renamed)"
+    )
+    add_hidden_alias(parser, "--output", "out", type=Path)
+    add_storage_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.card import copy_card, write_card
+    from ltsgen.card import card_conflict, copy_card, write_card
     from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage
 
     try:
-        path = write_card(args.directory)
-        if args.output is not None:
-            copy_card(args.directory, args.output)
+        directory = Storage(args.directory, storage_options(args))
+        replaced = card_conflict(directory)
+        path = write_card(directory)
+        if args.out is not None:
+            copy_card(directory, args.out)
     except ContractError as error:
         raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
-    print(f"wrote {path}" + (f" and {args.output}" if args.output else ""))
+    if replaced:
+        print(f"{replaced}: replaced by the new card, its content is lost")
+    print(f"wrote {path}" + (f" and {args.out}" if args.out else ""))
     return 0

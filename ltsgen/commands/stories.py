@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from ltsgen.commands import add_command, add_engine_arguments, engine_from
+from ltsgen.commands import (
+    add_command,
+    add_engine_arguments,
+    add_storage_argument,
+    engine_from,
+    storage_options,
+)
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
+from ltsgen.loaders.storage import Storage
 from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
 from ltsgen.stories.llm import backend as openai_backend
 from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
+from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "ltsgen stories --out lts-llm --num-stories 10 --backend openai --base-url http://127.0.0.1:8080/v1 --model smollm2",
         ],
     )
-    parser.add_argument("--out", required=True, type=Path, help="dataset directory to create or resume")
+    parser.add_argument(
+        "--out",
+        required=True,
+        help="dataset directory to create or resume: a local path, or s3://, gs:// or file:// URL",
+    )
     parser.add_argument("--num-stories", required=True, type=int, help="number of stories")
     parser.add_argument(
         "--min-words",
@@ -42,6 +53,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
     add_engine_arguments(parser, "shards written")
     parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions by story id hash")
+    parser.add_argument(
+        "--recall-distances",
+        default=str(DEFAULT_DISTANCES),
+        metavar="KIND:LOW:HIGH",
+        help="distances in words at which planted facts are recalled: KIND log-uniform or uniform, HIGH a "
+        "number or 'length' (the story's length)",
+    )
+    parser.add_argument(
+        "--recalls-per-1k-words",
+        type=float,
+        default=DEFAULT_RECALLS_PER_THOUSAND,
+        help="recalls of planted facts per 1,000 words of story (0: none)",
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int, default=None, help="stories per shard")
     size.add_argument(
@@ -56,12 +80,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (the summary stays)")
     parser.add_argument("--quiet", dest="no_progress", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
+    add_storage_argument(parser)
     openai_backend.add_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
+    args.out = Storage(args.out, storage_options(args))
     if args.backend == "openai":
         return openai_backend.build(args)
     from ltsgen.build import BuildError, run_build
@@ -105,6 +131,12 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--shard-size-mb must be positive, not {args.shard_size_mb}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, not {args.seed}")
+    try:
+        Distances.parse(args.recall_distances)
+    except ValueError as error:
+        raise UsageError(f"--recall-distances: {error}") from None
+    if not 0 <= args.recalls_per_1k_words <= 50:
+        raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
     try:
         parse_splits(args.splits)
     except BuildError as error:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
 
 
@@ -27,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_reader_arguments(parser, required=False)
     parser.add_argument(
-        "--data", type=Path, help="a built ltsgen dataset directory to train on (instead of --source)"
+        "--data", help="a built ltsgen dataset directory (path or URL) to train on (instead of --source)"
     )
     parser.add_argument(
         "--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included"
@@ -35,27 +34,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--max-documents", type=int, help="train on at most this many documents (the first ones)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="where to write tokenizer.json")
+    parser.add_argument(
+        "--out", required=True, help="where to write tokenizer.json (a path or s3:// gs:// file:// URL)"
+    )
     parser.set_defaults(func=run)
 
 
-def _dataset_texts(directory: Path) -> Iterator[str]:
+def _dataset_texts(directory) -> Iterator[str]:
+    """The texts of the train split (else the first split) of a dataset directory (a ``Storage``)."""
     from ltsgen.loaders.contract import read_manifest
-    from ltsgen.loaders.formats import read_shard
+    from ltsgen.loaders.formats import decode_shard
 
     manifest = read_manifest(directory)
     split = "train" if "train" in manifest.splits else next(iter(manifest.splits))
     for shard in manifest.shards(split):
-        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"]):
-            yield record["text"]
+        data = directory.read_bytes(shard.path)
+        yield from (
+            r["text"]
+            for r in decode_shard(data, manifest.format, directory.location(shard.path), ["text"]).records()
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.inputs import InputError
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
-    from ltsgen.loaders.contract import ContractError, atomic_path
-    from ltsgen.tokenizer import TokenizerError, train_tokenizer
+    from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.storage import Storage, locate
+    from ltsgen.tokenizer import TokenizerError, save_tokenizer, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
@@ -63,14 +69,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--source needs --input")
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
+    policy = screen(args)
+    options = storage_options(args)
+    locate(args.out, options)[0].check_writable()  # before the training, not after
 
     def texts() -> Iterator[str]:
         if args.data is not None:
-            stream = _dataset_texts(args.data)
+            stream = _dataset_texts(Storage(args.data, options))
         else:
-            stream = (
-                d.text for d in read_documents(args.source, args.input, reader_options(args), screen(args))
-            )
+            stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
         for number, text in enumerate(stream):
             if args.max_documents is not None and number >= args.max_documents:
                 return
@@ -82,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         tokenizer = train_tokenizer(texts(), args.vocab_size)
         if counts["documents"] == 0:
             raise UsageError("no documents to train on")
-        with atomic_path(args.out) as tmp:
-            tokenizer.save(str(tmp))
+        save_tokenizer(tokenizer, args.out, options)
     except (InputError, ContractError, TokenizerError) as error:
         raise UsageError(str(error)) from None
     except OSError as error:
@@ -92,4 +98,6 @@ def run(args: argparse.Namespace) -> int:
         f"{args.out}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in {time.perf_counter() - started:.1f}s"
     )
+    if policy.counts:
+        print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.corpora.readers import SOURCES, ReaderOptions, Screen
+from ltsgen.commands import add_storage_argument, storage_options
+from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
 
 SOURCE_HELP = (
     "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "
@@ -16,6 +17,14 @@ SOURCE_HELP = (
 )
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
 def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
     group = parser.add_argument_group("input")
     group.add_argument("--source", choices=sorted(SOURCES), required=required, help=SOURCE_HELP)
@@ -23,26 +32,38 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         "--input",
         nargs="+",
         metavar="PATH",
-        help="files, folders or globs (quote globs), read in the order given; for --source hf, dataset names",
+        help="files, folders or globs (quote globs), local or s3:// gs:// hf:// URLs, read in the order "
+        "given; for --source hf, dataset names",
     )
     group.add_argument(
         "--subset", help="pile: keep only documents whose meta.pile_set_name is this (ArXiv, Github, ...)"
     )
-    group.add_argument("--text-field", help="the field holding the text (default: text; content for stack)")
+    group.add_argument(
+        "--text-field", help="the field holding the text, when not the source's own (text; content for stack)"
+    )
     group.add_argument(
         "--separator", help="text: split each file into documents on this string (e.g. '<|endoftext|>')"
     )
     group.add_argument("--hf-config", help="hf: the dataset configuration name (e.g. en for allenai/c4)")
-    group.add_argument("--hf-split", default="train", help="hf: the split to stream (default: train)")
+    group.add_argument("--hf-split", default="train", help="hf: the split to stream")
     group.add_argument(
         "--skip-bad",
         action="store_true",
         help="count and skip bad lines (malformed JSON, missing text field, truncated stream) instead of failing",
     )
+    add_storage_argument(group)
     group.add_argument(
         "--strict",
         action="store_true",
         help="fail on empty or invalid UTF-8 documents instead of counting and skipping them",
+    )
+    group.add_argument(
+        "--max-doc-chars",
+        type=_count,
+        default=MAX_DOC_CHARS,
+        metavar="N",
+        help="skip (and count) documents longer than N characters, which bounds memory: tokenizing costs "
+        "about 130 bytes per character; 0 for no limit",
     )
 
 
@@ -53,8 +74,9 @@ def reader_options(args: argparse.Namespace) -> ReaderOptions:
         separator=args.separator,
         hf_config=args.hf_config,
         hf_split=args.hf_split,
+        storage_options=storage_options(args) or None,
     )
 
 
 def screen(args: argparse.Namespace) -> Screen:
-    return Screen(skip_bad=args.skip_bad, strict=args.strict)
+    return Screen(skip_bad=args.skip_bad, strict=args.strict, max_chars=args.max_doc_chars)

@@ -10,7 +10,7 @@ from ltsgen.build import stable_fraction
 from ltsgen.loaders.contract import bucket_name
 
 
-def parse_lengths(text: str, option: str = "--lengths") -> list[int]:
+def parse_lengths(text: str, option: str = "--bucket-lengths") -> list[int]:
     """``"512,1024,2048"`` -> strictly increasing positive ints."""
     try:
         lengths = [int(part) for part in text.split(",") if part.strip()]

@@ -69,7 +69,7 @@ def bucket_card(
             "below. Evaluation documents were drawn first, longest length first, in an order fixed by a hash of "
             "the seed and the document id, and reused at every shorter length, so the sequence at L is a prefix "
             "of the same document's sequence at 2L (`eval/<L>/`, record `meta.document_id`); "
-            "`eval-concat/<L>/`, when present, cuts the held-out documents joined by the end-of-text token into "
+            "`eval_concat/<L>/`, when present, cuts the held-out documents joined by the end-of-text token into "
             "windows of L tokens. Evaluation documents never appear in the training buckets; their ids are in "
             "`manifest.json` under `extra.eval.documents`. The other documents went to a split by a hash of "
             "their id and to the bucket [lo, hi) holding their token count. Record ids are "

@@ -1,7 +1,10 @@
-"""Input files: ``--input`` paths and globs, and their lines, decompressed as a stream.
+"""Input files: ``--input`` paths, URLs and globs, and their lines, decompressed as a stream.
 
-Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A truncated or corrupt
-stream raises :class:`InputError` naming the file and the line where it broke off, never a silent end.
+A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` scheme
+(``s3://bucket/c4/*.json.gz``, ``gs://...``, ``hf://datasets/...``), whose files are streamed, never
+downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A
+truncated or corrupt stream raises :class:`InputError` naming the file and the line where it broke off,
+never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 """
 
 from __future__ import annotations
@@ -9,9 +12,12 @@ from __future__ import annotations
 import glob
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from ltsgen.errors import LtsgenError
+from ltsgen.loaders.storage import StorageError, filesystem, is_url, scheme_of
 
 READ_SIZE = 1 << 20
 
@@ -33,13 +39,92 @@ class _StreamError(Exception):
     """Raised inside the decompressors; turned into TruncatedInput with the file and line."""
 
 
-def expand_inputs(patterns: Iterable[str], suffixes: tuple[str, ...] | None = None) -> list[Path]:
-    """Files named by paths, folders (recursively) and globs, each pattern's matches sorted, no repeats.
+@dataclass(frozen=True)
+class RemoteFile:
+    """An input file behind a URL: ``name``, ``open()`` and ``size()`` as a local ``Path`` has them."""
 
-    ``suffixes`` filters the files found inside folders (files named directly are always taken).
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def name(self) -> str:
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
+
+    def _fs(self):
+        return filesystem(scheme_of(self.url), self.storage_options)
+
+    def open(self) -> BinaryIO:
+        try:
+            return self._fs().open(self.url, "rb")
+        except FileNotFoundError:
+            raise InputError(f"{self.url}: no such file") from None
+        except (OSError, ValueError) as error:
+            raise InputError(f"{self.url}: cannot be read ({error})") from None
+
+    def size(self) -> int:
+        return int(self._fs().size(self.url))
+
+
+InputPath = Path | RemoteFile
+
+
+def open_input(path: InputPath) -> BinaryIO:
+    """A binary file object for a local or remote input file."""
+    return path.open() if isinstance(path, RemoteFile) else open(path, "rb")
+
+
+def input_size(path: InputPath) -> int:
+    return path.size() if isinstance(path, RemoteFile) else path.stat().st_size
+
+
+def _expand_url(pattern: str, suffixes: tuple[str, ...] | None, options: dict[str, Any]) -> list[RemoteFile]:
+    """The files of a URL pattern: a file, a folder (recursively, ``suffixes`` filtering) or a glob."""
+    scheme = scheme_of(pattern)
+    try:
+        fs = filesystem(scheme, options)
+        if glob.has_magic(pattern):
+            names = sorted(fs.glob(pattern))
+            if not names:
+                raise InputError(f"{pattern}: no file matches this pattern")
+        elif fs.isdir(pattern):
+            base = fs._strip_protocol(pattern).rstrip("/") + "/"
+            names = [
+                name
+                for name in sorted(fs.find(pattern))
+                if not any(part.startswith(".") for part in name[len(base) :].split("/"))
+                and (suffixes is None or name.endswith(suffixes))
+            ]
+        elif fs.isfile(pattern):
+            names = [pattern]
+        else:
+            raise InputError(f"{pattern}: no such file or folder")
+    except (StorageError, InputError):
+        raise
+    except Exception as error:  # network clients raise their own types
+        raise InputError(f"{pattern}: cannot be listed ({type(error).__name__}: {error})") from None
+    return [RemoteFile(fs.unstrip_protocol(name) if not is_url(name) else name, options) for name in names]
+
+
+def expand_inputs(
+    patterns: Iterable[str],
+    suffixes: tuple[str, ...] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> list[InputPath]:
+    """Files named by paths, URLs, folders (recursively) and globs, each pattern's matches sorted, no
+    repeats.
+
+    ``suffixes`` filters the files found inside folders (files named directly are always taken);
+    ``storage_options`` go to the filesystem of URL patterns.
     """
-    files: list[Path] = []
+    files: list[InputPath] = []
     for pattern in patterns:
+        if is_url(pattern) and scheme_of(pattern) != "file":
+            files.extend(_expand_url(pattern, suffixes, storage_options or {}))
+            continue
+        pattern = pattern[len("file://") :] if pattern.startswith("file://") else pattern
         matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
         if not matches:
             raise InputError(f"{pattern}: no file matches this pattern")
@@ -65,13 +150,16 @@ def expand_inputs(patterns: Iterable[str], suffixes: tuple[str, ...] | None = No
 
 
 def _frame_chunks(
-    path: Path, new_stream, error_type: type[Exception], codec: str, cut: str
+    path: InputPath, new_stream, error_type: type[Exception], codec: str, cut: str
 ) -> Iterator[bytes]:
     """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames); raises on corrupt
     data, and when the file ends inside the last frame (``cut`` says how)."""
     stream = new_stream()
     fed = False
-    with open(path, "rb") as handle:
+    with open_input(path) as handle:
+        if not handle.read(1):  # a failed download, not an empty corpus
+            raise _StreamError(f"truncated {codec} stream (the file is empty)")
+        handle.seek(0)
         while raw := handle.read(READ_SIZE):
             while raw:
                 try:
@@ -90,7 +178,7 @@ def _frame_chunks(
         raise _StreamError(f"truncated {codec} stream ({cut})")
 
 
-def _zstd_chunks(path: Path) -> Iterator[bytes]:
+def _zstd_chunks(path: InputPath) -> Iterator[bytes]:
     import zstandard
 
     decompressor = zstandard.ZstdDecompressor(max_window_size=2**31)
@@ -99,7 +187,7 @@ def _zstd_chunks(path: Path) -> Iterator[bytes]:
     )
 
 
-def _gzip_chunks(path: Path) -> Iterator[bytes]:
+def _gzip_chunks(path: InputPath) -> Iterator[bytes]:
     return _frame_chunks(
         path,
         lambda: zlib.decompressobj(wbits=31),
@@ -109,13 +197,13 @@ def _gzip_chunks(path: Path) -> Iterator[bytes]:
     )
 
 
-def _plain_chunks(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as handle:
+def _plain_chunks(path: InputPath) -> Iterator[bytes]:
+    with open_input(path) as handle:
         while raw := handle.read(READ_SIZE):
             yield raw
 
 
-def read_chunks(path: Path) -> Iterator[bytes]:
+def read_chunks(path: InputPath) -> Iterator[bytes]:
     """The file's decompressed bytes in pieces; a broken stream raises :class:`TruncatedInput`."""
     name = path.name
     if name.endswith(".gz"):
@@ -130,21 +218,26 @@ def read_chunks(path: Path) -> Iterator[bytes]:
         raise TruncatedInput(str(path), str(error)) from None
 
 
-def read_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+def read_lines(path: InputPath) -> Iterator[tuple[int, bytes]]:
     """``(line number from 1, line without its newline)`` for each line of the (decompressed) file.
 
     A compressed stream that breaks off raises :class:`TruncatedInput` naming the file and the line.
     """
     number = 0
-    pending = b""
+    pending: list[bytes] = []  # the pieces of a line that spans chunks (joined once: linear in its length)
     try:
         for chunk in read_chunks(path):
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
+            lines = chunk.split(b"\n")
+            if len(lines) == 1:
+                pending.append(chunk)
+                continue
+            pending.append(lines[0])
+            lines[0] = b"".join(pending)
+            pending = [lines.pop()]
             for line in lines:
                 number += 1
                 yield number, line
     except TruncatedInput as error:
         raise TruncatedInput(f"{path}:{number + 1}", error.problem) from None
-    if pending:
-        yield number + 1, pending
+    if any(pending):
+        yield number + 1, b"".join(pending)

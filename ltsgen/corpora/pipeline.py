@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -29,38 +28,49 @@ import numpy as np
 from ltsgen import __version__
 from ltsgen.build import (
     STATE_DIR,
+    BuildError,
     BuildResult,
     BuildSpec,
     Job,
     ShardOutput,
     assign_split,
+    build_claimed,
     chunk_by_size,
-    claim_directory,
-    finished_manifest,
-    run_build,
+    claim,
+    finished_build,
+    record_outputs,
+    remove_build,
 )
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
-from ltsgen.corpora.readers import ReaderOptions, Screen, dataset_source, input_files, read_documents
+from ltsgen.corpora.inputs import input_size
+from ltsgen.corpora.readers import (
+    MAX_DOC_CHARS,
+    ReaderOptions,
+    Screen,
+    dataset_source,
+    input_files,
+    read_documents,
+)
 from ltsgen.corpora.spool import (
     SUMMARY_COLUMNS,
-    chunk_path,
+    chunk_name,
     read_chunk,
     text_digest,
     token_arrays,
     write_chunk,
 )
 from ltsgen.engines import Engine, SerialEngine, make_engine
-from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path, sha256_file, shard_relpath, token_dtype
-from ltsgen.tokenizer import eos_id, load_tokenizer, vocab_size
+from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, TOKENIZER_NAME, shard_relpath, token_dtype
+from ltsgen.loaders.storage import Storage, as_storage
+from ltsgen.tokenizer import TokenizerError, eos_id, load_tokenizer, vocab_size
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
 # Below this many tokens the shard-writing pass runs in the main process unless the engine's workers are
 # already running: starting fresh worker processes (about 1-2 s) would cost more than it saves. The output
 # is the same either way.
 PARALLEL_WRITE_TOKENS = 1 << 23
-EVAL_SPLIT = "eval"
-CONCAT_SPLIT = "eval-concat"
+SPOOL_NAME = "chunks"  # DIR/.ltsgen/chunks/: the tokenized chunks, removed once the manifest is written
 
 
 @dataclass
@@ -69,11 +79,11 @@ class BucketConfig:
 
     source: str
     inputs: list[str]
-    out: Path
+    out: Path | str | Storage  # a local path, a URL, or a Storage with its options
     tokenizer: str
-    lengths: list[int]
+    bucket_lengths: list[int]
     eval_lengths: list[int]
-    eval_per_length: int = 100
+    eval_sequences: int = 100
     eval_concat: bool = False
     splits: dict[str, float] = field(
         default_factory=lambda: {"train": 0.98, "validation": 0.01, "test": 0.01}
@@ -84,6 +94,11 @@ class BucketConfig:
     reader: ReaderOptions = field(default_factory=ReaderOptions)
     skip_bad: bool = False
     strict: bool = False
+    max_doc_chars: int = MAX_DOC_CHARS
+
+    def screen(self) -> Screen:
+        """A fresh cleaning policy with its counters."""
+        return Screen(skip_bad=self.skip_bad, strict=self.strict, max_chars=self.max_doc_chars)
 
     def command(self) -> str:
         """The ``ltsgen buckets`` command line that rebuilds this dataset (``--out DIR`` left open)."""
@@ -91,18 +106,19 @@ class BucketConfig:
         parts += [
             f"--tokenizer {self.tokenizer}",
             "--out DIR",
-            "--lengths " + ",".join(map(str, self.lengths)),
+            "--bucket-lengths " + ",".join(map(str, self.bucket_lengths)),
         ]
-        if self.eval_lengths != self.lengths:
+        if self.eval_lengths != self.bucket_lengths:
             parts.append("--eval-lengths " + ",".join(map(str, self.eval_lengths)))
-        parts.append(f"--eval-per-length {self.eval_per_length}")
+        parts.append(f"--eval-sequences {self.eval_sequences}")
         parts += ["--eval-concat"] * self.eval_concat
         parts.append("--splits " + ",".join(f"{name}={fraction:g}" for name, fraction in self.splits.items()))
         parts += [f"--format {self.fmt}", f"--shard-tokens {self.shard_tokens}", f"--seed {self.seed}"]
-        for option, value in vars(self.reader).items():
-            if value is not None and (option, value) != ("hf_split", "train"):
+        for option, value in self.reader.identity().items():
+            if (option, value) != ("hf_split", "train"):
                 parts.append(f"--{option.replace('_', '-')} {value}")
         parts += ["--skip-bad"] * self.skip_bad + ["--strict"] * self.strict
+        parts.append(f"--max-doc-chars {self.max_doc_chars}")
         return " ".join(parts)
 
     def arguments(self) -> dict[str, Any]:
@@ -110,22 +126,26 @@ class BucketConfig:
         files = (
             [{"name": name} for name in self.inputs]
             if self.source == "hf"
-            else [{"path": str(p), "bytes": p.stat().st_size} for p in input_files(self.source, self.inputs)]
+            else [
+                {"path": str(p), "bytes": input_size(p)}
+                for p in input_files(self.source, self.inputs, self.reader)
+            ]
         )
         return {
             "source": self.source,
             "inputs": files,
-            "lengths": self.lengths,
+            "bucket_lengths": self.bucket_lengths,
             "eval_lengths": self.eval_lengths,
-            "eval_per_length": self.eval_per_length,
+            "eval_sequences": self.eval_sequences,
             "eval_concat": self.eval_concat,
             "splits": self.splits,
             "format": self.fmt,
             "shard_tokens": self.shard_tokens,
             "seed": self.seed,
-            "reader": {k: v for k, v in vars(self.reader).items() if v is not None},
+            "reader": self.reader.identity(),
             "skip_bad": self.skip_bad,
             "strict": self.strict,
+            "max_doc_chars": self.max_doc_chars,
         }
 
 
@@ -189,10 +209,8 @@ def build_buckets(
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
-    directory = config.out
-    claim_directory(directory, builder, overwrite)
+    directory = as_storage(config.out)
     source = dataset_source(config.source, config.reader, config.inputs)
-    dtype = token_dtype(tokenizer_info["vocab_size"])
     spec = BuildSpec(
         directory=directory,
         builder=builder,
@@ -201,33 +219,42 @@ def build_buckets(
         splits=[],
         jobs=[],
         run_job=write_shard,
-        token_dtype=dtype,
+        token_dtype=token_dtype(tokenizer_info["vocab_size"]),
         tokenizer=tokenizer_info,
-        buckets=bucket_names(config.lengths),
+        buckets=bucket_names(config.bucket_lengths),
         unit="documents",
+        scratch=[SPOOL_NAME],
     )
-    if finished_manifest(directory, builder) is not None:
-        result = run_build(spec, engine=engine, overwrite=overwrite, progress=progress, card=card)
-        return BucketsResult(result, result.manifest.extra.get("statistics", {}), 0.0, 0)
+    finished = finished_build(spec, card=card)
+    if finished is not None:
+        return BucketsResult(finished, finished.manifest.extra.get("statistics", {}), 0.0, 0)
 
-    tokenizer_path = directory / TOKENIZER_NAME
-    if not tokenizer_path.is_file() or sha256_file(tokenizer_path) != tokenizer_info["sha256"]:
-        with atomic_path(tokenizer_path) as tmp:
-            tmp.write_bytes(tokenizer_text)
-    spool = directory / STATE_DIR / "chunks"
-    spool.mkdir(parents=True, exist_ok=True)
-    screen = Screen(skip_bad=config.skip_bad, strict=config.strict)
-    started = time.perf_counter()
-    chunks, tokens = tokenize_to_chunks(config, screen, spool, tokenizer_path, engine, progress)
-    tokenize_seconds = time.perf_counter() - started
-
-    plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], str(tokenizer_path), source, screen)
-    spec.splits = plan.splits
-    spec.jobs = plan.jobs
-    spec.finalize = lambda results: plan.extra
-    writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
-    result = run_build(spec, engine=writer, overwrite=overwrite, progress=progress, card=card)
-    shutil.rmtree(spool, ignore_errors=True)
+    with claim(directory, builder, overwrite):
+        if (
+            not directory.is_file(TOKENIZER_NAME)
+            or directory.sha256(TOKENIZER_NAME) != tokenizer_info["sha256"]
+        ):
+            directory.write_bytes(TOKENIZER_NAME, tokenizer_text)
+        record_outputs(directory, [TOKENIZER_NAME])
+        spool = directory.child(f"{STATE_DIR}/{SPOOL_NAME}")
+        screen = config.screen()
+        started = time.perf_counter()
+        chunks, tokens = tokenize_to_chunks(config, screen, spool, directory, engine, progress)
+        tokenize_seconds = time.perf_counter() - started
+        if chunks == 0:
+            remove_build(directory)
+            skipped = ", ".join(f"{kind} {count:,}" for kind, count in sorted(screen.counts.items()))
+            raise BuildError(
+                f"{' '.join(config.inputs)}: no documents to build from"
+                + (f" ({skipped})" if skipped else "")
+                + "; nothing was written"
+            )
+        plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], directory, source, screen)
+        spec.splits = plan.splits
+        spec.jobs = plan.jobs
+        spec.finalize = lambda results: plan.extra
+        writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
+        result = build_claimed(spec, engine=writer, progress=progress, card=card)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
 
@@ -244,10 +271,12 @@ def _sha256(data: bytes) -> str:
 # ---------------------------------------------------------------- pass 1: tokenize
 
 
-def _tokenize_chunk(tokenizer_path: str, job: tuple[str, list[tuple[str, dict[str, Any], str, str]]]):
-    """One pass-1 job (in this process or an engine's worker): tokenize a chunk and write its file."""
-    path, documents = job
-    return write_chunk(Path(path), _tokenizer(tokenizer_path), documents)
+def _tokenize_chunk(
+    directory: Storage, spool: Storage, job: tuple[int, list[tuple[str, dict[str, Any], str, str]]]
+) -> tuple[int, int]:
+    """One pass-1 job (in this process or an engine's worker): tokenize a chunk and publish its file."""
+    index, documents = job
+    return write_chunk(spool, index, _tokenizer(directory), documents)
 
 
 def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, dict[str, Any], str, str]]]:
@@ -271,15 +300,17 @@ def _chunks(config: BucketConfig, screen: Screen) -> Iterator[list[tuple[str, di
 
 
 def tokenize_to_chunks(
-    config: BucketConfig, screen: Screen, spool: Path, tokenizer_path: Path, engine: Engine, progress: bool
+    config: BucketConfig, screen: Screen, spool: Storage, directory: Storage, engine: Engine, progress: bool
 ) -> tuple[int, int]:
-    """Pass 1: tokenize every chunk not already in ``spool`` on ``engine``; return (chunks, tokens)."""
+    """Pass 1: tokenize (with ``directory``'s tokenizer) every chunk not already in ``spool``, on
+    ``engine``; return (chunks, tokens)."""
     from tqdm import tqdm
 
     bar = tqdm(unit=" docs", disable=not progress, dynamic_ncols=True, desc="tokenizing")
     started = time.perf_counter()
     tokens = 0
     count = 0
+    existing = set(spool.files())
 
     def done(documents: int, chunk_tokens: int) -> None:
         nonlocal tokens
@@ -289,18 +320,18 @@ def tokenize_to_chunks(
         )
         bar.update(documents)
 
-    def jobs() -> Iterator[tuple[str, list[tuple[str, dict[str, Any], str, str]]]]:
+    def jobs() -> Iterator[tuple[int, list[tuple[str, dict[str, Any], str, str]]]]:
         nonlocal count
         for index, documents in enumerate(_chunks(config, screen)):
             count = index + 1
-            path = chunk_path(spool, index)
-            if path.exists():  # tokenized by an earlier run
-                done(len(documents), int(np.sum(read_chunk(path, ["num_tokens"]).column(0).to_numpy())))
+            if chunk_name(index) in existing:  # tokenized by an earlier run
+                counts = read_chunk(spool, index, ["num_tokens"]).column(0).to_numpy()
+                done(len(documents), int(np.sum(counts)))
             else:
-                yield str(path), documents
+                yield index, documents
 
     with bar:
-        for documents, chunk_tokens in engine.map(partial(_tokenize_chunk, str(tokenizer_path)), jobs()):
+        for documents, chunk_tokens in engine.map(partial(_tokenize_chunk, directory, spool), jobs()):
             done(documents, chunk_tokens)
     return count, tokens
 
@@ -316,10 +347,16 @@ class ShardPlan:
 
 
 def plan_shards(
-    config: BucketConfig, spool: Path, chunks: int, eos: int, tokenizer_path: str, source: str, screen: Screen
+    config: BucketConfig,
+    spool: Storage,
+    chunks: int,
+    eos: int,
+    directory: Storage,
+    source: str,
+    screen: Screen,
 ) -> ShardPlan:
     """Choose evaluation documents, assign splits and buckets, and cut shards (documents are distinct)."""
-    tables = [read_chunk(chunk_path(spool, index), SUMMARY_COLUMNS) for index in range(chunks)]
+    tables = [read_chunk(spool, index, SUMMARY_COLUMNS) for index in range(chunks)]
     ids = [value for table in tables for value in table.column("id").to_pylist()]
     sources = [value for table in tables for value in table.column("source").to_pylist()]
     num_tokens = np.concatenate([t.column("num_tokens").to_numpy() for t in tables] + [np.zeros(0, np.int64)])
@@ -330,11 +367,11 @@ def plan_shards(
     if len(set(ids)) != len(ids):
         raise ValueError("two different documents share a 64-bit id (sha1 prefix); please report this input")
     eval_sets = select_eval_documents(
-        ids, num_tokens, config.eval_lengths, config.eval_per_length, config.seed
+        ids, num_tokens, config.eval_lengths, config.eval_sequences, config.seed
     )
     held_out = sorted({document for chosen in eval_sets.values() for document in chosen})
-    names = bucket_names(config.lengths)
-    buckets = bucket_indices(num_tokens, config.lengths)
+    names = bucket_names(config.bucket_lengths)
+    buckets = bucket_indices(num_tokens, config.bucket_lengths)
     training = np.ones(len(ids), bool)
     training[held_out] = False
     groups: dict[tuple[str, int], list[int]] = {}
@@ -346,7 +383,7 @@ def plan_shards(
         return int(num_tokens[document])
 
     jobs: list[Job] = []
-    common = {"eos": eos, "tokenizer": tokenizer_path, "spool": str(spool), "source": source}
+    common = {"eos": eos, "directory": directory, "spool": spool, "source": source}
     for split in config.splits:
         for index, name in enumerate(names):
             for number, shard in enumerate(
@@ -364,13 +401,15 @@ def plan_shards(
     if config.eval_concat and held_out:
         stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
         for length in eval_sets:
-            concat_counts[length] = min(config.eval_per_length, stream_tokens // length)
+            concat_counts[length] = min(config.eval_sequences, stream_tokens // length)
             if concat_counts[length]:
-                job = _job(config.fmt, CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common)
+                job = _job(
+                    config.fmt, EVAL_CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common
+                )
                 job.payload["count"] = concat_counts[length]
                 jobs.append(job)
 
-    splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [CONCAT_SPLIT] * bool(concat_counts)
+    splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [EVAL_CONCAT_SPLIT] * bool(concat_counts)
     statistics = {
         "Cleaning": {
             "documents read": len(ids) + sum(screen.counts.values()),
@@ -397,13 +436,13 @@ def plan_shards(
             {"length": length, "sequences": len(chosen), "concatenated": concat_counts.get(length, 0)}
             for length, chosen in eval_sets.items()
         )
-    card = bucket_card(config.source, source, config.command(), config.lengths, sorted(eval_sets))
+    card = bucket_card(config.source, source, config.command(), config.bucket_lengths, sorted(eval_sets))
     extra = {
         "card": card,
         "statistics": statistics,
         "eval": {
             "lengths": sorted(eval_sets),
-            "per_length": config.eval_per_length,
+            "sequences": config.eval_sequences,
             "concat": config.eval_concat,
             "seed": config.seed,
             "documents": {str(length): [ids[d] for d in chosen] for length, chosen in eval_sets.items()},
@@ -436,19 +475,34 @@ def _job(fmt: str, split: str, bucket: str, number: int, kind: str, refs, length
 
 
 @lru_cache(maxsize=16)
-def _cached_chunk(path: str, stamp: tuple[int, int, int]):
-    """Chunks stay open (memory-mapped) across the shard jobs of one process; ``stamp`` (inode, mtime,
-    size) tells a rewritten file from the one cached."""
-    return read_chunk(Path(path))
+def _cached_chunk(spool: Storage, index: int, version: Any):
+    """Chunks stay open (memory-mapped locally) across the shard jobs of one process; ``version`` (the
+    local file's inode, mtime and size, or the store's version tag) tells a rewritten file from the one
+    cached."""
+    return read_chunk(spool, index)
+
+
+def _chunk_version(spool: Storage, index: int) -> Any:
+    if spool.is_local:
+        status = spool.local_path(chunk_name(index)).stat()
+        return status.st_ino, status.st_mtime_ns, status.st_size
+    return spool.stamp(chunk_name(index))
 
 
 @lru_cache(maxsize=4)
-def _tokenizer(path: str):
-    """The tokenizer at ``path``, loaded once per process."""
-    return load_tokenizer(path)
+def _tokenizer(directory: Storage):
+    """The build's ``DIR/tokenizer.json``, loaded once per process."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_str(directory.read_text(TOKENIZER_NAME))
+    except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
+        raise TokenizerError(
+            f"{directory.location(TOKENIZER_NAME)}: not a tokenizer.json ({error})"
+        ) from None
 
 
-def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
+def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
     """``(id, text, source, meta, input_ids)`` of the referenced chunk rows, in ``refs`` order."""
     start = 0
     while start < len(refs):
@@ -456,9 +510,7 @@ def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[s
         stop = start
         while stop < len(refs) and refs[stop, 0] == chunk:
             stop += 1
-        path = chunk_path(spool, chunk)
-        status = path.stat()
-        table = _cached_chunk(str(path), (status.st_ino, status.st_mtime_ns, status.st_size))
+        table = _cached_chunk(spool, chunk, _chunk_version(spool, chunk))
         table = table.take(refs[start:stop, 1])
         values, offsets = token_arrays(table)
         columns = [table.column(name).to_pylist() for name in ("id", "text", "source", "meta")]
@@ -470,13 +522,13 @@ def _rows(spool: Path, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[s
 def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
     """Run one shard job of the plan (in the main process or a build worker)."""
     payload = job.payload
-    spool, kind, length = Path(payload["spool"]), payload["kind"], payload["length"]
+    spool, kind, length = payload["spool"], payload["kind"], payload["length"]
     with output.open(payload["relpath"]) as writer:
         if kind == "train":
             for key, text, source, meta, ids in _rows(spool, payload["refs"]):
                 writer.write({"id": key, "text": text, "source": source, "meta": meta, "input_ids": ids})
         elif kind == "eval":
-            decoder = _tokenizer(payload["tokenizer"])
+            decoder = _tokenizer(payload["directory"])
             for key, _, source, meta, ids in _rows(spool, payload["refs"]):
                 prefix = ids[:length]
                 meta = {**meta, "document_id": key, "document_tokens": int(ids.size)}
@@ -491,7 +543,7 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
                     }
                 )
         else:
-            decoder = _tokenizer(payload["tokenizer"])
+            decoder = _tokenizer(payload["directory"])
             rows = list(_rows(spool, payload["refs"]))
             starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
             windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, payload["count"])

@@ -1,9 +1,10 @@
 """Readers: one per corpus layout, each a stream of :class:`Document` in input order (never loaded whole).
 
 Every reader goes through the same :class:`Screen`, which decides what happens to a bad line (malformed
-JSON, missing text field, truncated stream: one-line :class:`InputError`, or a counted skip with
-``skip_bad``) and to an unclean document (empty or invalid UTF-8: a counted skip, or an error with
-``strict``).
+or too deeply nested JSON, missing text field, truncated stream, unreadable parquet: one-line
+:class:`InputError`, or a counted skip with ``skip_bad``), to an unclean document (empty or invalid UTF-8:
+a counted skip, or an error with ``strict``) and to a document longer than ``max_chars`` (a counted skip:
+tokenizing one costs about 130 bytes of memory per character, so this bounds the memory per document).
 """
 
 from __future__ import annotations
@@ -16,11 +17,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ltsgen.corpora.inputs import InputError, TruncatedInput, expand_inputs, read_chunks, read_lines
+from ltsgen.corpora.inputs import (
+    InputError,
+    InputPath,
+    TruncatedInput,
+    expand_inputs,
+    open_input,
+    read_chunks,
+    read_lines,
+)
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
 PARQUET_SUFFIXES = (".parquet",)
 TEXT_SUFFIXES = (".txt", ".txt.gz", ".txt.zst", ".md")
+# Longer documents are skipped and counted: ~130 MB to tokenize, ~250,000 tokens, far past the longest bucket
+# that length-extrapolation work uses. 0 lifts the limit.
+MAX_DOC_CHARS = 1_000_000
 
 
 @dataclass
@@ -40,6 +52,12 @@ class ReaderOptions:
     separator: str | None = None  # text: split each file into documents on this string
     hf_config: str | None = None
     hf_split: str = "train"
+    # options for the filesystem of URL inputs (credentials): never part of a build's identity
+    storage_options: dict[str, Any] | None = field(default=None, repr=False)
+
+    def identity(self) -> dict[str, Any]:
+        """The options that change what is read (``storage_options`` say only how to reach it)."""
+        return {k: v for k, v in vars(self).items() if v is not None and k != "storage_options"}
 
 
 @dataclass
@@ -48,6 +66,7 @@ class Screen:
 
     skip_bad: bool = False
     strict: bool = False
+    max_chars: int = MAX_DOC_CHARS  # 0: no limit
     counts: Counter = field(default_factory=Counter)
 
     def bad(self, where: str, problem: str, kind: str) -> None:
@@ -64,6 +83,9 @@ class Screen:
         """The text when it is a usable document, else None (after counting or raising)."""
         if not isinstance(text, str):
             self.bad(where, f"missing text field {text_field!r}", "missing text field")
+            return None
+        if self.max_chars and len(text) > self.max_chars:
+            self.counts[f"skipped: longer than {self.max_chars:,} characters"] += 1
             return None
         if not text.strip():
             self.unclean(where, "empty")
@@ -86,7 +108,7 @@ def json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
 
 
-def _json_objects(path: Path, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
+def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, object)`` for each JSON line of a plain, gzip or zstd file; blank lines are ignored."""
     try:
         for number, line in read_lines(path):
@@ -102,6 +124,9 @@ def _json_objects(path: Path, screen: Screen) -> Iterator[tuple[str, dict[str, A
                 obj = json.loads(decoded)
             except json.JSONDecodeError as error:
                 screen.bad(where, f"malformed JSON ({error.msg} at column {error.colno})", "malformed JSON")
+                continue
+            except RecursionError:
+                screen.bad(where, "JSON nested too deeply to read", "JSON nested too deeply")
                 continue
             if not isinstance(obj, dict):
                 screen.bad(where, "malformed JSON (a line must hold one JSON object)", "malformed JSON")
@@ -124,7 +149,7 @@ def _meta_of(obj: dict[str, Any], text_field: str) -> dict[str, Any]:
 def _json_reader(record_source: Callable[[dict[str, Any]], str], default_field: str = "text"):
     def read(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
         text_field = options.text_field or default_field
-        for path in expand_inputs(inputs, JSON_SUFFIXES):
+        for path in expand_inputs(inputs, JSON_SUFFIXES, options.storage_options):
             for where, obj in _json_objects(path, screen):
                 meta = _meta_of(obj, text_field)
                 if options.subset is not None and meta.get("pile_set_name") != options.subset:
@@ -148,9 +173,9 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
     import pyarrow.parquet as pq
 
     text_field = options.text_field or "content"
-    for path in expand_inputs(inputs, PARQUET_SUFFIXES):
+    for path in expand_inputs(inputs, PARQUET_SUFFIXES, options.storage_options):
         try:
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(open_input(path))
             if text_field not in parquet.schema_arrow.names:
                 screen.bad(
                     str(path), f"missing text field {text_field!r} (no such column)", "missing text field"
@@ -166,7 +191,7 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
                         yield Document(text, json_safe(values), "stack", where)
         except (pa.ArrowException, OSError) as error:
             screen.bad(
-                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "truncated stream"
+                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "unreadable parquet"
             )
 
 
@@ -193,20 +218,27 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
             raise InputError(f"{name}: cannot stream this dataset ({first})") from None
 
 
-def _split_stream(path: Path, separator: str) -> Iterator[bytes]:
-    """The documents of one text file, split on ``separator`` while streaming."""
+def _split_stream(path: InputPath, separator: str) -> Iterator[bytes]:
+    """The documents of one text file, split on ``separator`` while streaming (linear in the file size: a
+    long document's pieces are joined once)."""
     mark = separator.encode("utf-8")
-    pending = b""
+    pending: list[bytes] = []
+    tail = b""  # the last len(mark) - 1 bytes read, where a separator cut by a chunk boundary starts
     for chunk in read_chunks(path):
-        parts = (pending + chunk).split(mark)
-        pending = parts.pop()
+        if mark not in tail + chunk:
+            pending.append(chunk)
+            tail = (tail + chunk)[-(len(mark) - 1) :] if len(mark) > 1 else b""
+            continue
+        parts = b"".join([*pending, chunk]).split(mark)
+        last = parts.pop()
+        pending, tail = [last], last[-(len(mark) - 1) :] if len(mark) > 1 else b""
         yield from parts
-    yield pending
+    yield b"".join(pending)
 
 
 def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
     """Plain text files or folders: one document per file, or per ``separator``-delimited piece."""
-    for path in expand_inputs(inputs, TEXT_SUFFIXES):
+    for path in expand_inputs(inputs, TEXT_SUFFIXES, options.storage_options):
         try:
             pieces = (
                 _split_stream(path, options.separator) if options.separator else [b"".join(read_chunks(path))]
@@ -237,10 +269,10 @@ SOURCES: dict[str, Reader] = {
 }
 
 
-def input_files(source: str, inputs: list[str]) -> list[Path]:
+def input_files(source: str, inputs: list[str], options: ReaderOptions | None = None) -> list[InputPath]:
     """The files a file-based source reads for ``inputs`` (folders filtered by the source's suffixes)."""
     suffixes = {"stack": PARQUET_SUFFIXES, "text": TEXT_SUFFIXES}.get(source, JSON_SUFFIXES)
-    return expand_inputs(inputs, suffixes)
+    return expand_inputs(inputs, suffixes, options.storage_options if options else None)
 
 
 def dataset_source(source: str, options: ReaderOptions, inputs: list[str]) -> str:

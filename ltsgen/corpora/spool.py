@@ -1,7 +1,9 @@
-"""Tokenized chunks: the intermediate files between reading and bucketing (Arrow IPC, memory-mapped).
+"""Tokenized chunks: the intermediate files between reading and bucketing (Arrow IPC files).
 
 A chunk holds consecutive input documents with their ids, text hashes, metadata and token ids, so that the
-bucketing step, which needs every document's length first, reads back only what each shard needs.
+bucketing step, which needs every document's length first, reads back only what each shard needs. The
+spool is a ``Storage`` folder inside the build (``DIR/.ltsgen/chunks``): a local one is memory-mapped; on
+an object store a chunk is published whole like a shard, and read back with only the columns asked for.
 """
 
 from __future__ import annotations
@@ -9,20 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ltsgen.loaders.contract import atomic_path
+from ltsgen.loaders.storage import Storage
 from ltsgen.tokenizer import encode_arrays
 
 SUMMARY_COLUMNS = ("id", "source", "num_tokens")
 
 
-def chunk_path(spool: Path, index: int) -> Path:
-    return spool / f"chunk-{index:06d}.arrow"
+def chunk_name(index: int) -> str:
+    """The file name of chunk ``index`` in the spool."""
+    return f"chunk-{index:06d}.arrow"
 
 
 def document_id(source: str, digest: str) -> str:
@@ -38,8 +40,8 @@ def text_digest(text: str) -> str:
 Chunk = Sequence[tuple[str, dict[str, Any], str, str]]  # (text, meta, source, digest) per document
 
 
-def write_chunk(path: Path, tokenizer, documents: Chunk) -> tuple[int, int]:
-    """Tokenize the documents and write them as one chunk file; return (documents, tokens)."""
+def write_chunk(spool: Storage, index: int, tokenizer, documents: Chunk) -> tuple[int, int]:
+    """Tokenize the documents and publish them as chunk ``index``; return (documents, tokens)."""
     texts = [document[0] for document in documents]
     digests = [document[3] for document in documents]
     values, offsets = encode_arrays(tokenizer, texts)
@@ -54,16 +56,26 @@ def write_chunk(path: Path, tokenizer, documents: Chunk) -> tuple[int, int]:
             "input_ids": pa.LargeListArray.from_arrays(offsets, values),
         }
     )
-    with atomic_path(path) as tmp:
+    with spool.publish(chunk_name(index)) as tmp:
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
     return len(texts), int(offsets[-1])
 
 
-def read_chunk(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """A chunk (or some of its columns), memory-mapped (the map lives as long as the table)."""
-    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-    return table if columns is None else table.select(list(columns))
+def read_chunk(spool: Storage, index: int, columns: Sequence[str] | None = None) -> pa.Table:
+    """Chunk ``index`` (or some of its columns): memory-mapped from a local spool (the map lives as long
+    as the table), else read with only those columns' bytes."""
+    name = chunk_name(index)
+    if spool.is_local:
+        table = pa.ipc.open_file(pa.memory_map(str(spool.local_path(name)))).read_all()
+        return table if columns is None else table.select(list(columns))
+    with spool.open(name) as handle:
+        reader = pa.ipc.open_file(handle)
+        if columns is not None:
+            fields = [reader.schema.get_field_index(column) for column in columns]
+            reader = pa.ipc.open_file(handle, options=pa.ipc.IpcReadOptions(included_fields=fields))
+            return reader.read_all().select(list(columns))
+        return reader.read_all()
 
 
 def token_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,13 @@ DEFAULT_SPLITS = "train=0.98,validation=0.01,test=0.01"
 BUILDER_NAME = "ltsgen stories"
 # the arguments that determine a built-in build's output (its identity; never --out or --workers)
 OUTPUT_ARGUMENTS = ("num_stories", "min_words", "max_words", "seed", "format", "splits")
-OUTPUT_ARGUMENTS += ("samples_per_shard", "shard_size_mb", "backend")
+OUTPUT_ARGUMENTS += (
+    "samples_per_shard",
+    "shard_size_mb",
+    "backend",
+    "recall_distances",
+    "recalls_per_1k_words",
+)
 
 
 def builder_arguments(args: argparse.Namespace, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -98,11 +104,14 @@ def story_build_spec(
 
 
 def merge_stats(shard_stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """Add up per-shard statistics: counts add, ``max_*``/``*_max`` take the maximum, dicts merge by key."""
+    """Add up per-shard statistics: counts add, ``max_*``/``*_max`` take the maximum, dicts merge by key,
+    lists concatenate (in shard order)."""
     total: dict[str, Any] = {}
     for stats in shard_stats:
         for key, value in stats.items():
-            if isinstance(value, dict):
+            if isinstance(value, list):
+                total.setdefault(key, []).extend(value)
+            elif isinstance(value, dict):
                 merged = total.setdefault(key, {})
                 for name, count in value.items():
                     merged[name] = merged.get(name, 0) + count

@@ -13,16 +13,21 @@ Definitions (the same for generated stories and for the real TinyStories referen
 - **repeated-sentence share**: over all stories, the sentences that repeat an earlier sentence *of the same
   story*, divided by all sentences.
 - **max repeats**: the largest number of times one sentence of 6 or more words occurs inside one story.
+- **top-4-gram share**: the share of all 4-gram occurrences (over the same first ``max_words`` words as
+  distinct-n) that the 1,000 most frequent 4-grams cover: how much of the text is stock phrases.
+- **cross-story reuse**: over the sentences of 6 or more words of a set of stories (each occurrence
+  counted), the share whose sentence also occurs in another story of the set.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 LONG_SENTENCE_WORDS = 6
+TOP_NGRAMS = 1000  # the most frequent 4-grams whose share of the text is reported
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“])|(?<=[.!?][\"”])\s+(?=[A-Z\"“])")
 _STRIP = "\"'“”‘’.,!?;:()[]-—…*"
@@ -46,10 +51,12 @@ def words_of(text: str) -> list[str]:
 
 
 def variety_stats(texts: Iterable[str], max_words: int | None = None) -> dict:
-    """Distinct-2/3 (pooled, over the first ``max_words`` words when given), repeated-sentence share and
-    the max repeats of a 6+ word sentence inside one story. See the module docstring for definitions."""
+    """Distinct-2/3 and the top-4-gram share (pooled, over the first ``max_words`` words when given),
+    repeated-sentence share and the max repeats of a 6+ word sentence inside one story. See the module
+    docstring for definitions."""
     seen2: set[tuple[str, str]] = set()
     seen3: set[tuple[str, str, str]] = set()
+    fourgrams: Counter[tuple[str, str, str, str]] = Counter()
     total2 = total3 = words_used = 0
     stories = sentences = repeated = max_repeats = 0
     for text in texts:
@@ -69,17 +76,51 @@ def variety_stats(texts: Iterable[str], max_words: int | None = None) -> dict:
         trigrams = list(zip(words, words[1:], words[2:], strict=False))
         seen2.update(bigrams)
         seen3.update(trigrams)
+        fourgrams.update(zip(words, words[1:], words[2:], words[3:], strict=False))
         total2 += len(bigrams)
         total3 += len(trigrams)
+    total4 = sum(fourgrams.values())
     return {
         "stories": stories,
         "words": words_used,
         "distinct_2": len(seen2) / total2 if total2 else 0.0,
         "distinct_3": len(seen3) / total3 if total3 else 0.0,
+        "top_4gram_share": sum(n for _, n in fourgrams.most_common(TOP_NGRAMS)) / total4 if total4 else 0.0,
         "sentences": sentences,
         "repeated_sentence_share": repeated / sentences if sentences else 0.0,
         "max_repeats_6plus": max_repeats,
     }
+
+
+def long_sentences(counts: Mapping[str, int]) -> dict[str, int]:
+    """The sentences of 6 or more words of one story's sentence counts."""
+    return {s: c for s, c in counts.items() if s.count(" ") + 1 >= LONG_SENTENCE_WORDS}
+
+
+def cross_story_reuse(stories: Iterable[Mapping[object, int]]) -> dict:
+    """Cross-story reuse from each story's counts of its 6+ word sentences (or of any keys standing for
+    them, such as hashes): ``{"stories", "sentences", "reused", "share"}``."""
+    owners: dict[object, int] = {}
+    shared: set[object] = set()
+    counted: list[Mapping[object, int]] = []
+    for number, counts in enumerate(stories):
+        counted.append(counts)
+        for sentence in counts:
+            if owners.setdefault(sentence, number) != number:
+                shared.add(sentence)
+    total = sum(sum(counts.values()) for counts in counted)
+    reused = sum(c for counts in counted for s, c in counts.items() if s in shared)
+    return {
+        "stories": len(counted),
+        "sentences": total,
+        "reused": reused,
+        "share": reused / total if total else 0.0,
+    }
+
+
+def reuse_of_texts(texts: Iterable[str]) -> dict:
+    """``cross_story_reuse`` of whole story texts."""
+    return cross_story_reuse(long_sentences(Counter(split_sentences(text))) for text in texts)
 
 
 def tinystories_stories(path: str | Path) -> Iterator[str]:
@@ -107,3 +148,8 @@ def tinystories_stories(path: str | Path) -> Iterator[str]:
 def reference_stats(path: str | Path, max_words: int | None = None) -> dict:
     """``variety_stats`` of the real TinyStories stories in ``path`` (see ``tinystories_stories``)."""
     return variety_stats(tinystories_stories(path), max_words=max_words)
+
+
+def reference_reuse(path: str | Path, stories: int | None = None) -> dict:
+    """``cross_story_reuse`` of the first ``stories`` real TinyStories stories in ``path`` (all if None)."""
+    return reuse_of_texts(list(tinystories_stories(path))[:stories])

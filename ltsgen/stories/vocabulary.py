@@ -131,6 +131,9 @@ _FUNCTION_WORDS = """
     """
 
 _EXTRA_WORDS = """
+    locket pinwheel mitten coin stamp ticket teacup lollipop comb puzzle magnet badge medal necklace bracelet
+    wand flute trumpet rattle napkin sponge slipper shovel vase puppet jewel gem crystal chestnut walnut
+    number numbers course tight loose brick bricks post sounded moth lizard spider caterpillar chick duckling
     bunny bunnies cub cubs kitty puppies beetle ladybug squirrel chipmunk hedgehog raccoon badger beaver
     lamb donkey goose geese swan parrot robin crow sparrow firefly dolphin seal octopus
     acorn acorns pinecone pinecones pebble pebbles puddles twig twigs moss mushroom mushrooms log logs

@@ -1,8 +1,9 @@
 """The engine's phrase banks and world tables: package data files, read once per process.
 
 ``data/sentences.txt`` and ``data/structure.txt`` hold the sentence grammar (notation: ``grammar.py``),
-``data/themes.txt`` the sentences of each theme, ``data/world.json`` the places, kinds, objects and names
-a world is sampled from.
+``data/themes.txt`` the sentences of each theme, ``data/recalls.txt`` the plants and recalls of planted
+facts, ``data/world.json`` the places, kinds, objects and names a world is sampled from, and the pools of
+planted values: invented names, numbers and object words that no other sentence can produce.
 
 Grammar slots: ``A`` is the one who acts in a sentence and ``B`` the one beside them (``A_he A_He A_his
 A_His A_him A_kind`` and the same for ``B``); ``H``/``F`` are always the hero and the friend. Story slots:
@@ -15,10 +16,12 @@ helper, ``C`` a companion met on the way. Upper-case fact slots hold placeholder
 from __future__ import annotations
 
 import json
+import re
 from importlib.resources import files
 from typing import Any
 
 from ltsgen.stories.engine.grammar import parse_sections
+from ltsgen.stories.vocabulary import BASIC_WORDS, NAMES
 
 _DATA = files("ltsgen.stories.engine") / "data"
 
@@ -44,3 +47,40 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 THEME_SECTIONS: dict[str, tuple[str, ...]] = parse_sections(read_data("themes.txt"))
 THEMES: tuple[str, ...] = tuple(name for name in THEME_SECTIONS if not name.endswith("_love"))
 WORLD: dict[str, Any] = _tuples(json.loads(read_data("world.json")))
+RECALL_SECTIONS: dict[str, tuple[str, ...]] = parse_sections(read_data("recalls.txt"))
+
+
+def bank_words() -> frozenset[str]:
+    """Every word (lowercased) that a story can contain apart from planted values: the words of every
+    grammar section and world table, and the names of characters."""
+    texts = [
+        option
+        for sections in (SECTIONS, THEME_SECTIONS, RECALL_SECTIONS)
+        for options in sections.values()
+        for option in options
+    ]
+    texts.append(json.dumps({key: value for key, value in WORLD.items() if key != "planted"}))
+    words = {
+        word.lower() for text in texts for word in re.findall(r"[A-Za-z]+", re.sub(r"\{\w+\}", " ", text))
+    }
+    return frozenset(words | {name.lower() for name in NAMES})
+
+
+def _planted_values() -> dict[str, tuple[str, ...]]:
+    """The pools of planted values, each value a word no other sentence of a story contains."""
+    taken = bank_words()
+    table = WORLD["planted"]
+    invented = (start + end for start in table["name_starts"] for end in table["name_ends"])
+    names = tuple(
+        name
+        for name in invented
+        if name.lower() not in taken | BASIC_WORDS and not re.search(r"(.)\1\1", name)
+    )
+    return {
+        "names": names,
+        "objects": tuple(word for word in table["objects"] if word not in taken),
+        "numbers": tuple(str(number) for number in range(100, 1000)),  # no chapter heading reaches 100
+    }
+
+
+PLANTED_VALUES: dict[str, tuple[str, ...]] = _planted_values()

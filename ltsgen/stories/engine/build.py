@@ -9,57 +9,60 @@ from ltsgen.stories.build import command_line, merge_stats
 
 def write_story_shard(job, output) -> dict[str, Any]:
     """Generate the stories of one shard and write them; return the shard's statistics (mergeable sums)."""
-    from ltsgen.stories.engine import generate_story
+    from ltsgen.stories.engine.story import write_story
     from ltsgen.stories.plan import target_words
-    from ltsgen.stories.variety import variety_stats
+    from ltsgen.stories.statistics import add_story
 
     arguments = job.payload["arguments"]
     seed, low, high = arguments["seed"], arguments["min_words"], arguments["max_words"]
-    stats = {"stories": 0, "words": 0, "within_5pct": 0, "max_length_error": 0.0, "facts": 0, "fact_uses": 0}
-    stats |= {"fact_distance_sum": 0, "fact_distance_max": 0, "features": {}}
-    texts = []
+    distances, per_thousand = recall_arguments(arguments)
+    stats: dict[str, Any] = {
+        "stories": 0,
+        "words": 0,
+        "within_5pct": 0,
+        "max_length_error": 0.0,
+        "features": {},
+    }
     with output.open(job.key) as writer:
         for index in job.payload["indices"]:
             target = target_words(index, seed, low, high)
-            record = generate_story(index, seed, target)
+            record, sentences = write_story(index, seed, target, distances, per_thousand)
             writer.write(record)
-            texts.append(record["text"])
             error = abs(record["num_words"] - target) / target
             stats["stories"] += 1
             stats["words"] += record["num_words"]
             stats["within_5pct"] += error <= 0.05
             stats["max_length_error"] = max(stats["max_length_error"], error)
-            meta = record.get("meta") or {}
-            for feature in meta.get("features", []):
+            for feature in record["meta"]["features"]:
                 stats["features"][feature] = stats["features"].get(feature, 0) + 1
-            for fact in meta.get("facts", []):
-                stats["facts"] += 1
-                stats["fact_uses"] += len(fact["uses"])
-                for use in fact["uses"]:
-                    stats["fact_distance_sum"] += use - fact["first"]
-                    stats["fact_distance_max"] = max(stats["fact_distance_max"], use - fact["first"])
-    variety = variety_stats(texts, max_words=0)  # per-story sentence statistics only
-    stats["sentences"] = variety["sentences"]
-    stats["repeated_sentences"] = round(variety["repeated_sentence_share"] * variety["sentences"])
-    stats["max_repeats_6plus"] = variety["max_repeats_6plus"]
+            add_story(stats, record, index, sentences)
     return stats
+
+
+def recall_arguments(arguments: dict[str, Any]):
+    """(``Distances``, recalls per 1,000 words) of a build's arguments."""
+    from ltsgen.stories.recalls import Distances
+
+    return Distances.parse(arguments["recall_distances"]), arguments["recalls_per_1k_words"]
 
 
 def story_statistics(arguments: dict[str, Any], results) -> dict[str, Any]:
     """``manifest.extra`` of a story build: the card's text and statistics tables, from the shards' stats."""
     from ltsgen.stories.engine import generate_story
     from ltsgen.stories.plan import target_words
+    from ltsgen.stories.statistics import fact_tables, variety_table
     from ltsgen.tinystories_reference import REFERENCE_SHA256
 
     total = merge_stats([result.stats for result in results])
     seed, low, high = arguments["seed"], arguments["min_words"], arguments["max_words"]
-    texts = (
-        generate_story(index, seed, target_words(index, seed, low, high))["text"]
+    distances, per_thousand = recall_arguments(arguments)
+    texts = (  # the first stories again, for the variety sample (a few hundred thousand words at most)
+        generate_story(index, seed, target_words(index, seed, low, high), distances, per_thousand)["text"]
         for index in range(arguments["num_stories"])
     )
     stories = total["stories"]
     statistics = {
-        "Variety: this build and real TinyStories": variety_table(
+        "Variety: this build and real TinyStories at equal size": variety_table(
             texts, total, "LongTinyStories (this build)"
         ),
         "Length control": {
@@ -80,24 +83,7 @@ def story_statistics(arguments: dict[str, Any], results) -> dict[str, Any]:
                 ]
             ],
         },
-        "Long-range facts": {
-            "columns": [
-                "facts",
-                "per story",
-                "later uses",
-                "mean distance (chars)",
-                "longest distance (chars)",
-            ],
-            "rows": [
-                [
-                    total["facts"],
-                    round(total["facts"] / stories, 2),
-                    total["fact_uses"],
-                    round(total["fact_distance_sum"] / max(total["fact_uses"], 1), 1),
-                    total["fact_distance_max"],
-                ]
-            ],
-        },
+        **fact_tables(total),
     }
     if total["features"]:
         statistics["Story features"] = {
@@ -105,55 +91,6 @@ def story_statistics(arguments: dict[str, Any], results) -> dict[str, Any]:
             "rows": [[f, n, round(n / stories, 3)] for f, n in sorted(total["features"].items())],
         }
     return {"statistics": statistics, "card": story_card(arguments, REFERENCE_SHA256)}
-
-
-def variety_table(texts, total: dict[str, Any], label: str) -> dict[str, Any]:
-    """Distinct-2/3 of the build's first stories and of real TinyStories at the same number of words, with
-    the per-story sentence repetition (``total`` holds the merged ``sentences``, ``repeated_sentences``,
-    ``max_repeats_6plus`` and ``words`` of the build)."""
-    from ltsgen.stories.variety import variety_stats
-    from ltsgen.tinystories_reference import TINYSTORIES_DISTINCT, TINYSTORIES_VARIETY, comparison_size
-
-    size = comparison_size(total["words"])
-
-    def first(texts):  # the stories that hold the first ``size`` words
-        words = 0
-        for text in texts:
-            if words >= size:
-                return
-            words += len(text.split())
-            yield text
-
-    sample = variety_stats(first(texts), max_words=size)
-    reference = TINYSTORIES_VARIETY
-    return {
-        "columns": [
-            "text",
-            "words for distinct-n",
-            "distinct-2",
-            "distinct-3",
-            "repeated sentences",
-            "max repeats 6+",
-        ],
-        "rows": [
-            [
-                label,
-                sample["words"],
-                round(sample["distinct_2"], 4),
-                round(sample["distinct_3"], 4),
-                f"{100 * total['repeated_sentences'] / max(total['sentences'], 1):.2f}%",
-                total["max_repeats_6plus"],
-            ],
-            [
-                "TinyStories (real, validation split)",
-                size,
-                round(TINYSTORIES_DISTINCT[size][0], 4),
-                round(TINYSTORIES_DISTINCT[size][1], 4),
-                f"{100 * reference['repeated_sentence_share']:.2f}%",
-                reference["max_repeats_6plus"],
-            ],
-        ],
-    }
 
 
 def story_card(arguments: dict[str, Any], reference_sha256: str) -> dict[str, Any]:

@@ -2,6 +2,9 @@
 
 A sentence refers to a fact through a one-character placeholder (a private-use code point); the story
 text resolves it to the value and records where the value lands, so every recorded offset is exact.
+Two sorts: the story's setting (the pet's name, the colours, the hiding place: used all along, in any
+sentence), and planted facts (``planted=True``): a value that no other sentence contains, recalled at
+scheduled distances (``ltsgen.stories.recalls``).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import re
 
 _BASE = 0xE000
-PLACEHOLDER = re.compile("[\ue000-\ue0ff]")
+PLACEHOLDER = re.compile("[\ue000-\ue3ff]")
 
 
 class FactBook:
@@ -19,14 +22,16 @@ class FactBook:
         self.names: list[str] = []
         self.values: list[str] = []
         self.offsets: list[list[int]] = []
+        self.planted: list[bool] = []
 
-    def add(self, name: str, value: str) -> str:
+    def add(self, name: str, value: str, planted: bool = False) -> str:
         """Register a fact; returns its placeholder (a format-slot value for sentences)."""
-        if len(self.names) >= 0x100:
-            raise ValueError("a story holds at most 256 facts")
+        if len(self.names) >= 0x400:
+            raise ValueError("a story holds at most 1,024 facts")
         self.names.append(name)
         self.values.append(value)
         self.offsets.append([])
+        self.planted.append(planted)
         return chr(_BASE + len(self.names) - 1)
 
     def mentioned(self, placeholder: str) -> bool:
@@ -53,9 +58,12 @@ class FactBook:
         return "".join(out), marks
 
     def records(self) -> list[dict]:
-        """``meta["facts"]``: every mentioned fact with its first mention and later uses."""
+        """``meta["facts"]``: every mentioned fact with its first mention and later uses (character offsets
+        of the value), and whether it was planted."""
         return [
-            {"name": name, "value": value, "first": offsets[0], "uses": offsets[1:]}
-            for name, value, offsets in zip(self.names, self.values, self.offsets, strict=True)
+            {"name": name, "value": value, "first": offsets[0], "uses": offsets[1:], "planted": planted}
+            for name, value, offsets, planted in zip(
+                self.names, self.values, self.offsets, self.planted, strict=True
+            )
             if offsets
         ]

@@ -31,7 +31,8 @@ _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“])|(?<=[.!?][\"”])\s+(?=[A-Z\"�
 
 
 class Narrator:
-    """Appends sentences to one story and keeps its word count, sentence counts and fact offsets."""
+    """Appends sentences to one story and keeps its word count, fact offsets and ``counts``: how often each
+    sentence occurs, split exactly as ``variety.split_sentences`` splits the finished text."""
 
     def __init__(self, rng: random.Random, table: dict[str, tuple[str, ...]], facts: FactBook):
         self.rng = rng
@@ -75,36 +76,38 @@ class Narrator:
             text, marks = self.facts.resolve(text)
         return text, text.count(" ") + 1, marks
 
-    def candidate(self, slots: Slots, key: str) -> tuple[str, int, list[tuple[int, int]] | None]:
+    def candidate(
+        self, slots: Slots, key: str, keep_section: bool = False
+    ) -> tuple[str, int, list[tuple[int, int]] | None]:
         """A sentence of ``key`` that keeps every 6+ word sentence within MAX_REPEATS, preferring one not
         used before in this story; else an unused sentence of a wide section, else the least used acceptable
-        try, else a two-word sentence. Not yet written: ``add`` writes it."""
+        try, else a two-word sentence. ``keep_section``: always a sentence of ``key`` (a planted fact's
+        plant or recall), the least used try. Not yet written: ``add`` writes it."""
         counts = self.counts
         best = None
         best_seen = 1 << 30
         for _ in range(_TRIES):
             sentence = self.render(slots, key)
-            text, words, _ = sentence
-            if words < LONG_SENTENCE_WORDS:
-                seen = counts.get(text, 0)
-                if not seen:
-                    return sentence
-            else:
+            text = sentence[0]
+            if ". " in text or "! " in text or "? " in text or '" ' in text:
                 seen = 0
-                parts = (
-                    _SPLIT(text) if ". " in text or "! " in text or "? " in text or '" ' in text else (text,)
-                )
-                for part in parts:
+                for part in _SPLIT(text):
                     count = counts.get(part, 0)
                     if count >= MAX_REPEATS and part.count(" ") + 1 >= LONG_SENTENCE_WORDS:
                         seen = 1 << 30
                         break
                     if count > seen:
                         seen = count
-                if not seen:
-                    return sentence
+            else:
+                seen = counts.get(text, 0)
+                if seen >= MAX_REPEATS and sentence[1] >= LONG_SENTENCE_WORDS:
+                    seen = 1 << 30
+            if not seen:
+                return sentence
             if seen < best_seen:
                 best, best_seen = sentence, seen
+        if keep_section:
+            return best or sentence
         for section in _FRESH:  # every try was seen before: a sentence from a wide section instead
             sentence = self.render(slots, section)
             if sentence[1] < LONG_SENTENCE_WORDS or not any(
@@ -120,9 +123,7 @@ class Narrator:
         """Append a rendered sentence (as from ``candidate``) to the text."""
         text, words, marks = sentence
         counts = self.counts
-        if words < LONG_SENTENCE_WORDS:
-            counts[text] = counts.get(text, 0) + 1
-        elif ". " in text or "! " in text or "? " in text or '" ' in text:
+        if ". " in text or "! " in text or "? " in text or '" ' in text:
             for part in _SPLIT(text):
                 counts[part] = counts.get(part, 0) + 1
         else:
@@ -138,9 +139,9 @@ class Narrator:
         self.pos = pos + len(text)
         self.words += words
 
-    def say(self, slots: Slots, key: str) -> int:
+    def say(self, slots: Slots, key: str, keep_section: bool = False) -> int:
         """Render a sentence of ``key`` (guarded against repeats) and append it; returns its word count."""
-        sentence = self.candidate(slots, key)
+        sentence = self.candidate(slots, key, keep_section)
         self.add(sentence)
         return sentence[1]
 

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import random
 
-from ltsgen.stories.engine.banks import SECTIONS, THEME_SECTIONS, THEMES
+from ltsgen.stories.engine.banks import (
+    PLANTED_VALUES,
+    RECALL_SECTIONS,
+    SECTIONS,
+    THEME_SECTIONS,
+    THEMES,
+    WORLD,
+)
 from ltsgen.stories.engine.narrator import Narrator
 from ltsgen.stories.engine.world import PLACES, TRAITS, World
+from ltsgen.stories.recalls import Distances, schedule
 
 Sentence = tuple[str, int, list[tuple[int, int]] | None]
 
@@ -26,13 +34,25 @@ def _title(place: str) -> str:
 class Plot:
     """Writes one story into a ``Narrator``; ``write(target)`` returns the narrator when done."""
 
-    def __init__(self, rng: random.Random, world: World, features: tuple[str, ...]):
+    def __init__(
+        self,
+        rng: random.Random,
+        world: World,
+        features: tuple[str, ...],
+        distances: Distances,
+        recalls_per_thousand: float,
+    ):
         self.rng = rng
         self.world = world
         self.features = features
+        self.distances = distances
+        self.recalls_per_thousand = recalls_per_thousand
+        self.recall_bounds: tuple[int, int] | None = None  # the story's distance bounds (set by ``write``)
+        self.planted: list[tuple[str, dict[str, str]]] = []  # (kind, slot values) per planted fact
+        self.events: list[tuple[int, int, int]] = []  # (word position, planted fact, step), latest first
         ph = world.placeholders
         self.ph = ph
-        table = dict(SECTIONS)
+        table = {**SECTIONS, **RECALL_SECTIONS}
         table["trait"] = tuple(rng.sample(TRAITS, 2))
         table["pet_sound"] = world.pet_sounds
         table["colour"] = world.colours
@@ -86,10 +106,14 @@ class Plot:
 
     # ------------------------------------------------------------------ low-level writing
     def say(self, key: str, slots=None) -> int:
+        if self.events:
+            self.recall_due()
         return self.narrator.say(slots or self.pair, key)
 
     def fits(self, key: str, room: int, slots=None) -> int:
         """Write a sentence of ``key`` of at most ``room`` words (else a short one); its words, 0 if none fit."""
+        if self.events:
+            self.recall_due()
         narrator = self.narrator
         slots = slots or self.pair
         for section in (key, key, "short", "short", "short", "short", "tiny", "tiny", "tiny", "tiny"):
@@ -116,9 +140,10 @@ class Plot:
     def journey(self) -> None:
         """Travel to the next place of the journey and arrive there."""
         places = self.world.places
-        self.say("travel")  # to {next}, the place after the current one
+        narrator = self.narrator  # not ``say``: a recall waits until the story has arrived
+        narrator.say(self.pair, "travel")  # to {next}, the place after the current one
         self.go_to(places[len(self.visited) % len(places)])
-        self.say("arrive")
+        narrator.say(self.pair, "arrive")
 
     # ------------------------------------------------------------------ parts of the story
     def setup(self, target: int) -> None:
@@ -190,6 +215,7 @@ class Plot:
         if target >= CHAPTERS_FROM:
             narrator.heading(f"Chapter 1: {self.chapter_title(0)}")
         self.setup(target)
+        self.plant(self.narrator.words, body - RECALL_END_MARGIN)
         if target >= CHAPTERS_FROM:
             self.chapters(body)
         else:
@@ -269,6 +295,8 @@ class Plot:
                 if script[0] in OPENS_A_PROBLEM and end - narrator.words < 110:
                     script = CALM  # no room to get out of trouble: no trouble
             for key in script:
+                if self.events:
+                    self.recall_due()
                 room = end - narrator.words
                 if room <= 12:
                     break
@@ -279,9 +307,57 @@ class Plot:
                     self.fits(key, room, slots)
                 else:
                     narrator.say(slots, key)
+        while self.events and self.events[-1][0] <= narrator.words:  # late ones, before the last words
+            self.recall_due()
         while end - narrator.words > 1:
             if not self.fits(rng.choice(FILLERS), end - narrator.words):
                 break
+
+    # ------------------------------------------------------------------ planted facts
+    def plant(self, start: int, end: int) -> None:
+        """Schedule the planted facts whose plants and recalls go between words ``start`` and ``end``."""
+        rng = self.rng
+        chains, self.recall_bounds = schedule(rng, self.distances, start, end, self.recalls_per_thousand)
+        if not chains:
+            return
+        table = WORLD["planted"]
+        kinds = rng.choices(tuple(table["kinds"]), tuple(table["kinds"].values()), k=len(chains))
+        hidden = [number for number, kind in enumerate(kinds) if kind == "hidden"]
+        for number in hidden[len(PLANTED_VALUES["objects"]) :]:  # more than there are objects: secret words
+            kinds[number] = "word"
+        pool_of = {"name": "names", "word": "names", "number": "numbers", "hidden": "objects"}
+        draws = {
+            pool: iter(rng.sample(PLANTED_VALUES[pool], sum(pool_of[kind] == pool for kind in kinds)))
+            for pool in PLANTED_VALUES
+        }
+        facts = self.world.facts
+        for number, (chain, kind) in enumerate(zip(chains, kinds, strict=True)):
+            value = next(draws[pool_of[kind]])
+            sign = rng.choice(table["signs"])
+            values = {
+                "V": facts.add(f"planted_{kind}_{number + 1}", value, planted=True),
+                "creature": rng.choice(table["creatures"]),
+                "sign": sign,
+                "sign_cap": sign[0].upper() + sign[1:],
+                "spot": rng.choice(table["spots"]),
+            }
+            self.planted.append((kind, values))
+            self.events += [(position, number, step) for step, position in enumerate(chain.positions)]
+        self.events.sort(reverse=True)
+
+    def recall_due(self) -> None:
+        """Write the next plant or recall if the story has reached its word position (one at a time, so
+        that two that fall together come a sentence apart)."""
+        events = self.events
+        if events[-1][0] <= self.narrator.words:
+            _, number, step = events.pop()
+            kind, values = self.planted[number]
+            if step == 0:
+                values["at"] = self.table["here"][0]  # where it was planted, for the recalls
+                key = f"plant_{kind}"
+            else:
+                key = "again_hidden" if kind == "hidden" and step > 1 else f"recall_{kind}"
+            self.narrator.say(self.narrator.slots({**self.pair, **values}), key, keep_section=True)
 
     def resolve(self, key: str, chatty: bool):
         """The section and the roles for a script step (None when a talk step is skipped)."""
@@ -313,6 +389,8 @@ class Plot:
         return self.rng.choice(options), self.pair
 
 
+# Planted facts are recalled no later than this many words before the ending.
+RECALL_END_MARGIN = 40
 # Stories shorter than this get a short ending (no twist, one happy sentence).
 SHORT_ENDING_BELOW = 160
 # Share of chapters that end with a night paragraph, and its length in words.

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ OUTPUT_ARGUMENTS = (
     "length_tolerance",
     "max_oov_share",
     "max_repeated_share",
+    "max_attempts",
     "input_price",
     "output_price",
 )
@@ -96,6 +96,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="reject stories with more words outside the simple vocabulary",
     )
     add("--max-repeated-share", type=float, default=0.05, help="reject stories with more repeated paragraphs")
+    add(
+        "--max-attempts",
+        type=int,
+        default=4,
+        help="tries per story: a rejected story is written again (new seed words, facts and request seed)",
+    )
     add("--input-price", type=float, default=0.0, help="USD per million prompt tokens")
     add("--output-price", type=float, default=0.0, help="USD per million completion tokens")
     add(
@@ -117,7 +123,14 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(
             "--workers and --engine apply to --backend builtin; --backend openai uses --concurrency"
         )
-    positive = ("concurrency", "max_tokens", "chapter_words", "request_timeout", "retry_backoff")
+    positive = (
+        "concurrency",
+        "max_tokens",
+        "chapter_words",
+        "request_timeout",
+        "retry_backoff",
+        "max_attempts",
+    )
     positive += ("requests_per_minute", "tokens_per_minute")
     for name in positive:
         value = getattr(args, name)
@@ -145,6 +158,7 @@ def build(args: argparse.Namespace) -> int:
     from ltsgen.stories.llm.recipe import story_seed
     from ltsgen.stories.llm.runner import StoryRunner
     from ltsgen.stories.llm.story import Recipe
+    from ltsgen.stories.recalls import Distances
 
     check_arguments(args)
     api_key = os.environ.get(args.api_key_env)
@@ -178,17 +192,21 @@ def build(args: argparse.Namespace) -> int:
         spec = story_build_spec(args, run_job=None, statistics=llm_statistics, extra=OUTPUT_ARGUMENTS)
         runner = StoryRunner(
             make_chat,
-            partial(
-                story_seed,
-                seed=args.seed,
-                min_words=args.min_words,
-                max_words=args.max_words,
-                chapter_words=args.chapter_words,
+            lambda index, attempt: story_seed(
+                index,
+                args.seed,
+                args.min_words,
+                args.max_words,
+                args.chapter_words,
+                attempt,
+                Distances.parse(args.recall_distances),
+                args.recalls_per_1k_words,
             ),
             Recipe(args.chapter_words, args.max_continuations),
             Filters(args.length_tolerance, args.max_oov_share, args.max_repeated_share),
             spec.jobs,
             args.concurrency,
+            args.max_attempts,
             progress=not args.no_progress,
         )
         spec.run_job = runner.write_shard
@@ -203,7 +221,8 @@ def build(args: argparse.Namespace) -> int:
             f"and every answer are kept (answers in {cache.directory}): rerun to go on"
         )
         return BUDGET_EXIT
-    print(result.summary(args.out))
+    print(result.summary(args.out, "stories"))
+    print(filters_summary(result.manifest.extra["llm"]["filters"], args.num_stories, args.max_attempts))
     print(ledger.summary())
     dataset = result.manifest.extra["llm"]["ledger"]
     print(
@@ -213,11 +232,22 @@ def build(args: argparse.Namespace) -> int:
     return 0
 
 
+def filters_summary(filters: dict[str, Any], asked: int, max_attempts: int) -> str:
+    """One line: stories kept of those asked for, attempts, rejections by cause, stories given up."""
+    causes = ", ".join(f"{n} {reason}" for reason, n in filters["rejected"].items() if n) or "none"
+    line = f"filters: {filters['kept']:,} of {asked:,} stories kept after {filters['attempts']:,} attempts; "
+    line += f"rejected attempts: {causes}"
+    if filters["gave_up"]:
+        line += f"; {filters['gave_up']:,} stories rejected at all {max_attempts} attempts (--max-attempts)"
+    return line
+
+
 def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
     from ltsgen.stories.build import merge_stats
     from ltsgen.stories.llm.filters import REJECTIONS
     from ltsgen.stories.llm.ledger import Prices, Usage, dataset_ledger
+    from ltsgen.stories.statistics import fact_tables
 
     total = merge_stats([result.stats for result in results])
     usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])
@@ -229,7 +259,12 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
         "model": arguments["model"],
         "sampling": sampling,
         "ledger": ledger,
-        "filters": {"kept": stories, "rejected": rejected},
+        "filters": {
+            "kept": stories,
+            "attempts": total["attempts"],
+            "gave_up": total["gave_up"],
+            "rejected": rejected,
+        },
         "finish_reasons": total["finish_reasons"],
     }
     statistics: dict[str, Any] = {
@@ -245,8 +280,10 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
             **{f"answers ending with {reason!r}": n for reason, n in sorted(total["finish_reasons"].items())},
         },
         "Filters": {
-            "stories asked for": stories + sum(rejected.values()),
+            "stories asked for": arguments["num_stories"],
             "kept": stories,
+            "attempts written": total["attempts"],
+            f"stories rejected at all {arguments['max_attempts']} attempts": total["gave_up"],
             f"rejected: length outside ±{arguments['length_tolerance']:g} of the target": rejected["length"],
             f"rejected: over {arguments['max_oov_share']:g} of words outside the simple vocabulary": rejected[
                 "vocabulary"
@@ -254,9 +291,11 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
             f"rejected: over {arguments['max_repeated_share']:g} of paragraphs repeated": rejected[
                 "repetition"
             ],
+            "rejected: a planted fact not written where the outline put it": rejected["recall"],
             "rejected: refusals": rejected["refusal"],
             "rejected: empty answers": rejected["empty"],
         },
+        **fact_tables(total),
     }
     if stories:
         statistics["Length control"] = {
@@ -311,9 +350,15 @@ def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
             "plan per chapter (with a word budget), then each chapter from the sheet, the plan, a rolling "
             "summary of the earlier chapters and the end of the previous chapter; a chapter that ends "
             "short is continued, and writing stops at the target length. The prompt never grows with the "
-            "story. Stories are then filtered (length, vocabulary, repeated paragraphs, refusals and empty "
-            "answers; counts in the Filters table). Sampling parameters and the token ledger are in the "
-            "tables below and in `manifest.json`."
+            "story. Planted facts (an invented name, a number, an object word) are fixed by the seed with the "
+            "chapter where each is planted and the chapters where it is recalled, at distances drawn from "
+            f"`{arguments['recall_distances']}` at chapter granularity; the outline and each chapter prompt "
+            "ask for them, and `meta.facts` records where each value occurs. Stories are then filtered "
+            "(length, vocabulary, repeated paragraphs, planted facts missing from their chapters, refusals "
+            "and empty answers); a rejected story is written again as a new attempt (new seed words, facts "
+            f"and request seed), up to {arguments['max_attempts']} attempts, and the Filters table counts "
+            "the rejections by cause. Sampling parameters and the token ledger are in the tables below and "
+            "in `manifest.json`."
         ),
         "uses": (
             "Training small language models on short stories and evaluating them on long ones; testing "

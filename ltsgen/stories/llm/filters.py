@@ -1,5 +1,6 @@
-"""Quality filters for LLM-written stories: length, vocabulary, repeated paragraphs (refusals and empty
-answers are caught while writing). Each returns a measure; ``verdict`` names the first filter that fails."""
+"""Quality filters for LLM-written stories: length, vocabulary, repeated paragraphs and the planted facts'
+recalls (refusals and empty answers are caught while writing). Each returns a measure; ``verdict`` names
+the first filter that fails."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from ltsgen.stories.vocabulary import BASIC_WORDS
 
-REJECTIONS = ("refusal", "empty", "length", "vocabulary", "repetition")
+REJECTIONS = ("refusal", "empty", "length", "vocabulary", "repetition", "recall")
 MIN_PARAGRAPH_WORDS = 8  # shorter paragraphs ("Yes!" said Tom.) may repeat naturally
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 
@@ -27,17 +28,36 @@ class Filters:
             "max_repeated_share": self.max_repeated_share,
         }
 
-    def verdict(self, text: str, target: int) -> tuple[str | None, dict[str, Any]]:
-        """(the rejection reason or None, the measures behind it)."""
+    def verdict(self, text: str, target: int, missed_recalls: int = 0) -> tuple[str | None, dict[str, Any]]:
+        """(the rejection reason or None, the measures behind it); ``missed_recalls`` counts the plants and
+        recalls of planted facts that the chapters asked for did not write (see ``missed_events``)."""
         words = len(text.split())
         measures = {"oov_share": round(oov_share(text), 4), "repeated_share": round(repeated_share(text), 4)}
+        measures["missed_recalls"] = missed_recalls
         if abs(words - target) > self.length_tolerance * target:
             return "length", measures
         if measures["oov_share"] > self.max_oov_share:
             return "vocabulary", measures
         if measures["repeated_share"] > self.max_repeated_share:
             return "repetition", measures
+        if missed_recalls:
+            return "recall", measures
         return None, measures
+
+
+def missed_events(
+    occurrences: list[int], spans: list[tuple[int, int]], plant: int, recalls: tuple[int, ...]
+) -> int:
+    """How many of a planted fact's events did not happen: the value (at ``occurrences``, character offsets)
+    must first occur in chapter ``plant`` and occur in each chapter of ``recalls`` (1-based chapters whose
+    character ``spans`` are given)."""
+
+    def within(k: int) -> bool:
+        start, end = spans[k - 1]
+        return any(start <= offset < end for offset in occurrences)
+
+    planted = bool(occurrences) and spans[plant - 1][0] <= occurrences[0] < spans[plant - 1][1]
+    return (not planted) + sum(not within(k) for k in recalls)
 
 
 def oov_share(text: str) -> float:

@@ -3,14 +3,23 @@
 Every prompt is a pure function of the story seed and earlier answers, and its size is bounded whatever
 the story's length: a chapter prompt carries the character sheet, the plans of this chapter and the next,
 a capped rolling summary and the end of the previous chapter, never the story itself.
+
+Planted facts: the seed fixes values that the story must use (an invented name, a number, an object word),
+the chapter where each is planted and the later chapters where it is recalled, at distances drawn as the
+built-in engine draws them (``ltsgen.stories.recalls``), at chapter granularity. The outline prompt lists
+them, and each chapter prompt asks for its own and names the exact words to write.
 """
 
 from __future__ import annotations
 
+import random
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ltsgen.stories.plan import sample_features, stable_seed, story_id, story_rng, target_words
+from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances, schedule
 from ltsgen.stories.vocabulary import ADJECTIVES, FEATURES, NOUNS, VERBS
 
 SYSTEM_PROMPT = (
@@ -29,6 +38,31 @@ MAX_FEATURES = 3
 TAIL_WORDS = 120  # words of the previous chapter (or of the chapter so far) shown to the model
 SUMMARY_WORDS = 150  # the rolling summary asked for, and kept (capped) in prompts
 SHEET_LINES, SHEET_LINE_WORDS, PLAN_WORDS = 6, 30, 40
+MAX_EVENTS_PER_CHAPTER = 2  # plants and recalls one chapter is asked for, at most
+# what a chapter is asked to tell, per kind of planted fact: (the plant, the first recall, a later recall)
+FACT_EVENTS = {
+    "name": (
+        "the main character finds a little {creature} and names it {V}",
+        "the main character remembers {V}, the little {creature}",
+        "the main character thinks of {V} the {creature} again",
+    ),
+    "number": (
+        "the main character sees the number {V} on {sign}",
+        "the main character remembers the number {V} from {sign}",
+        "the main character says the number {V} again",
+    ),
+    "word": (
+        "two friends make up a secret word, {V}",
+        "the main character says the secret word {V} again",
+        "the friends whisper their secret word {V}",
+    ),
+    "hidden": (
+        "the main character hides a {V} {spot}",
+        "the main character finds the {V} {spot}, where it was hidden",
+        "the main character looks at the {V} again",
+    ),
+}
+EXACT_WORDS = "Write these words exactly as they are: "  # before the values a chapter must contain
 _CHAPTER_LINE = re.compile(r"^\W*chapter\s+(\d+)\b[^:\n]*:\s*(.+)$", re.I | re.M)
 _HEADING = re.compile(r"^\s*(#+\s*|\*\*\s*)?(chapter\s+\w+|title)\b.*$", re.I)
 _REFUSAL = re.compile(
@@ -37,8 +71,21 @@ _REFUSAL = re.compile(
 
 
 @dataclass(frozen=True)
+class PlantedFact:
+    """A value the story must plant in chapter ``plant`` and recall in each of ``recalls`` (1-based)."""
+
+    name: str  # "planted_<kind>_<n>", as in the engine's records
+    kind: str
+    value: str
+    plant: int
+    recalls: tuple[int, ...]
+    texts: tuple[str, ...]  # what the plant chapter and each recall chapter are asked to tell
+
+
+@dataclass(frozen=True)
 class StorySeed:
-    """What one story is asked to be: TinyStories seed words and features, a length, chapter budgets."""
+    """What one story is asked to be: TinyStories seed words and features, a length, chapter budgets, the
+    planted facts; ``attempt`` numbers the tries of one story (a rejected story is written again)."""
 
     index: int
     id: str
@@ -49,10 +96,24 @@ class StorySeed:
     target_words: int
     budgets: tuple[int, ...]  # words per chapter, summing to target_words
     request_seed: int  # the ``seed`` sent with every request of this story
+    attempt: int = 0
+    facts: tuple[PlantedFact, ...] = ()
+    distances: str = str(DEFAULT_DISTANCES)  # the recall distances' distribution
+    recalls_per_thousand: float = DEFAULT_RECALLS_PER_THOUSAND
+    recall_bounds: tuple[int, int] | None = None  # the story's recall distance bounds, in words
 
     @property
     def chapters(self) -> int:
         return len(self.budgets)
+
+    def events(self, k: int) -> list[tuple[PlantedFact, str]]:
+        """(fact, what to tell) for chapter ``k``: its plants and recalls."""
+        found = []
+        for fact in self.facts:
+            chapters = (fact.plant, *fact.recalls)
+            if k in chapters:
+                found.append((fact, fact.texts[chapters.index(k)]))
+        return found
 
 
 @dataclass(frozen=True)
@@ -61,24 +122,89 @@ class Outline:
     plans: tuple[str, ...]  # one sentence per chapter ("" where the answer gave none)
 
 
-def story_seed(index: int, seed: int, min_words: int, max_words: int, chapter_words: int) -> StorySeed:
-    """The seed of story ``index``: a pure function of its arguments."""
-    rng = story_rng(index, seed, "llm")
+def story_seed(
+    index: int,
+    seed: int,
+    min_words: int,
+    max_words: int,
+    chapter_words: int,
+    attempt: int = 0,
+    distances: Distances = DEFAULT_DISTANCES,
+    recalls_per_thousand: float = DEFAULT_RECALLS_PER_THOUSAND,
+) -> StorySeed:
+    """The seed of attempt ``attempt`` of story ``index``: a pure function of its arguments. Every attempt
+    keeps the story's target length; the seed words, features, facts and request seed are the attempt's."""
+    rng = story_rng(index, seed, f"llm-{attempt}" if attempt else "llm")
     target = target_words(index, seed, min_words, max_words)
     chapters = max(1, round(target / chapter_words))
     base, extra = divmod(target, chapters)
+    budgets = tuple(base + (1 if k < extra else 0) for k in range(chapters))
     features = sample_features(rng)[:MAX_FEATURES] or (rng.choice(FEATURES),)
+    noun, verb, adjective = rng.choice(NOUNS), rng.choice(VERBS), rng.choice(ADJECTIVES)
+    facts, bounds = plan_facts(rng, budgets, distances, recalls_per_thousand)
     return StorySeed(
         index=index,
         id=story_id(index, seed),
-        noun=rng.choice(NOUNS),
-        verb=rng.choice(VERBS),
-        adjective=rng.choice(ADJECTIVES),
+        noun=noun,
+        verb=verb,
+        adjective=adjective,
         features=features,
         target_words=target,
-        budgets=tuple(base + (1 if k < extra else 0) for k in range(chapters)),
-        request_seed=stable_seed("lts-llm-request", seed, index) % 2**31,
+        budgets=budgets,
+        request_seed=stable_seed("lts-llm-request", seed, index, *([attempt] if attempt else [])) % 2**31,
+        attempt=attempt,
+        facts=facts,
+        distances=str(distances),
+        recalls_per_thousand=recalls_per_thousand,
+        recall_bounds=bounds,
     )
+
+
+def plan_facts(
+    rng: random.Random, budgets: tuple[int, ...], distances: Distances, per_thousand: float
+) -> tuple[tuple[PlantedFact, ...], tuple[int, int] | None]:
+    """The planted facts of a story of chapters of ``budgets`` words: the engine's schedule over the whole
+    story, each plant and recall moved to the chapter holding its word position; a recall that falls in the
+    chapter of the fact's previous event, or in a chapter that is already asked for
+    ``MAX_EVENTS_PER_CHAPTER`` events, is left out (and a fact left with no recall too)."""
+    from ltsgen.stories.engine.banks import PLANTED_VALUES, WORLD
+
+    ends = list(accumulate(budgets))
+    chains, bounds = schedule(rng, distances, 0, ends[-1], per_thousand)
+    table = WORLD["planted"]
+    pool_of = {"name": "names", "word": "names", "number": "numbers", "hidden": "objects"}
+    taken: set[str] = set()
+    load = [0] * len(budgets)
+    facts = []
+    for chain in chains:
+        chapters = []
+        for position in chain.positions:
+            k = min(bisect_right(ends, position), len(budgets) - 1)
+            if (not chapters or k > chapters[-1]) and load[k] < MAX_EVENTS_PER_CHAPTER:
+                chapters.append(k)
+        if len(chapters) < 2:
+            continue
+        kind = rng.choices(tuple(table["kinds"]), tuple(table["kinds"].values()))[0]
+        value = rng.choice(PLANTED_VALUES[pool_of[kind]])
+        while value in taken:
+            value = rng.choice(PLANTED_VALUES[pool_of[kind]])
+        taken.add(value)
+        for k in chapters:
+            load[k] += 1
+        slots = {"V": value, "creature": rng.choice(table["creatures"]), "sign": rng.choice(table["signs"])}
+        slots["spot"] = rng.choice(table["spots"])
+        plant, first, later = (text.format_map(slots) for text in FACT_EVENTS[kind])
+        facts.append(
+            PlantedFact(
+                name=f"planted_{kind}_{len(facts) + 1}",
+                kind=kind,
+                value=value,
+                plant=chapters[0] + 1,
+                recalls=tuple(k + 1 for k in chapters[1:]),
+                texts=(plant, first, *[later] * (len(chapters) - 2)),
+            )
+        )
+    return tuple(facts), bounds
 
 
 def _premise(story: StorySeed) -> str:
@@ -99,9 +225,14 @@ def outline_messages(story: StorySeed) -> list[dict[str, str]]:
         f"Chapter {k} (about {words} words): what happens, in one sentence"
         for k, words in enumerate(story.budgets, 1)
     )
+    musts = "".join(
+        f"- in chapter {k}: {text}\n" for k in range(1, story.chapters + 1) for _, text in story.events(k)
+    )
+    if musts:
+        musts = f"These things must happen in the story:\n{musts}"
     return _messages(
         f"Plan a story of about {story.target_words} words in {story.chapters} chapters. {_premise(story)}\n"
-        "Answer in exactly this format and nothing else:\n"
+        f"{musts}Answer in exactly this format and nothing else:\n"
         "CHARACTERS:\n- Name: who they are, in one short line (two to four characters)\n"
         f"OUTLINE:\n{chapters}"
     )
@@ -125,9 +256,14 @@ def _chapter_context(story: StorySeed, outline: Outline, k: int) -> str:
         after = "This is the last chapter: end the story."
     else:
         after = f"The next chapter will be about: {outline.plans[k] or 'more of the story'}"
+    events = story.events(k)
+    musts = ""
+    if events:
+        musts = f"In this chapter, {'; and '.join(text for _, text in events)}. "
+        musts += f"{EXACT_WORDS}{', '.join(fact.value for fact, _ in events)}.\n"
     return (
         f"You are writing chapter {k} of {story.chapters} of a story for small children. {_premise(story)}\n"
-        f"Characters:\n{sheet}\nThis chapter is about: {plan}\n{after}\n"
+        f"Characters:\n{sheet}\nThis chapter is about: {plan}\n{musts}{after}\n"
     )
 
 

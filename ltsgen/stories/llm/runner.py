@@ -3,6 +3,9 @@
 The build driver runs shard jobs one after another; each job waits for its stories while the loop already
 writes the next jobs' stories, so ``concurrency`` requests stay in flight across shard boundaries. Stories
 are independent pipelines of requests, so their results, and the shards, do not depend on timing.
+
+A story the filters reject is written again as a new attempt (its own seed words, facts and request seed),
+up to ``max_attempts`` tries, so that a build holds every story unless one fails every attempt.
 """
 
 from __future__ import annotations
@@ -33,15 +36,17 @@ class StoryRunner:
     def __init__(
         self,
         make_chat: Callable[[Callable[[Answer, bool], None]], ChatClient],
-        seed_of: Callable[[int], StorySeed],
+        seed_of: Callable[[int, int], StorySeed],
         recipe: Recipe,
         filters: Filters,
         jobs: list[Job],
         concurrency: int,
+        max_attempts: int = 1,
         progress: bool = True,
     ) -> None:
         self.make_chat = make_chat
-        self.seed_of = seed_of
+        self.seed_of = seed_of  # (story index, attempt) -> StorySeed
+        self.max_attempts = max_attempts
         self.recipe = recipe
         self.filters = filters
         self.jobs = jobs
@@ -53,9 +58,9 @@ class StoryRunner:
         self.chat: ChatClient | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._futures: dict[int, asyncio.Future[StoryResult]] = {}
+        self._futures: dict[int, asyncio.Future[list[StoryResult]]] = {}
         self._scheduled: set[int] = set()
-        self._queue: asyncio.Queue[tuple[int, asyncio.Future[StoryResult]] | None] | None = None
+        self._queue: asyncio.Queue[tuple[int, asyncio.Future[list[StoryResult]]] | None] | None = None
         self._failed: asyncio.Future[None] | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._started = 0.0
@@ -94,7 +99,7 @@ class StoryRunner:
         indices = job.payload["indices"]
         ahead = (later.payload["indices"] for later in self.jobs[position + 1 :])
         results = self._call(self._results(indices, ahead, skipped))
-        kept = [result.record for result in results if result.record is not None]
+        kept = [attempts[-1].record for attempts in results if attempts[-1].record is not None]
         if kept:
             with output.open(job.key) as writer:
                 for record in kept:
@@ -128,7 +133,7 @@ class StoryRunner:
 
     async def _results(
         self, indices: list[int], ahead: Iterator[list[int]], skipped: list[int]
-    ) -> list[StoryResult]:
+    ) -> list[list[StoryResult]]:
         """The job's stories; meanwhile the next jobs' stories are scheduled until ``LOOKAHEAD``
         stories per worker wait to be written or consumed, so that no worker idles at a job's end."""
         for index in skipped:  # scheduled ahead for a job that turned out to be finished already
@@ -163,15 +168,18 @@ class StoryRunner:
             index, future = item
             if future.cancelled():  # its job was finished by an earlier run
                 continue
+            attempts: list[StoryResult] = []
             try:
-                result = await write_story(self.seed_of(index), self.chat, self.recipe, self.filters)
+                while len(attempts) < self.max_attempts and (not attempts or attempts[-1].record is None):
+                    story = self.seed_of(index, len(attempts))
+                    attempts.append(await write_story(story, self.chat, self.recipe, self.filters))
             except Exception as error:  # the first failure stops the build
                 if not self._failed.done():
                     self._failed.set_exception(error)
                 return
             if not future.cancelled():
-                future.set_result(result)
-            self.words += result.record["num_words"] if result.record else 0
+                future.set_result(attempts)
+            self.words += attempts[-1].record["num_words"] if attempts[-1].record else 0
             self.bar.update(1)
 
     def _on_answer(self, answer: Answer, cached: bool) -> None:
@@ -182,18 +190,27 @@ class StoryRunner:
         )
 
 
-def shard_stats(results: list[StoryResult]) -> dict[str, Any]:
-    """A shard's statistics as sums and maxima that merge across shards (see ``ltsgen.stories.build.merge_stats``)."""
+def shard_stats(results: list[list[StoryResult]]) -> dict[str, Any]:
+    """A shard's statistics as sums and maxima that merge across shards (see ``ltsgen.stories.build.merge_stats``):
+    ``results`` holds each story's attempts, the last one kept unless every attempt was rejected."""
+    from ltsgen.stories.statistics import add_story
+    from ltsgen.stories.variety import split_sentences
+
     stats: dict[str, Any] = {"stories": 0, "words": 0, "target_words": 0, "within_10pct": 0}
     stats |= {"chapters": 0, "continuations": 0, "oov_share_sum": 0.0, "max_length_error": 0.0}
     stats |= {"rejected": Counter(), "finish_reasons": Counter(), "features": Counter()}
-    stats |= {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    for result in results:
-        for key, value in result.usage.to_dict().items():
-            stats[key] += value
-        stats["finish_reasons"].update(result.finish_reasons)
+    stats |= {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "attempts": 0, "gave_up": 0}
+    for attempts in results:
+        stats["attempts"] += len(attempts)
+        for result in attempts:
+            for key, value in result.usage.to_dict().items():
+                stats[key] += value
+            stats["finish_reasons"].update(result.finish_reasons)
+            if result.record is None:
+                stats["rejected"][result.rejected] += 1
+        result = attempts[-1]
         if result.record is None:
-            stats["rejected"][result.rejected] += 1
+            stats["gave_up"] += 1
             continue
         meta, words, target = result.record["meta"], result.record["num_words"], result.seed.target_words
         error = abs(words - target) / target
@@ -206,4 +223,5 @@ def shard_stats(results: list[StoryResult]) -> dict[str, Any]:
         stats["continuations"] += sum(chapter["continuations"] for chapter in meta["chapters"])
         stats["oov_share_sum"] += meta["oov_share"]
         stats["features"].update(meta["features"])
+        add_story(stats, result.record, result.seed.index, Counter(split_sentences(result.record["text"])))
     return {key: dict(value) if isinstance(value, Counter) else value for key, value in stats.items()}

@@ -8,7 +8,7 @@ from typing import Any
 
 from ltsgen.loaders.contract import count_words
 from ltsgen.stories.llm.client import Answer, ChatClient
-from ltsgen.stories.llm.filters import Filters
+from ltsgen.stories.llm.filters import Filters, missed_events
 from ltsgen.stories.llm.ledger import Usage
 from ltsgen.stories.llm.recipe import (
     StorySeed,
@@ -20,6 +20,7 @@ from ltsgen.stories.llm.recipe import (
     parse_outline,
     summary_messages,
 )
+from ltsgen.stories.recalls import occurrences, use_distances
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,8 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
         return StoryResult(story, None, rejection.reason, usage, finishes)
 
     text = "\n\n".join(texts)
-    rejected, measures = filters.verdict(text, story.target_words)
+    facts, missed = planted_facts(text, texts, story)
+    rejected, measures = filters.verdict(text, story.target_words, missed)
     meta = {
         "backend": "openai",
         "model": chat.model,
@@ -113,7 +115,44 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
         "outline": {"characters": list(outline.characters), "plans": list(outline.plans)},
         "summaries": summaries,
         "usage": usage.to_dict(),
+        "attempt": story.attempt,
+        "facts": facts,
+        "recalls": {
+            "distances": story.distances,
+            "bounds": list(story.recall_bounds) if story.recall_bounds else None,
+            "per_1k_words": story.recalls_per_thousand,
+            "planted": len(story.facts),
+        },
         **measures,
     }
     record = {"id": story.id, "text": text, "source": "lts", "num_words": count_words(text), "meta": meta}
     return StoryResult(story, None if rejected else record, rejected, usage, finishes)
+
+
+def planted_facts(text: str, chapters: list[str], story: StorySeed) -> tuple[list[dict[str, Any]], int]:
+    """The records of the story's planted facts (as the engine's: every occurrence of the value after the
+    first is a use, each with its distance to the previous one) and how many asked-for plants and recalls
+    the chapters missed. Events of chapters the story never reached (it ended on length) were not asked."""
+    spans, start = [], 0
+    for chapter in chapters:
+        spans.append((start, start + len(chapter)))
+        start += len(chapter) + 2
+    records, missed = [], 0
+    for fact in story.facts:
+        if fact.plant > len(spans):
+            continue
+        found = occurrences(text, fact.value)
+        missed += missed_events(found, spans, fact.plant, tuple(k for k in fact.recalls if k <= len(spans)))
+        if found:
+            records.append(
+                {
+                    "name": fact.name,
+                    "value": fact.value,
+                    "first": found[0],
+                    "uses": found[1:],
+                    "planted": True,
+                }
+                | {"plant_chapter": fact.plant, "recall_chapters": list(fact.recalls)}
+            )
+    use_distances(text, records, search=True)
+    return records, missed

@@ -1,0 +1,192 @@
+"""The statistics every story build reports, whatever wrote the stories: long-range facts and the distances
+of their recalls per story length, and variety against real TinyStories at equal size.
+
+A shard job adds each story to a ``dict`` of sums, maxima, per-key counts and lists
+(``ltsgen.stories.build.merge_stats`` adds shards up); the build's ``finalize`` turns the total into the
+data card's tables.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ltsgen.stories.variety import cross_story_reuse, long_sentences, variety_stats, words_of
+
+# story lengths (words) and recall distances (words to the previous occurrence) of the card's histogram
+LENGTH_BUCKETS = (0, 1_000, 4_000, 16_000)
+DISTANCE_BINS = (0, 100, 300, 1_000, 4_000, 16_000)
+LONG_STORY_WORDS = 16_000  # a story at least this long ...
+FAR_RECALL_WORDS = 4_000  # ... should hold many recalls from at least this far back
+REUSE_STORIES = 1_000  # cross-story reuse is measured over a build's first stories (by index) ...
+REUSE_SAMPLE = 4  # ... on the sentences whose hash is divisible by this (the same sentences in every story)
+
+
+def _label(edges: tuple[int, ...], value: int) -> str:
+    low = max(edge for edge in edges if edge <= value)
+    later = [edge for edge in edges if edge > low]
+    return f"{low:,}-{later[0]:,}" if later else f"{low:,}+"
+
+
+def add_story(
+    stats: dict[str, Any], record: dict[str, Any], index: int, sentences: Mapping[str, int]
+) -> None:
+    """Add one story's facts, recalls and sentences to ``stats`` (a shard's running statistics);
+    ``sentences`` are the story's sentence counts (``Counter(split_sentences(text))``)."""
+    words = record["num_words"]
+    bucket = _label(LENGTH_BUCKETS, words)
+    histogram = stats.setdefault("recall_histogram", {})
+    stories = stats.setdefault("stories_per_length", {})
+    stories[bucket] = stories.get(bucket, 0) + 1
+    far = 0
+    for fact in record["meta"].get("facts", []):
+        kind = "planted" if fact.get("planted") else "setting"
+        distances = fact.get("distance_words", [])
+        stats[f"{kind}_facts"] = stats.get(f"{kind}_facts", 0) + 1
+        stats[f"{kind}_uses"] = stats.get(f"{kind}_uses", 0) + len(distances)
+        stats[f"{kind}_distance_sum"] = stats.get(f"{kind}_distance_sum", 0) + sum(distances)
+        stats[f"{kind}_far_uses"] = stats.get(f"{kind}_far_uses", 0) + sum(
+            d >= FAR_RECALL_WORDS for d in distances
+        )
+        stats[f"max_{kind}_distance"] = max([stats.get(f"max_{kind}_distance", 0), *distances])
+        if kind == "planted":
+            for distance in distances:
+                key = f"{bucket}|{_label(DISTANCE_BINS, distance)}"
+                histogram[key] = histogram.get(key, 0) + 1
+        far += sum(d >= FAR_RECALL_WORDS for d in distances)
+    if words >= LONG_STORY_WORDS:
+        long_stories = stats.setdefault("far_recalls_of_long_stories", {})
+        long_stories[str(far)] = long_stories.get(str(far), 0) + 1
+    stats["sentences"] = stats.get("sentences", 0) + sum(sentences.values())
+    stats["repeated_sentences"] = stats.get("repeated_sentences", 0) + sum(c - 1 for c in sentences.values())
+    long = long_sentences(sentences)
+    stats["max_repeats_6plus"] = max([stats.get("max_repeats_6plus", 0), *long.values()])
+    if index < REUSE_STORIES:
+        sample = []
+        for sentence, count in long.items():
+            key = zlib.crc32(sentence.encode("utf-8"))
+            if key % REUSE_SAMPLE == 0:
+                sample.append([key, count])
+        stats.setdefault("reuse_sample", []).append([index, sample])
+
+
+def fact_tables(total: dict[str, Any]) -> dict[str, Any]:
+    """The card's tables of long-range facts and of the recall distances per story length."""
+    rows = []
+    for kind, label in (("setting", "the setting's (pet, friend, colours, ...)"), ("planted", "planted")):
+        facts, uses = total.get(f"{kind}_facts", 0), total.get(f"{kind}_uses", 0)
+        rows.append(
+            [
+                label,
+                facts,
+                uses,
+                round(total.get(f"{kind}_distance_sum", 0) / max(uses, 1), 1),
+                total.get(f"{kind}_far_uses", 0),
+                total.get(f"max_{kind}_distance", 0),
+            ]
+        )
+    tables: dict[str, Any] = {
+        "Long-range facts (distance: words to the value's previous occurrence)": {
+            "columns": [
+                "facts",
+                "count",
+                "later uses",
+                "mean distance",
+                f"uses from {FAR_RECALL_WORDS:,}+ back",
+                "longest",
+            ],
+            "rows": rows,
+        }
+    }
+    histogram = total.get("recall_histogram", {})
+    per_length = total.get("stories_per_length", {})
+    bins = [_label(DISTANCE_BINS, edge) for edge in DISTANCE_BINS]
+    buckets = [
+        _label(LENGTH_BUCKETS, edge) for edge in LENGTH_BUCKETS if _label(LENGTH_BUCKETS, edge) in per_length
+    ]
+    tables["Recalls of planted facts: distance in words to the previous occurrence, per story length"] = {
+        "columns": ["story words", "stories", "recalls", *bins],
+        "rows": [
+            [
+                bucket,
+                per_length[bucket],
+                sum(histogram.get(f"{bucket}|{b}", 0) for b in bins),
+                *(histogram.get(f"{bucket}|{b}", 0) for b in bins),
+            ]
+            for bucket in buckets
+        ],
+    }
+    long_stories = total.get("far_recalls_of_long_stories", {})
+    if long_stories:
+        counts = sorted(int(far) for far in long_stories)
+        tables[f"Recalls from {FAR_RECALL_WORDS:,}+ words back in stories of {LONG_STORY_WORDS:,}+ words"] = {
+            "columns": ["stories", "fewest in one story", "most in one story"],
+            "rows": [[sum(long_stories.values()), counts[0], counts[-1]]],
+        }
+    return tables
+
+
+def sampled_reuse(total: dict[str, Any]) -> dict[str, Any]:
+    """Cross-story reuse of the build's first ``REUSE_STORIES`` stories from the shards' hashed samples."""
+    ordered = sorted(total.get("reuse_sample", []), key=lambda item: item[0])[:REUSE_STORIES]
+    return cross_story_reuse({key: count for key, count in sample} for _, sample in ordered)
+
+
+def variety_table(sample_texts: Iterable[str], total: dict[str, Any], label: str) -> dict[str, Any]:
+    """The build against real TinyStories at equal size: distinct-2/3 and the top-4-gram share over the
+    first words of both (the largest reference size the build reaches), cross-story reuse over the first
+    stories of both, and the per-story repetition of the whole build. ``sample_texts`` are the build's
+    stories in index order (read only as far as the comparison needs)."""
+    from ltsgen.tinystories_reference import (
+        TINYSTORIES_NGRAMS,
+        TINYSTORIES_REUSE,
+        TINYSTORIES_VARIETY,
+        comparison_stories,
+        comparison_words,
+    )
+
+    size = comparison_words(total["words"])
+    sample_texts = list(_first_words(sample_texts, size)) if size else []
+    ngrams = {"words": total["words"], "distinct_2": "-", "distinct_3": "-", "top_4gram_share": "-"}
+    while size is not None:  # (punctuation-only tokens are no words: the sample may fall a little short)
+        ngrams = variety_stats(sample_texts, max_words=size)
+        if ngrams["words"] == size:
+            break
+        size = comparison_words(size - 1)
+    reuse = sampled_reuse(total)
+    reference_stories = comparison_stories(reuse["stories"])
+    columns = ["text", "words", "distinct-2", "distinct-3", "top-1,000 4-gram share", "stories"]
+    columns += ["cross-story reuse", "repeated sentences", "max repeats 6+"]
+    build = [
+        label,
+        ngrams["words"],
+        *(_rounded(ngrams[key]) for key in ("distinct_2", "distinct_3", "top_4gram_share")),
+        reuse["stories"],
+        f"{100 * reuse['share']:.2f}%",
+        f"{100 * total['repeated_sentences'] / max(total['sentences'], 1):.2f}%",
+        total["max_repeats_6plus"],
+    ]
+    reference = ["TinyStories (real, validation split)", size or "-"]
+    reference += [round(value, 4) for value in TINYSTORIES_NGRAMS[size]] if size else ["-", "-", "-"]
+    reference += [reference_stories or "-"]
+    reference += [f"{100 * TINYSTORIES_REUSE[reference_stories]:.2f}%" if reference_stories else "-"]
+    reference += [
+        f"{100 * TINYSTORIES_VARIETY['repeated_sentence_share']:.2f}%",
+        TINYSTORIES_VARIETY["max_repeats_6plus"],
+    ]
+    return {"columns": columns, "rows": [build, reference]}
+
+
+def _rounded(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _first_words(texts: Iterable[str], size: int) -> Iterable[str]:
+    """The texts that hold the first ``size`` words (as ``variety.words_of`` counts them)."""
+    words = 0
+    for text in texts:
+        if words >= size:
+            return
+        words += len(words_of(text))
+        yield text

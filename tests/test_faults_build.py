@@ -1,0 +1,190 @@
+"""Faults of the build driver, tried as a user meets them: ``--overwrite`` beside a user's files, a second
+build into a running one, a finished build in a folder nothing may write, a full disk, a kill just after the
+manifest. Real ``ltsgen`` processes, real signals, real kernel file-size limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from faults import corpus_and_tokenizer, end, kill_when, ltsgen, one_line_error, start, tree, write_corpus
+
+from ltsgen.build import JOURNAL_NAME, STATE_DIR, JobResult, finished_manifest
+from ltsgen.cli import main
+from ltsgen.loaders.contract import FORMATS, read_manifest, sha256_file
+
+STORIES = ["stories", "--num-stories", "20", "--max-words", "300", "--quiet"]
+USER_FILES = {
+    "README.md": b"# my notes\n",
+    "mystuff/manifest.json": b'{"mine": true}\n',
+    "mystuff/tokenizer.json": b"{}\n",
+    "mystuff/shard-00000.parquet": b"not a shard of any build\n",
+}
+
+
+def put(directory: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(data)
+
+
+def holds(directory: Path, files: dict[str, bytes]) -> bool:
+    return all((directory / name).read_bytes() == data for name, data in files.items())
+
+
+def built_files(directory: Path) -> set[str]:
+    """The shards, manifest and card files of the build in ``directory``."""
+    manifest = read_manifest(directory)
+    shards = {s.path for shards in manifest.splits.values() for s in shards}
+    card = {name for name in ("README.md", "length_histogram.png") if (directory / name).exists()}
+    return shards | {"manifest.json"} | card
+
+
+def test_overwrite_keeps_every_file_no_build_wrote(tmp_path):
+    out = tmp_path / "X"
+    put(out, USER_FILES)
+    refused = one_line_error(ltsgen(*STORIES, "--out", out), "stories")
+    assert (
+        "holds no ltsgen build" in refused
+        and "--overwrite to build beside its files (they are kept)" in refused
+    )
+    assert sorted(tree(out, state=True)) == sorted(USER_FILES)  # a refused build writes nothing
+
+    beside = ltsgen(*STORIES, "--out", out, "--overwrite")
+    assert beside.returncode == 0, beside.stderr
+    assert holds(out, USER_FILES)
+    assert f"{out / 'README.md'} was not written by ltsgen; the card was not written" in beside.stdout
+    assert set(tree(out)) == set(USER_FILES) | built_files(out)
+
+    # a user's file inside an existing build, then the build replaced by one with other arguments
+    put(out, {"analysis/README.md": b"results\n"})
+    first_shards = {s.path for shards in read_manifest(out).splits.values() for s in shards}
+    refused = one_line_error(ltsgen(*STORIES, "--out", out, "--seed", "1"), "stories")
+    assert "seed 0 -> 1" in refused and "removes only the files that build wrote" in refused
+    replaced = ltsgen(*STORIES, "--out", out, "--seed", "1", "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert holds(out, {**USER_FILES, "analysis/README.md": b"results\n"})
+    assert read_manifest(out).builder["arguments"]["seed"] == 1
+    assert set(tree(out)) == set(USER_FILES) | {"analysis/README.md"} | built_files(out)
+    assert first_shards <= built_files(out)  # same names, new bytes: nothing of seed 0 is left
+    assert finished_manifest(out, read_manifest(out).builder) is not None
+
+
+def test_overwrite_replaces_the_card_ltsgen_wrote_and_keeps_an_edited_one(tmp_path, capsys):
+    out = tmp_path / "lts"
+    assert main([*STORIES, "--out", str(out)]) == 0
+    card = (out / "README.md").read_text()
+    assert main([*STORIES, "--out", str(out), "--seed", "1", "--overwrite"]) == 0
+    new_card = (out / "README.md").read_text()
+    assert new_card != card and '"seed": 1' in new_card
+
+    (out / "README.md").write_text(new_card + "\nMy own paragraph.\n")
+    capsys.readouterr()
+    assert main([*STORIES, "--out", str(out), "--seed", "2", "--overwrite"]) == 0
+    assert (out / "README.md").read_text().endswith("My own paragraph.\n")
+    assert "was edited since ltsgen wrote it; the card was not written" in capsys.readouterr().out
+
+    # `ltsgen card` replaces it on request, and says what it replaced
+    assert main(["card", str(out)]) == 0
+    assert "was edited since ltsgen wrote it: replaced by the new card" in capsys.readouterr().out
+    assert '"seed": 2' in (out / "README.md").read_text()
+    assert main(["card", str(out)]) == 0
+    assert "replaced" not in capsys.readouterr().out  # now as ltsgen wrote it: nothing to say
+
+
+def journal_lines(directory: Path) -> int:
+    path = directory / STATE_DIR / JOURNAL_NAME
+    return path.read_text().count("\n") if path.exists() else 0
+
+
+def test_overwrite_into_a_running_build_refuses_before_removing_anything(tmp_path):
+    out = tmp_path / "lts"
+    args = ["stories", "--num-stories", "60", "--max-words", "600", "--samples-per-shard", "5", "--quiet"]
+    first = start(*args, "--out", out)
+    try:
+        deadline = time.monotonic() + 120
+        while journal_lines(out) < 2:
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()
+            time.sleep(0.005)
+        os.kill(first.pid, signal.SIGSTOP)  # the build holds its lock, mid-way, for as long as needed
+        before = tree(out)
+        second = ltsgen(*args, "--out", out, "--seed", "1", "--overwrite")
+        assert f"{out}: another build is running there (" in one_line_error(second, "stories")
+        assert tree(out) == before
+        os.kill(first.pid, signal.SIGCONT)
+        assert first.wait(timeout=300) == 0, first.stderr.read()
+    finally:
+        end(first)
+    manifest = read_manifest(out)
+    assert manifest.builder["arguments"]["seed"] == 0
+    assert finished_manifest(out, manifest.builder) is not None  # every shard is the seed-0 build's
+
+
+def test_finished_build_is_nothing_to_do_without_writing(tmp_path):
+    out = tmp_path / "lts"
+    assert main([*STORIES, "--out", str(out)]) == 0
+    (out / STATE_DIR / "lock").unlink()  # opening the lock for writing would create it again
+    stamps = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
+    for path in [*out.rglob("*"), out]:
+        path.chmod(path.stat().st_mode & 0o555)
+    try:
+        rerun = ltsgen(*STORIES, "--out", out)
+    finally:
+        for path in [out, *out.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "build already complete" in rerun.stdout and "nothing to do" in rerun.stdout
+    assert not (out / STATE_DIR / "lock").exists()
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == stamps
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_full_disk_during_stories_is_one_line_and_leaves_nothing_that_looks_complete(tmp_path, fmt):
+    out, reference = tmp_path / "lts", tmp_path / "reference"
+    args = ["stories", "--num-stories", "24", "--max-words", "6000", "--format", fmt, "--quiet"]
+    args += ["--samples-per-shard", "12"]  # train shards of 50+ KB, the small splits' of a few KB
+    error = one_line_error(ltsgen(*args, "--out", out, limit_file_blocks=24), "stories")
+    assert "cannot write (File too large)" in error
+    assert not (out / "manifest.json").exists()
+    journal = out / STATE_DIR / JOURNAL_NAME
+    journaled = {}
+    for line in journal.read_text().splitlines() if journal.exists() else []:
+        journaled.update({s.path: s.sha256 for s in JobResult.from_json(line).shards})
+    shards = [p for p in out.rglob("shard-*") if p.is_file()]
+    assert all(sha256_file(p) == journaled[p.relative_to(out).as_posix()] for p in shards)
+    assert not [p for p in out.rglob("*.tmp")]
+
+    assert main([*args, "--out", str(out)]) == main([*args, "--out", str(reference)]) == 0
+    assert tree(out) == tree(reference)
+
+
+def test_full_disk_while_saving_a_tokenizer_is_one_line(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.jsonl", documents=40)
+    out = tmp_path / "tok.json"
+    args = ["tokenizer", "--source", "c4", "--input", corpus, "--vocab-size", "600", "--out", out]
+    error = one_line_error(ltsgen(*args, limit_file_blocks=4), "tokenizer")
+    assert f"{out}: cannot write (File too large" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
+
+
+def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path):
+    corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=150)
+    out = tmp_path / "buckets"
+    args = ["buckets", "--source", "c4", "--input", corpus, "--tokenizer", tokenizer, "--out", out]
+    args += ["--bucket-lengths", "256,1024", "--eval-sequences", "3", "--no-progress"]
+    kill_when(start(*args), lambda: (out / "manifest.json").exists())  # the card (matplotlib) comes next
+    chunks = out / STATE_DIR / "chunks"
+    assert any(chunks.glob("chunk-*.arrow"))
+    rerun = ltsgen(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "nothing to do" in rerun.stdout
+    assert not chunks.exists()
+    assert (out / "README.md").exists()
+    assert json.loads((out / STATE_DIR / "outputs.json").read_text()).keys() >= {
+        "README.md",
+        "tokenizer.json",
+    }

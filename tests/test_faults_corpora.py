@@ -1,0 +1,203 @@
+"""Faults of the corpus readers as ``ltsgen buckets`` and ``ltsgen tokenizer`` meet them: JSON nested
+100,000 deep, one 50 MB document, an empty input, a 0-byte compressed file (a failed download), a corrupt
+parquet file. Each is one line naming the file, or a skip counted under its own cause with ``--skip-bad``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+from faults import ENV, LTSGEN, REPO, corpus_and_tokenizer
+
+from ltsgen.cli import main
+from ltsgen.corpora import inputs
+from ltsgen.corpora.readers import ReaderOptions, Screen, _split_stream, read_documents
+from ltsgen.loaders.contract import read_manifest
+
+NESTED = b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, Path]:
+    return corpus_and_tokenizer(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def corpus(made) -> Path:
+    return made[0]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(made) -> Path:
+    return made[1]
+
+
+def buckets(out: Path, inputs_: list[Path], tokenizer: Path, *extra: str) -> list[str]:
+    argv = ["buckets", "--source", "c4", "--input", *map(str, inputs_), "--tokenizer", str(tokenizer)]
+    return [*argv, "--out", str(out), "--eval-sequences", "0", "--no-progress", "--no-card", *extra]
+
+
+def cleaning(directory: Path) -> dict[str, int]:
+    return read_manifest(directory).extra["statistics"]["Cleaning"]
+
+
+def error_line(capsys, command: str) -> str:
+    """The one line ``ltsgen COMMAND`` printed to stderr (run in this process)."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ltsgen {command}: error: "), lines
+    return lines[0]
+
+
+def test_json_nested_100000_deep_is_one_line_or_counted(tmp_path, corpus, tokenizer, capsys):
+    bad = tmp_path / "nested.jsonl"
+    bad.write_bytes(corpus.read_bytes() + NESTED + b"\n")
+    line = sum(1 for _ in corpus.open()) + 1
+    assert main(buckets(tmp_path / "a", [bad], tokenizer)) == 2
+    assert error_line(capsys, "buckets").endswith(
+        f"{bad}:{line}: JSON nested too deeply to read (use --skip-bad to count and skip such lines)"
+    )
+    assert main(buckets(tmp_path / "a", [bad], tokenizer, "--skip-bad")) == 0
+    assert cleaning(tmp_path / "a")["skipped: JSON nested too deeply"] == 1
+    assert cleaning(tmp_path / "a")["training documents"] == 60
+
+    argv = [
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        str(bad),
+        "--vocab-size",
+        "300",
+        "--out",
+        str(tmp_path / "t.json"),
+    ]
+    assert main(argv) == 2
+    assert f"{bad}:{line}: JSON nested too deeply" in error_line(capsys, "tokenizer")
+    assert main([*argv, "--skip-bad"]) == 0
+    assert "skipped: JSON nested too deeply 1" in capsys.readouterr().out
+
+
+def peak_rss_mib(*args: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``ltsgen ARGS`` in a fresh process and return it with its peak resident memory."""
+    code = (
+        "import resource, subprocess, sys\n"
+        "run = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stdout.write(run.stdout); sys.stderr.write(run.stderr)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)\n"
+        "sys.exit(run.returncode)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, LTSGEN, *map(str, args)],
+        cwd=REPO,
+        env=ENV,
+        capture_output=True,
+        text=True,
+    )
+    *out, peak = run.stdout.strip().splitlines()
+    run.stdout = "\n".join(out)
+    return run, float(peak)
+
+
+def test_one_50_mb_document_is_skipped_and_counted_in_bounded_memory(tmp_path, corpus, tokenizer):
+    big = tmp_path / "big.jsonl"
+    text = ("the little cat saw the big dog and ran home " * 1_200_000)[:50_000_000]
+    big.write_text(json.dumps({"text": text, "url": "https://example.org/big"}) + "\n" + corpus.read_text())
+    out = tmp_path / "buckets"
+    run, peak = peak_rss_mib(*buckets(out, [big], tokenizer))
+    assert run.returncode == 0, run.stderr
+    assert cleaning(out)["skipped: longer than 1,000,000 characters"] == 1
+    assert cleaning(out)["training documents"] == 60
+    assert peak < 1000, f"{peak:.0f} MiB"  # 6.5 GB when the document was tokenized whole
+
+    run, peak = peak_rss_mib(
+        "tokenizer", "--source", "c4", "--input", big, "--vocab-size", "300", "--out", tmp_path / "t.json"
+    )
+    assert run.returncode == 0, run.stderr
+    assert "trained on 60 documents" in run.stdout
+    assert "skipped: longer than 1,000,000 characters 1" in run.stdout
+    assert peak < 1000, f"{peak:.0f} MiB"  # 4.4 GB when trained on
+
+
+def test_max_doc_chars_is_recorded_and_counts_what_it_skips(tmp_path, corpus, tokenizer):
+    out = tmp_path / "b"
+    assert main(buckets(out, [corpus], tokenizer, "--max-doc-chars", "5000")) == 0
+    lengths = [len(json.loads(line)["text"]) for line in corpus.open()]
+    skipped = sum(length > 5000 for length in lengths)
+    assert 0 < skipped < len(lengths)
+    assert cleaning(out)["skipped: longer than 5,000 characters"] == skipped
+    assert cleaning(out)["training documents"] == len(lengths) - skipped
+    assert read_manifest(out).builder["arguments"]["max_doc_chars"] == 5000
+    assert "--max-doc-chars 5000" in read_manifest(out).extra["card"]["command"]
+
+
+def test_empty_input_is_refused_in_one_line_and_writes_nothing(tmp_path, tokenizer, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    out = tmp_path / "out"
+    assert main(buckets(out, [empty], tokenizer)) == 2
+    assert error_line(capsys, "buckets").endswith(f"{empty}: no documents to build from; nothing was written")
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()] == [".ltsgen/lock"]
+
+    blank = tmp_path / "blank.jsonl"
+    blank.write_bytes(b'{"text": "  "}\n\n')
+    assert main(buckets(out, [blank], tokenizer)) == 2
+    assert error_line(capsys, "buckets").endswith(
+        f"{blank}: no documents to build from (skipped: empty 1); nothing was written"
+    )
+
+
+@pytest.mark.parametrize("suffix, codec", [(".json.gz", "gzip"), (".jsonl.zst", "zstd")])
+def test_a_0_byte_compressed_input_is_a_truncated_stream(tmp_path, corpus, tokenizer, capsys, suffix, codec):
+    good = tmp_path / f"good{suffix}"
+    raw = corpus.read_bytes()
+    good.write_bytes(
+        gzip.compress(raw, mtime=0) if codec == "gzip" else zstandard.ZstdCompressor().compress(raw)
+    )
+    failed = tmp_path / f"failed-download{suffix}"
+    failed.write_bytes(b"")
+    assert main(buckets(tmp_path / "a", [good, failed], tokenizer)) == 2
+    assert error_line(capsys, "buckets").endswith(
+        f"{failed}:1: truncated {codec} stream (the file is empty) (use --skip-bad to count and skip such lines)"
+    )
+    assert main(buckets(tmp_path / "a", [good, failed], tokenizer, "--skip-bad")) == 0
+    assert cleaning(tmp_path / "a")["skipped: truncated stream"] == 1
+    assert cleaning(tmp_path / "a")["training documents"] == 60
+
+
+def test_corrupt_parquet_is_counted_under_its_own_cause(tmp_path, corpus, tokenizer):
+    stack = tmp_path / "stack"
+    stack.mkdir()
+    texts = [json.loads(line)["text"] for line in corpus.open()]
+    pq.write_table(pa.table({"content": texts, "lang": ["Python"] * len(texts)}), stack / "a.parquet")
+    (stack / "b.parquet").write_bytes(b"PAR1" + np.random.default_rng(0).bytes(5000))
+    argv = buckets(tmp_path / "out", [stack], tokenizer, "--skip-bad")
+    argv[argv.index("c4")] = "stack"
+    assert main(argv) == 0
+    counts = cleaning(tmp_path / "out")
+    assert counts["skipped: unreadable parquet"] == 1 and "skipped: truncated stream" not in counts
+    assert counts["training documents"] == len(texts)
+
+
+@pytest.mark.parametrize("read_size", [1, 2, 3, 7, 64])
+def test_lines_and_separated_documents_across_any_chunk_boundary(tmp_path, monkeypatch, read_size):
+    documents = ["first", "", "a longer second document", "x", "third<|end|>", "last"]
+    monkeypatch.setattr(inputs, "READ_SIZE", read_size)  # the same file, cut into chunks of this size
+    lines = tmp_path / "lines.jsonl"
+    lines.write_text("\n".join(json.dumps({"text": d}) for d in documents) + "\n")
+    screen = Screen(skip_bad=True)
+    assert [d.text for d in read_documents("c4", [str(lines)], ReaderOptions(), screen)] == [
+        d for d in documents if d
+    ]
+    text = tmp_path / "docs.txt"
+    text.write_text("<|end|>".join(documents))
+    assert [piece.decode() for piece in _split_stream(text, "<|end|>")] == "<|end|>".join(documents).split(
+        "<|end|>"
+    )

@@ -1,0 +1,140 @@
+"""Planted facts recalled at controlled distances: absent in between, distances that match the text, enough
+far recalls in long stories, and a distance distribution that follows its parameters."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from scipy.stats import kstest
+
+from ltsgen.stories.engine import generate_story
+from ltsgen.stories.engine.banks import PLANTED_VALUES, WORLD, bank_words
+from ltsgen.stories.plan import target_words
+from ltsgen.stories.recalls import Distances, occurrences, schedule, word_index
+
+
+def planted(record: dict) -> list[dict]:
+    return [fact for fact in record["meta"]["facts"] if fact["planted"]]
+
+
+def word_at(text: str, offset: int) -> int:
+    """The index of the word holding ``offset`` (a value may start after a quote: inside its word)."""
+    return len(text[:offset].split()) - (offset > 0 and not text[offset - 1].isspace())
+
+
+@pytest.fixture(scope="module")
+def stories() -> list[dict]:
+    return [generate_story(i, 5, target_words(i, 5, 300, 12_000)) for i in range(24)]
+
+
+def test_planted_value_occurs_only_at_its_plant_and_recalls(stories):
+    checked = 0
+    for record in stories:
+        text = record["text"]
+        values = [fact["value"] for fact in record["meta"]["facts"]]
+        assert len(set(values)) == len(values), "every fact of a story has its own value"
+        for fact in planted(record):
+            assert occurrences(text, fact["value"]) == [fact["first"], *fact["uses"]], fact
+            assert text.count(fact["value"]) == 1 + len(fact["uses"]), "not even inside another word"
+            checked += len(fact["uses"])
+    assert checked > 300
+
+
+def test_recorded_distances_match_the_text(stories):
+    for record in stories:
+        text = record["text"]
+        for fact in record["meta"]["facts"]:
+            assert len(fact["distance_chars"]) == len(fact["distance_words"]) == len(fact["uses"])
+            found = occurrences(text, fact["value"])
+            for use, chars, words in zip(
+                fact["uses"], fact["distance_chars"], fact["distance_words"], strict=True
+            ):
+                previous = max(offset for offset in found if offset < use)
+                assert chars == use - previous
+                assert words == word_at(text, use) - word_at(text, previous)
+                assert text[use : use + len(fact["value"])] == fact["value"]
+
+
+def test_recalls_read_as_story_text(stories):
+    record = stories[3]
+    text = record["text"]
+    for fact in planted(record)[:10]:
+        for offset in (fact["first"], *fact["uses"]):
+            start = max(text.rfind(". ", 0, offset), text.rfind("\n", 0, offset)) + 1
+            sentence = text[start : text.find(".", offset + len(fact["value"])) + 1].strip()
+            assert 4 <= len(sentence.split()) <= 40 and sentence[0].isupper() or sentence[0] == '"', sentence
+
+
+def test_planted_values_are_words_no_other_sentence_can_write():
+    taken = bank_words()
+    for pool in ("names", "objects"):
+        assert PLANTED_VALUES[pool] and not {value.lower() for value in PLANTED_VALUES[pool]} & taken
+    assert PLANTED_VALUES["objects"] == WORLD["planted"]["objects"], "every listed object is usable"
+    assert len(PLANTED_VALUES["names"]) >= 300 and not re.search(r"\d", " ".join(taken))
+    assert min(int(n) for n in PLANTED_VALUES["numbers"]) > 99  # chapter numbers never reach 100
+
+
+@pytest.mark.parametrize(
+    ("index", "target"), [(0, 16_000), (1, 16_000), (2, 20_000), (3, 32_000), (4, 24_000)]
+)
+def test_long_stories_hold_twenty_recalls_from_4000_words_back(index, target):
+    record = generate_story(index, 11, target)
+    assert record["num_words"] >= 16_000 * 0.95
+    far = sum(words >= 4000 for fact in record["meta"]["facts"] for words in fact["distance_words"])
+    assert far >= 20, far
+
+
+def test_word_index_counts_like_split():
+    text = generate_story(2, 0, 3000)["text"]
+    offsets = sorted(random.Random(1).sample([m.start() for m in re.finditer(r"\S+", text)], 50))
+    assert word_index(text, offsets) == [word_at(text, offset) for offset in offsets]
+    inside = [offset + 1 for offset in offsets if not text[offset + 1].isspace()]
+    assert word_index(text, inside) == [word_at(text, offset) for offset in inside]
+    odd = "  One\ttwo  three\n\nfour\nfive"
+    offsets = [m.start() for m in re.finditer(r"\S+", odd)]
+    assert word_index(odd, offsets) == [0, 1, 2, 3, 4]
+
+
+def test_distances_parse_and_bounds():
+    assert Distances.parse("log-uniform:100:length") == Distances("log-uniform", 100, None)
+    assert str(Distances.parse("uniform:500:4000")) == "uniform:500:4000"
+    assert Distances().bounds(8000) == (100, 8000) and Distances().bounds(60) is None
+    assert Distances("uniform", 200, 1000).bounds(5000) == (200, 1000)
+    for bad in ("log-uniform:100", "normal:1:2", "uniform:x:9", "uniform:50:10", "uniform:0:10"):
+        with pytest.raises(ValueError):
+            Distances.parse(bad)
+
+
+def test_schedule_fits_the_span_and_draws_stratified():
+    rng = random.Random(3)
+    chains, bounds = schedule(rng, Distances(), 200, 10_200, 6.0)
+    gaps = sorted(gap for chain in chains for gap in chain.gaps)
+    assert bounds == (100, 10_000) and len(gaps) == 60
+    for chain in chains:
+        assert 200 <= chain.start and chain.positions[-1] <= 10_200
+    # one gap in each of the 60 equal-probability strata of log-uniform(100, 10,000)
+    strata = sorted(int(60 * Distances().cdf(gap, 100, 10_000)) for gap in gaps)
+    assert max(abs(stratum - k) for k, stratum in enumerate(strata)) <= 1  # gaps are rounded to words
+
+
+@pytest.mark.parametrize("spec", ["log-uniform:100:length", "uniform:200:3000"])
+def test_recall_distances_follow_their_distribution(spec):
+    distances = Distances.parse(spec)
+    cdf, wrong = [], []
+    other = Distances(
+        "uniform" if distances.kind == "log-uniform" else "log-uniform", distances.low, distances.high
+    )
+    for index in range(160):
+        record = generate_story(index, 0, target_words(index, 0, 300, 6000), distances=distances)
+        recalls = record["meta"]["recalls"]
+        assert recalls["distances"] == spec
+        if recalls["bounds"] is None:
+            continue
+        for fact in planted(record):
+            cdf += [distances.cdf(words, *recalls["bounds"]) for words in fact["distance_words"]]
+            wrong += [other.cdf(words, *recalls["bounds"]) for words in fact["distance_words"]]
+    assert len(cdf) > 1200
+    assert kstest(cdf, "uniform").statistic < 0.04  # realised distances: a sentence or so off the plan
+    assert kstest(wrong, "uniform").statistic > 0.15  # and the test tells the two distributions apart
