@@ -175,6 +175,10 @@ class StreamingDataset(IterableDataset):
             )
         self.fingerprint = self._fingerprint()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""
+        return dict(self.__dict__, _process=None)
+
     # ------------------------------------------------------------------ sizes
 
     @property

@@ -113,7 +113,7 @@ class ShardReader:
                         f"{where}: sha256 {digest[:16]}... does not match the manifest's {info.sha256[:16]}... "
                         "(corrupt or changed shard)"
                     )
-            self._verified.add(index)
+                self._verified.add(index)
             shard = decode_shard(data, self.format, where, self.columns)
             del data
             check_counts(shard, info, where)
