@@ -70,7 +70,15 @@ class ShardCache:
         self.limit = parse_size(limit)
 
     def name(self, info: ShardInfo, url: str) -> str:
-        """The cache file of a shard: its sha256 (or, without one, a hash of its URL and size) and extension."""
+        """The cache file name of a shard.
+
+        Args:
+            info: its manifest entry.
+            url: where it comes from.
+
+        Returns:
+            Its sha256 (without one, ``url-`` and a hash of its URL and size) and its extension.
+        """
         suffix = "".join(Path(info.path).suffixes)
         if info.sha256:
             return info.sha256 + suffix

@@ -23,12 +23,20 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from ltsgen.errors import LtsgenError, UsageError
 
 from .cache import ShardCache
-from .contract import MANIFEST_NAME, ContractError, Manifest, ShardInfo, parse_bucket_name, parse_manifest
+from .contract import (
+    MANIFEST_NAME,
+    TRAIN_SPLIT,
+    ContractError,
+    Manifest,
+    ShardInfo,
+    parse_bucket_name,
+    parse_manifest,
+)
 from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
-from .sources import check_pipe, join, read_bytes
+from .sources import check_pipe, is_remote, join, read_bytes
 
 STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
@@ -71,7 +79,7 @@ class StreamingDataset(IterableDataset):
     def __init__(
         self,
         path_or_url: str | os.PathLike,
-        split: str = "train",
+        split: str = TRAIN_SPLIT,
         *,
         bucket: str | None = None,
         shuffle: bool = True,
@@ -214,12 +222,20 @@ class StreamingDataset(IterableDataset):
     # ------------------------------------------------------------------ state
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` from its beginning (no-op when it is the current epoch, e.g. after resume)."""
+        """Start epoch ``epoch`` from its beginning, as ``DistributedSampler.set_epoch`` does.
+
+        Args:
+            epoch: the epoch; the current one is left where it stands (e.g. just after a resume).
+        """
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """The whole position: (seed, epoch, samples consumed), plus what checks that it fits."""
+        """The whole position, exact after the last item or batch yielded (also through ``loader()``).
+
+        Returns:
+            A small JSON-ready dict: (seed, epoch, samples consumed), plus what checks that it fits.
+        """
         return {
             "format": STATE_FORMAT,
             "fingerprint": self.fingerprint,
@@ -233,8 +249,13 @@ class StreamingDataset(IterableDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from ``state_dict()``, or from a torchdata ``StatefulDataLoader.state_dict()`` taken
-        with any world size and worker count (elastic); the global batch size must be the same."""
+        """Continue where ``state`` stands, with any world size and worker count (elastic).
+
+        Args:
+            state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
+                ``StatefulDataLoader.state_dict()``; the global batch size must be the same, and a
+                ``StateError`` says what differs otherwise.
+        """
         state = dataset_state(state)
         if state.get("format") != STATE_FORMAT:
             raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
@@ -495,11 +516,19 @@ class StreamingLoader(DataLoader):
             }
 
     def state_dict(self) -> dict[str, Any]:
-        """The dataset's position after the last batch yielded (see ``StreamingDataset.state_dict``)."""
+        """The dataset's position after the last batch yielded.
+
+        Returns:
+            ``StreamingDataset.state_dict()``.
+        """
         return self.streaming.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at ``state`` (see ``StreamingDataset.load_state_dict``: elastic in workers and ranks)."""
+        """Continue at ``state`` with this loader's worker count, whatever the state's was.
+
+        Args:
+            state: as for ``StreamingDataset.load_state_dict``.
+        """
         self.streaming.load_state_dict(state)
 
 
@@ -530,7 +559,7 @@ class _ProcessState:
             verify=dataset.verify,
             on_error=dataset.on_error,
             keep=2 * dataset.shuffle_window,
-            threads=decoding_threads(dataset.shuffle_window, dataset._workers),
+            threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
@@ -623,15 +652,28 @@ class _ProcessState:
 
 
 def collate_records(batch: list[dict]) -> dict[str, list]:
-    """Collate records into a dict of lists (token ids stay one array per record)."""
+    """Collate whole records (a ``collate_fn``).
+
+    Args:
+        batch: records, all with the fields of the first.
+
+    Returns:
+        field -> list of values; token ids stay one numpy array per record.
+    """
     return {key: [record.get(key) for record in batch] for key in batch[0]}
 
 
 def dataset_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The global dataset state inside a ``state_dict()`` or a torchdata ``StatefulDataLoader`` state.
+    """The global dataset state inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
 
-    With DataLoader workers, each worker's snapshot holds its own progress; the global position is the
+    In a torchdata state each worker's snapshot holds its own progress; the global position is the
     furthest one, since the loader yields global batches in order.
+
+    Args:
+        state: the state dict.
+
+    Returns:
+        The dataset state; ``StateError`` when there is none, or it was taken inside a batch.
     """
     if "samples_consumed" in state:
         return state

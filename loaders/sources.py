@@ -24,8 +24,26 @@ from .storage import filesystem
 PIPE_PREFIX = "pipe:"
 
 
+def is_remote(path_or_url: str | os.PathLike) -> bool:
+    """Whether reading ``path_or_url`` goes over the network (any URL but ``file://``, or a ``pipe:``).
+
+    Args:
+        path_or_url: a dataset directory or file.
+
+    Returns:
+        True for ``s3://``, ``http(s)://``, ``pipe:`` ...; False for local paths and ``file://``.
+    """
+    text = str(path_or_url)
+    return text.startswith(PIPE_PREFIX) or ("://" in text and not text.startswith("file://"))
+
+
 def check_pipe(path_or_url: str | os.PathLike, allow_pipe: bool) -> None:
-    """Refuse ``pipe:`` URLs unless the caller opted in."""
+    """Refuse a ``pipe:`` URL in one line unless the caller opted in.
+
+    Args:
+        path_or_url: any path or URL.
+        allow_pipe: the caller's opt-in.
+    """
     if str(path_or_url).startswith(PIPE_PREFIX) and not allow_pipe:
         raise ContractError(
             f"{path_or_url}: pipe: URLs run shell commands and are refused; pass allow_pipe=True to run it"
