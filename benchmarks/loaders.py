@@ -147,11 +147,28 @@ def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len:
 
     torch.set_num_threads(1)
     block = seq_len + 1
-    result: dict = {}
     warm_imports(system)
     begin = time.perf_counter()
     make_epoch, _ = build(system, directory, workers, seq_len)
-    rates = []
+    result = time_epochs(make_epoch, epochs, block, begin)
+    result["tokens_per_s"] = statistics.median(result["rates"])
+    result["samples_per_s"] = result["tokens_per_s"] / block
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
+    return result
+
+
+def time_epochs(make_epoch, epochs: int, block: int, begin: float) -> dict:
+    """Read ``epochs`` epochs of [BATCH, block] int64 batches from ``make_epoch(epoch)``.
+
+    Returns:
+        ``first_batch_s`` (from ``begin``, a ``perf_counter`` time), ``rates`` (tokens/s of each epoch)
+        and ``tokens_per_epoch``.
+    """
+    import torch
+
+    result: dict = {"rates": []}
     for epoch in range(epochs):
         start = time.perf_counter()
         tokens = 0
@@ -160,13 +177,8 @@ def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len:
                 result["first_batch_s"] = time.perf_counter() - begin
             assert batch.shape == (BATCH, block) and batch.dtype == torch.int64, batch.shape
             tokens += batch.numel()
-        rates.append(tokens / (time.perf_counter() - start))
+        result["rates"].append(tokens / (time.perf_counter() - start))
         result["tokens_per_epoch"] = tokens
-    result["tokens_per_s"] = statistics.median(rates)
-    result["samples_per_s"] = result["tokens_per_s"] / block
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
     return result
 
 

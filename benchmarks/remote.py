@@ -82,17 +82,7 @@ def run_loader(system: str, url: str, workers: int, epochs: int, seq_len: int, s
                 wrapped, batch_size=local_bench.BATCH, num_workers=workers, drop_last=True
             )
 
-    result: dict = {"rates": []}
-    for epoch in range(epochs):
-        start = time.perf_counter()
-        tokens = 0
-        for number, batch in enumerate(epoch_batches(epoch)):
-            if number == 0 and epoch == 0:
-                result["first_batch_s"] = time.perf_counter() - begin
-            assert batch.shape == (local_bench.BATCH, block), batch.shape
-            tokens += batch.numel()
-        result["rates"].append(tokens / (time.perf_counter() - start))
-    return result
+    return local_bench.time_epochs(epoch_batches, epochs, block, begin)
 
 
 # ---------------------------------------------------------------------------- driver

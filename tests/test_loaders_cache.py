@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loader_fixtures import make_dataset, subprocess_env
+from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
 
 from ltsgen.loaders import ContractError, StreamingDataset
 from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
@@ -180,14 +178,8 @@ def test_two_processes_fetching_the_same_shards_at_once(s3_server, large_remote,
             _wait_ready(outs, processes)
             for out in outs:
                 (out / "go").touch()
-            for process in processes:
-                _, stderr = process.communicate(timeout=180)
-                assert process.returncode == 0, stderr.decode()[-3000:]
         finally:
-            for process in processes:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            wait_all(processes, timeout=180)
     expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]
     assert [json.loads((out / "ids.json").read_text()) for out in outs] == [expected, expected]
     assert set(shard_gets(requests).values()) == {1} and len(shard_gets(requests)) == 4
@@ -208,8 +200,7 @@ def test_kill_9_mid_download_leaves_nothing_to_clean(s3_server, large_remote, tm
             (out / "go").touch()
             time.sleep(rng.uniform(0.02, 0.4))
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            kill_group(process)
         for path in cache.glob("*.parquet"):  # whatever carries a final name is whole and verified
             assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name.split(".")[0]
     expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]
