@@ -3,7 +3,8 @@
 The order is stateless (``order.py``); the only state is (seed, epoch, samples consumed), so resume
 costs one window read, works after any number of interruptions, and continues the same global order
 with another world size or DataLoader worker count (elastic) while the global batch size stays the same.
-Nothing is shared between processes: every rank and worker reads what it needs from the shards itself.
+Every rank and worker reads the shards it needs itself (``reader.py``), through a node-local cache that
+they all share when ``cache_dir`` is given (``cache.py``); no state is shared between processes.
 """
 
 from __future__ import annotations
@@ -134,9 +135,9 @@ class StreamingDataset(IterableDataset):
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
-        self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
         if cache_dir is None and cache_limit is not None:
             raise UsageError("cache_limit needs cache_dir (the folder it limits)")
+        self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
 
         where = join(self.root, MANIFEST_NAME)
         self.manifest: Manifest = parse_manifest(self._read(where), where)
