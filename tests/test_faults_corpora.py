@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from faults import ENV, LTSGEN, REPO, write_corpus
+from faults import ENV, LTSGEN, REPO, corpus_and_tokenizer
 
 from ltsgen.cli import main
 from ltsgen.corpora import inputs
@@ -26,16 +26,18 @@ NESTED = b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "c4.jsonl", documents=60)
+def made(tmp_path_factory) -> tuple[Path, Path]:
+    return corpus_and_tokenizer(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="module")
-def tokenizer(corpus) -> Path:
-    path = corpus.parent / "tok.json"
-    argv = ["tokenizer", "--source", "c4", "--input", str(corpus), "--vocab-size", "300", "--out", str(path)]
-    assert main(argv) == 0
-    return path
+def corpus(made) -> Path:
+    return made[0]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(made) -> Path:
+    return made[1]
 
 
 def buckets(out: Path, inputs_: list[Path], tokenizer: Path, *extra: str) -> list[str]:
