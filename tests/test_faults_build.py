@@ -165,7 +165,18 @@ def test_full_disk_during_stories_is_one_line_and_leaves_nothing_that_looks_comp
 def test_full_disk_while_saving_a_tokenizer_is_one_line(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", documents=40)
     out = tmp_path / "tok.json"
-    args = ["tokenizer", "--source", "c4", "--input", corpus, "--vocab-size", "600", "--out", out]
+    args = [
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        corpus,
+        "--vocab-size",
+        "600",
+        "--out",
+        out,
+        "--no-progress",
+    ]
     error = one_line_error(ltsgen(*args, limit_file_blocks=4), "tokenizer")
     assert f"{out}: cannot write (File too large" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]

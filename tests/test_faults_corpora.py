@@ -78,6 +78,7 @@ def test_json_nested_100000_deep_is_one_line_or_counted(tmp_path, corpus, tokeni
         "300",
         "--out",
         str(tmp_path / "t.json"),
+        "--no-progress",
     ]
     assert main(argv) == 2
     assert f"{bad}:{line}: JSON nested too deeply" in error_line(capsys, "tokenizer")
@@ -118,7 +119,16 @@ def test_one_50_mb_document_is_skipped_and_counted_in_bounded_memory(tmp_path, c
     assert peak < 1000, f"{peak:.0f} MiB"  # 6.5 GB when the document was tokenized whole
 
     run, peak = peak_rss_mib(
-        "tokenizer", "--source", "c4", "--input", big, "--vocab-size", "300", "--out", tmp_path / "t.json"
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        big,
+        "--vocab-size",
+        "300",
+        "--out",
+        tmp_path / "t.json",
+        "--no-progress",
     )
     assert run.returncode == 0, run.stderr
     assert "trained on 60 documents" in run.stdout

@@ -21,10 +21,11 @@ from typing import Any
 from tqdm import tqdm
 
 from ltsgen.encodings import options as encoding_options
+from ltsgen.errors import require
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
-from ltsgen.training.report import write_report
+from ltsgen.training.report import PLOTS, write_report
 from ltsgen.training.rundir import SUMMARY_NAME, eval_name, read_json, write_json
 from ltsgen.training.train import TrainConfig, train
 
@@ -203,6 +204,7 @@ def compare(
         train_tokenizer: trains the shared tokenizer when the data has none and none is given.
         progress, log: progress bars, and where the per-run lines go.
     """
+    require("matplotlib", "train", PLOTS)  # missing: say so before training, not after
     out = Path(base.out)
     eval_lengths = sorted(set(eval_lengths))
     train_lengths = sorted(set(train_lengths or [base.train_length]))

@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import require
 from ltsgen.loaders.contract import atomic_path
 from ltsgen.training.stats import mean_interval, paired_test, significant
 
@@ -32,6 +33,7 @@ NOT_EXTRAPOLATING = ("nope", "rope")
 EXTRAPOLATING = ("alibi", "kerple_log", "kerple_power", "fire", "ape")
 FINETUNED = "+finetuned"
 LEGEND_INCHES = 2.2
+PLOTS = "comparison plots"
 
 
 def result_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -239,12 +241,8 @@ def claims(measured: Measured, train_length: int) -> list[dict[str, str]]:
 
 
 def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    require("matplotlib", "train", PLOTS).use("Agg")
+    return require("matplotlib.pyplot", "train", PLOTS)
 
 
 def _style(label: str) -> dict[str, Any]:
@@ -292,7 +290,7 @@ def plot_vs_length(path: Path, summary, metrics: list[tuple[str, str]], log_y: b
             ax.set_xticks(lengths, [str(n) for n in lengths])
             ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
             if log_y:
-                from matplotlib.ticker import LogFormatter
+                LogFormatter = require("matplotlib.ticker", "train", PLOTS).LogFormatter  # noqa: N806
 
                 ax.set_yscale("log")
                 ax.yaxis.set_major_formatter(LogFormatter())
