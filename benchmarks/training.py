@@ -43,7 +43,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ltsgen-bench-train-") as tmp:
         data = Path(tmp) / "lts"
         ltsgen(["stories", "--out", str(data), "--num-stories", "400", "--min-words", "200",
-                "--max-words", "3000", "--quiet"])  # fmt: skip
+                "--max-words", "3000", "--no-progress"])  # fmt: skip
         speeds: dict[str, list[float]] = {}
         tokenizer = None
         for repeat in range(args.repeats):  # rounds interleave the encodings, so load changes hit all alike

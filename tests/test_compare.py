@@ -85,6 +85,10 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
                     "## Speed and memory", "### The papers' claims"):  # fmt: skip
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "paired t over 2 seeds" in report and "95% Student-t" in report
+    assert (
+        "Evaluation documents: the validation split: the first 4 documents (in stored order) of at least 64"
+        in report
+    )
     capsys.readouterr()
 
     # a rerun keeps every run; any engine's map can carry them (each spec survives pickling, any order)

@@ -250,9 +250,8 @@ def compare(
     ]  # fmt: skip
     results_json = {"settings": settings, "evaluation_documents": held_out.description, "runs": runs}
     write_json(out / RESULTS_NAME, results_json)
-    write_report(
-        out, {key: settings[key] for key in _REPORTED if key in settings}, runs, notice=held_out.notice
-    )
+    reported = {key: settings[key] for key in _REPORTED if key in settings}
+    write_report(out, reported, runs, documents=held_out.description, notice=held_out.notice)
     return results_json
 
 
