@@ -23,7 +23,10 @@ from tokenizers import Tokenizer
 from ltsgen.loaders.contract import (
     EVAL_SPLIT,
     MANIFEST_NAME,
+    TEST_SPLIT,
     TOKENIZER_NAME,
+    TRAIN_SPLIT,
+    VALIDATION_SPLIT,
     ContractError,
     Manifest,
     atomic_path,
@@ -33,7 +36,7 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
 
-HELD_OUT_SPLITS = ("validation", "test")
+HELD_OUT_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 TOKENIZER_TRAINING_CHARS = 50_000_000  # enough text for a small BPE; bounds the time spent training one
 #: An evaluation needs at least this fraction of the asked documents at its longest length (fewer: an error;
 #: between this and all of them: it goes on with those it has and says so).
@@ -143,7 +146,7 @@ def _training_texts(data_dir, manifest: Manifest) -> Iterator[str]:
     from ltsgen.loaders.formats import read_shard
 
     budget = TOKENIZER_TRAINING_CHARS
-    for shard in manifest.shards("train"):
+    for shard in manifest.shards(TRAIN_SPLIT):
         for record in read_shard(join(str(data_dir), shard.path), manifest.format, columns=["text"]):
             yield record["text"]
             budget -= len(record["text"])
@@ -168,7 +171,7 @@ class TrainingBatches:
         from ltsgen.loaders import StreamingDataset
 
         self.blocks = StreamingDataset(
-            str(data_dir), "train", shuffle=True, seed=seed, rank=rank, world_size=world_size,
+            str(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
             batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer,
         )  # fmt: skip
         self.batch_size = batch_size
