@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ from ltsgen.loaders.contract import (
     read_manifest,
     sha256_file,
 )
+from ltsgen.loaders.sources import join
+from ltsgen.loaders.storage import Storage
 from ltsgen.training.errors import TrainingError
 
 PREFIX_SPLITS = ("validation", "test")
@@ -44,21 +45,24 @@ def resolve_tokenizer(data_dir, run_dir, *, tokenizer_path=None, vocab_size=2048
     from ltsgen.tokenizer import load_tokenizer, train_tokenizer
     from ltsgen.training import distributed
 
-    data_dir, run_dir = Path(data_dir), Path(run_dir)
+    data, run_dir = Storage(data_dir), Path(run_dir)  # the dataset: a local folder or any URL
     target = run_dir / TOKENIZER_NAME
-    own = data_dir / TOKENIZER_NAME
-    source = Path(tokenizer_path) if tokenizer_path else (own if own.exists() else None)
+    if tokenizer_path:
+        origin, name = Storage(Path(tokenizer_path).parent), Path(tokenizer_path).name
+    else:
+        origin, name = data, TOKENIZER_NAME
+    source = origin.location(name) if tokenizer_path or data.is_file(TOKENIZER_NAME) else None
     is_main = placement is None or placement.is_main
-    if source is not None and not source.exists():
+    if source is not None and not origin.is_file(name):
         raise DataError(f"{source}: tokenizer not found")
-    if source is not None and source != own:
-        _check_matches_tokenized_data(data_dir, source)
+    if tokenizer_path:
+        _check_matches_tokenized_data(data_dir, Path(tokenizer_path))
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         if source is not None and not target.exists():
             with atomic_path(target) as tmp:
-                shutil.copyfile(source, tmp)
-        elif source is not None and sha256_file(target) != sha256_file(source):
+                origin.download(name, tmp)
+        elif source is not None and sha256_file(target) != origin.sha256(name):
             raise DataError(
                 f"{target}: the run has another tokenizer than {source}; a run keeps its tokenizer"
             )
@@ -71,7 +75,7 @@ def resolve_tokenizer(data_dir, run_dir, *, tokenizer_path=None, vocab_size=2048
     return load_tokenizer(str(target)), target
 
 
-def _check_matches_tokenized_data(data_dir: Path, source: Path) -> None:
+def _check_matches_tokenized_data(data_dir, source: Path) -> None:
     """Token ids stored in the dataset only mean something with the tokenizer that made them."""
     manifest = read_manifest(data_dir)
     stored = manifest.tokenizer or {}
@@ -82,13 +86,13 @@ def _check_matches_tokenized_data(data_dir: Path, source: Path) -> None:
         )
 
 
-def _training_texts(data_dir: Path) -> Iterator[str]:
+def _training_texts(data_dir) -> Iterator[str]:
     from ltsgen.loaders.formats import read_shard
 
     manifest = read_manifest(data_dir)
     budget = TOKENIZER_TRAINING_CHARS
     for shard in manifest.shards("train"):
-        for record in read_shard(str(data_dir / shard.path), manifest.format, columns=["text"]):
+        for record in read_shard(join(data_dir, shard.path), manifest.format, columns=["text"]):
             yield record["text"]
             budget -= len(record["text"])
             if budget <= 0:
@@ -161,7 +165,6 @@ def load_eval_sets(data_dir, lengths, tokenizer, max_sequences: int) -> dict[int
     """
     from ltsgen.loaders import load_eval_set
 
-    data_dir = Path(data_dir)
     manifest = read_manifest(data_dir)
     stored = {shard.bucket for shard in manifest.splits.get(EVAL_SPLIT, [])}
     sets: dict[int, EvalSet] = {}
@@ -175,7 +178,7 @@ def load_eval_sets(data_dir, lengths, tokenizer, max_sequences: int) -> dict[int
     if remaining:
         split = next((name for name in PREFIX_SPLITS if name in manifest.splits), None)
         if split is None:
-            raise DataError(f"{data_dir / 'manifest.json'}: no validation or test split to evaluate on")
+            raise DataError(f"{join(data_dir, 'manifest.json')}: no validation or test split to evaluate on")
         sets.update(_prefix_eval_sets(data_dir, manifest, split, remaining, tokenizer, max_sequences))
     return sets
 
@@ -188,7 +191,7 @@ def _prefix_eval_sets(data_dir, manifest, split, lengths, tokenizer, max_sequenc
     longest = max(lengths)
     try:
         for shard in manifest.shards(split):
-            for record in read_shard(str(data_dir / shard.path), manifest.format):
+            for record in read_shard(join(data_dir, shard.path), manifest.format):
                 open_lengths = [length for length in lengths if len(rows[length]) < max_sequences]
                 if not open_lengths:
                     break
