@@ -4,7 +4,7 @@ A dataset directory::
 
     DIR/manifest.json                              written last, atomically
     DIR/README.md                                  data card
-    DIR/tokenizer.json                             when the data is tokenized
+    DIR/tokenizer.json                             when the data is tokenized, or a tokenizer is attached
     DIR/<split>/[<bucket>/]shard-00000.<ext>       ext: tar | parquet | jsonl.zst
 
 Split names are words (letters, digits, ``_``), as Hugging Face ``datasets`` requires: ``train``,
@@ -132,6 +132,12 @@ class Manifest:
     buckets: list[str] | None = None  # bucket folder names in length order, when bucketed
     extra: dict[str, Any] = field(default_factory=dict)  # statistics, ledgers, evaluation ids ...
     format_version: int = FORMAT_VERSION
+
+    @property
+    def tokenized(self) -> bool:
+        """Whether the records hold token ids (else a stored tokenizer, if any, tokenizes text on reading)."""
+        shards = [shard for split in self.splits.values() for shard in split]
+        return bool(shards) and all(shard.tokens is not None for shard in shards)
 
     def shards(self, split: str, bucket: str | None = None) -> list[ShardInfo]:
         if split not in self.splits:

@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ltsgen.card import CARD_FILES, ordered_splits
+from ltsgen.card import CARD_FILES, ordered_splits, require_card_dependencies
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
@@ -259,6 +259,8 @@ def run_build(
             or build beside files no build wrote (keeping them).
         progress, card: show a progress bar; write the data card at the end.
     """
+    if card:
+        require_card_dependencies()
     if engine is None:
         if workers < 1:
             raise BuildError(f"--workers must be at least 1, not {workers}")

@@ -24,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import require
 from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
 from ltsgen.loaders.storage import Storage, as_storage
 
@@ -34,6 +35,15 @@ SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_00
 
 
 CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
+
+CARD_PURPOSE = "data cards (or --no-card)"
+
+
+def require_card_dependencies() -> None:
+    """Stop with one line naming ``ltsgen[build]`` when a card could not be written: before a build, not
+    after it."""
+    require("matplotlib", "build", CARD_PURPOSE)
+    require("yaml", "build", CARD_PURPOSE)
 
 
 def write_card(directory: str | Path | Storage) -> str:
@@ -95,7 +105,7 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
     from ltsgen.loaders.formats import decode_shard
 
     lengths = _Lengths()
-    tokenized = manifest.tokenizer is not None
+    tokenized = manifest.tokenized
     columns = ["num_words", "source"] + (["num_tokens"] if tokenized else [])
     for split, shards in ordered_splits(manifest):
         for shard in shards:
@@ -114,10 +124,8 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
 
 
 def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    require("matplotlib", "build", CARD_PURPOSE).use("Agg")
+    plt = require("matplotlib.pyplot", "build", CARD_PURPOSE)
 
     plots = []
     for name, groups, unit in ((WORDS_PLOT, lengths.words, "words"), (TOKENS_PLOT, lengths.tokens, "tokens")):
@@ -166,9 +174,8 @@ def _features(manifest: Manifest) -> list[dict[str, Any]]:
     """The features as ``datasets.load_dataset`` produces them from these shards (YAML list form); ``meta``
     is a JSON string in every format."""
     import pyarrow as pa
-    from datasets import Features
 
-    tokenized = manifest.tokenizer is not None
+    tokenized = manifest.tokenized
     ids_type = pa.list_(pa.from_numpy_dtype(_token_dtype(manifest))) if tokenized else None
     scalars = [("id", pa.string()), ("source", pa.string()), ("num_words", pa.int64())]
     scalars += [("num_tokens", pa.int64())] if tokenized else []
@@ -186,7 +193,29 @@ def _features(manifest: Manifest) -> list[dict[str, Any]]:
         fields = [("txt", pa.string()), ("json", pa.struct(json_fields))]
         fields += [("input_ids.npy", ids_type)] if tokenized else []
         fields += [("__key__", pa.string()), ("__url__", pa.string())]
-    return Features.from_arrow_schema(pa.schema(fields))._to_yaml_list()
+    return [{"name": name, **yaml_feature(arrow_type)} for name, arrow_type in fields]
+
+
+def yaml_feature(arrow_type) -> dict[str, Any]:
+    """The Hugging Face card-YAML form of one arrow type, as ``datasets.Features`` writes it: ``dtype`` for
+    a value, ``struct`` for the fields of a struct, ``list``/``large_list`` for lists (a bare dtype or field
+    list when that is all the element holds)."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(arrow_type):
+        return {"struct": [{"name": field.name, **yaml_feature(field.type)} for field in arrow_type]}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        element = yaml_feature(arrow_type.value_type)
+        simple = next(iter(element.values())) if list(element) in (["dtype"], ["struct"]) else element
+        return {"large_list" if pa.types.is_large_list(arrow_type) else "list": simple}
+    return {"dtype": _ARROW_DTYPES.get(str(arrow_type), str(arrow_type))}
+
+
+_ARROW_DTYPES = {
+    "double": "float64",
+    "float": "float32",
+    "halffloat": "float16",
+}  # the rest keep arrow's name
 
 
 def _token_dtype(manifest: Manifest) -> str:
@@ -248,8 +277,7 @@ def render_header(manifest: Manifest) -> dict[str, Any]:
 
 def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
     """The full card text: YAML header, then the datasheet."""
-    import yaml
-
+    yaml = require("yaml", "build", CARD_PURPOSE)
     card = _card(manifest)
     header = yaml.safe_dump(render_header(manifest), sort_keys=False, allow_unicode=True, width=1000)
     name = card.get("pretty_name", manifest.source)
@@ -280,8 +308,13 @@ def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
     out.append("```json\n" + json.dumps(builder.get("arguments", {}), indent=2, sort_keys=True) + "\n```\n")
     if manifest.tokenizer:
         tokenizer = manifest.tokenizer
+        how = (
+            "Tokenized with"
+            if manifest.tokenized
+            else "Text stored untokenized; the loaders tokenize it with"
+        )
         out.append(
-            f"Tokenized with `{tokenizer.get('path')}` (vocabulary {tokenizer.get('vocab_size')}, "
+            f"{how} `{tokenizer.get('path')}` (vocabulary {tokenizer.get('vocab_size')}, "
             f"end-of-text id {tokenizer.get('eos_id')}, sha256 `{tokenizer.get('sha256')}`).\n"
         )
     out.append("## Uses\n")
@@ -293,7 +326,7 @@ def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
 
 
 def _composition(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
-    tokenized = manifest.tokenizer is not None
+    tokenized = manifest.tokenized
     rows = []
     for split, shards in ordered_splits(manifest):
         words = lengths.words.get(split, [])
@@ -386,7 +419,7 @@ def _reading(manifest: Manifest) -> str:
             "```python\nimport glob, datasets, webdataset as wds\n"
             f'ds = wds.WebDataset(sorted(glob.glob("{pattern}")), shardshuffle=False)\n'
             '# each sample: {"__key__": id, "txt": text bytes, "json": fields and meta'
-            + (', "input_ids.npy": token ids' if manifest.tokenizer else "")
+            + (', "input_ids.npy": token ids' if manifest.tokenized else "")
             + "}\n"
             f'hf = datasets.load_dataset("webdataset", data_files={{"{split}": "{pattern}"}})\n```\n'
         )

@@ -373,7 +373,5 @@ class RayEngine(Engine):
 
     def close(self) -> None:
         if self._started_here:
-            import ray
-
-            ray.shutdown()
+            require("ray", "ray", "--engine ray").shutdown()
             self._started_here = False

@@ -1,16 +1,22 @@
-"""Tokenizers: train a byte-level BPE, load any Hugging Face ``tokenizer.json`` (path or Hub name),
-find its end-of-text id, and encode batches straight into numpy arrays."""
+"""Tokenizers: train a byte-level BPE, save it as a ``tokenizer.json`` or a Hugging Face tokenizer folder,
+load any ``tokenizer.json`` (path or Hub name), find its end-of-text id, and encode batches straight into
+numpy arrays. (Attaching one to a dataset directory is ``ltsgen.attach``.)"""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
+from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -39,23 +45,6 @@ def train_tokenizer(
     )
     tokenizer.train_from_iterator(texts, trainer)
     return tokenizer
-
-
-def save_tokenizer(tokenizer: Tokenizer, path: str | Path, storage_options: dict | None = None) -> str:
-    """Write ``tokenizer`` to ``path`` (a local path or any ``ltsgen.loaders.storage`` URL) atomically (a
-    failed write leaves nothing); one-line ``TokenizerError`` when it cannot be written (full disk,
-    read-only folder, unreachable store)."""
-    from ltsgen.loaders.storage import StorageError, locate
-
-    folder, name = locate(path, storage_options)
-    try:
-        with folder.publish(name) as tmp:
-            tokenizer.save(str(tmp))
-    except StorageError as error:
-        raise TokenizerError(f"{path}: cannot write ({error.reason})") from None
-    except Exception as error:  # tokenizers raises a bare Exception for its OS errors
-        raise TokenizerError(f"{path}: cannot write ({_first_line(error)})") from None
-    return folder.location(name)
 
 
 def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
@@ -90,6 +79,11 @@ def eos_id(tokenizer: Tokenizer) -> int:
     raise TokenizerError(f"the tokenizer has none of the end-of-text tokens {', '.join(EOS_CANDIDATES)}")
 
 
+def eos_token(tokenizer: Tokenizer) -> str:
+    """The end-of-text token itself (``<|endoftext|>``, ``</s>``, ...)."""
+    return tokenizer.id_to_token(eos_id(tokenizer))
+
+
 def vocab_size(tokenizer: Tokenizer) -> int:
     return tokenizer.get_vocab_size(with_added_tokens=True)
 
@@ -106,6 +100,67 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
     values = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=int(offsets[-1]))
     return values, offsets
+
+
+def tokenizer_target(out: str | Path, storage_options: dict | None = None) -> tuple[Storage, str]:
+    """Where ``save_tokenizer`` writes the ``tokenizer.json`` for ``out``: the folder and the file's name in
+    it (``NAME.json``: its folder and ``NAME.json``; any other path or URL: that folder and
+    ``tokenizer.json``)."""
+    if str(out).endswith(".json"):
+        return locate(out, storage_options)
+    return Storage(out, storage_options), TOKENIZER_NAME
+
+
+def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict | None = None) -> str:
+    """Write ``tokenizer`` to ``out``, a local path or any ``ltsgen.loaders.storage`` URL: ``NAME.json`` gets
+    the ``tokenizer.json`` alone; any other path is a folder that ``transformers.AutoTokenizer
+    .from_pretrained`` loads whole (``tokenizer.json``, ``tokenizer_config.json``,
+    ``special_tokens_map.json``; the end-of-text token is the eos, bos and unk token, as in GPT-2).
+
+    Every file is published atomically, the ``tokenizer.json`` last; one that cannot be written (a full
+    disk, a read-only folder, an unreachable store) raises a one-line ``TokenizerError`` naming it.
+
+    Returns:
+        The location of the ``tokenizer.json``.
+    """
+    folder, name = tokenizer_target(out, storage_options)
+    files = {}
+    if not str(out).endswith(".json"):
+        token = eos_token(tokenizer)
+        special = {"bos_token": token, "eos_token": token, "unk_token": token}
+        config = {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "clean_up_tokenization_spaces": False,
+            **special,
+        }
+        for side, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+            files[side] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    files[name] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
+    for relpath, data in files.items():
+        try:
+            folder.write_bytes(relpath, data)
+        except StorageError as error:
+            raise TokenizerError(f"{folder.location(relpath)}: cannot write ({error.reason})") from None
+        except OSError as error:
+            raise TokenizerError(
+                f"{folder.location(relpath)}: cannot write ({error.strerror or error})"
+            ) from None
+    return folder.location(name)
+
+
+def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:
+    """The ``tokenizer.json`` bytes ltsgen writes: the same for one tokenizer wherever it is saved."""
+    return tokenizer.to_str(pretty=True).encode("utf-8")
+
+
+def manifest_entry(tokenizer: Tokenizer, raw: bytes) -> dict[str, Any]:
+    """The manifest's ``tokenizer`` field for ``tokenizer`` stored as ``raw`` (the bytes of its json)."""
+    return {
+        "path": TOKENIZER_NAME,
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "vocab_size": vocab_size(tokenizer),
+        "eos_id": eos_id(tokenizer),
+    }
 
 
 def _first_line(error: BaseException) -> str:

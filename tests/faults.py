@@ -46,6 +46,27 @@ def write_corpus(path: Path, documents: int = 150, seed: int = 0) -> Path:
     return path
 
 
+def corpus_and_tokenizer(folder: Path, documents: int = 60) -> tuple[Path, Path]:
+    """``write_corpus`` in ``folder`` and a 300-token BPE trained on it by ``ltsgen tokenizer`` (in process)."""
+    from ltsgen.cli import main
+
+    corpus = write_corpus(folder / "c4.jsonl", documents=documents)
+    tokenizer = folder / "tok.json"
+    argv = [
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        str(corpus),
+        "--vocab-size",
+        "300",
+        "--out",
+        str(tokenizer),
+    ]
+    assert main(argv) == 0
+    return corpus, tokenizer
+
+
 def ltsgen(
     *args: str, limit_file_blocks: int | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:

@@ -174,3 +174,27 @@ def test_card_of_a_bucketed_tokenized_build(tmp_path):
     assert "| job-0 | 8 |" in text and "Tokenized with `tokenizer.json` (vocabulary 512" in text
     assert (tmp_path / "buckets" / "token_length_histogram.png").stat().st_size > 1000
     assert "![token length histogram](token_length_histogram.png)" in text
+
+
+def test_features_yaml_is_what_datasets_writes(story_build):
+    import pyarrow as pa
+    from datasets import Features
+
+    from ltsgen.card import yaml_feature
+    from ltsgen.loaders.contract import read_manifest
+    from ltsgen.loaders.formats import read_shard
+
+    manifest = read_manifest(story_build)
+    shard = manifest.shards("train")[0]
+    metas = [r["meta"] for r in read_shard(str(story_build / shard.path), "parquet")]
+    types = {
+        "story meta": pa.array(metas).type,  # nested structs, lists of structs, lists of values
+        "token ids": pa.list_(pa.uint16()),
+        "values": pa.struct([(n, t) for n, t in [("a", pa.float64()), ("b", pa.bool_()), ("c", pa.null()),
+                             ("d", pa.float32()), ("e", pa.large_string()), ("f", pa.timestamp("s"))]]),
+        "nested lists": pa.large_list(pa.list_(pa.struct([("x", pa.int32())]))),
+    }  # fmt: skip
+    assert pa.types.is_struct(types["story meta"]) and types["story meta"].num_fields >= 3
+    for name, arrow_type in types.items():
+        reference = Features.from_arrow_schema(pa.schema([("column", arrow_type)]))._to_yaml_list()
+        assert [{"name": "column", **yaml_feature(arrow_type)}] == reference, name

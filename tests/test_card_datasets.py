@@ -10,7 +10,7 @@ from pathlib import Path
 import datasets
 import pytest
 import yaml
-from faults import write_corpus
+from faults import corpus_and_tokenizer
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, FORMATS, read_manifest
@@ -19,22 +19,7 @@ from ltsgen.loaders.formats import read_shard
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("corpus")
-    corpus = write_corpus(folder / "c4.jsonl", documents=60)
-    tokenizer = folder / "tok.json"
-    argv = [
-        "tokenizer",
-        "--source",
-        "c4",
-        "--input",
-        str(corpus),
-        "--vocab-size",
-        "300",
-        "--out",
-        str(tokenizer),
-    ]
-    assert main(argv) == 0
-    return corpus, tokenizer
+    return corpus_and_tokenizer(tmp_path_factory.mktemp("corpus"))
 
 
 def configurations(directory: Path) -> list[dict]:

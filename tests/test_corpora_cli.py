@@ -7,7 +7,7 @@ import argparse
 import re
 
 import pytest
-from faults import tree, write_corpus
+from faults import corpus_and_tokenizer, tree
 
 from ltsgen.cli import build_parser, main
 from ltsgen.loaders.contract import read_manifest
@@ -35,20 +35,7 @@ def test_buckets_defaults():
 
 
 def test_earlier_spellings_build_the_same_dataset(tmp_path):
-    corpus = write_corpus(tmp_path / "c4.jsonl", documents=30)
-    tokenizer = tmp_path / "tok.json"
-    argv = [
-        "tokenizer",
-        "--source",
-        "c4",
-        "--input",
-        str(corpus),
-        "--vocab-size",
-        "300",
-        "--out",
-        str(tokenizer),
-    ]
-    assert main(argv) == 0
+    corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=30)
     common = [
         "buckets",
         "--source",

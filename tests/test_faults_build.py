@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faults import end, kill_when, ltsgen, one_line_error, start, tree, write_corpus
+from faults import corpus_and_tokenizer, end, kill_when, ltsgen, one_line_error, start, tree, write_corpus
 
 from ltsgen.build import JOURNAL_NAME, STATE_DIR, JobResult, finished_manifest
 from ltsgen.cli import main
@@ -165,17 +165,25 @@ def test_full_disk_during_stories_is_one_line_and_leaves_nothing_that_looks_comp
 def test_full_disk_while_saving_a_tokenizer_is_one_line(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.jsonl", documents=40)
     out = tmp_path / "tok.json"
-    args = ["tokenizer", "--source", "c4", "--input", corpus, "--vocab-size", "600", "--out", out]
+    args = [
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        corpus,
+        "--vocab-size",
+        "600",
+        "--out",
+        out,
+        "--no-progress",
+    ]
     error = one_line_error(ltsgen(*args, limit_file_blocks=4), "tokenizer")
     assert f"{out}: cannot write (File too large" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
 def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path):
-    corpus = write_corpus(tmp_path / "corpus.jsonl")
-    tokenizer = tmp_path / "tok.json"
-    argv = ["tokenizer", "--source", "c4", "--input", str(corpus), "--vocab-size", "300"]
-    assert main([*argv, "--out", str(tokenizer)]) == 0
+    corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=150)
     out = tmp_path / "buckets"
     args = ["buckets", "--source", "c4", "--input", corpus, "--tokenizer", tokenizer, "--out", out]
     args += ["--bucket-lengths", "256,1024", "--eval-sequences", "3", "--no-progress"]

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from faults import ENV, LTSGEN, REPO, write_corpus
+from faults import ENV, LTSGEN, REPO, corpus_and_tokenizer
 
 from ltsgen.cli import main
 from ltsgen.corpora import inputs
@@ -26,16 +26,18 @@ NESTED = b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    return write_corpus(tmp_path_factory.mktemp("corpus") / "c4.jsonl", documents=60)
+def made(tmp_path_factory) -> tuple[Path, Path]:
+    return corpus_and_tokenizer(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="module")
-def tokenizer(corpus) -> Path:
-    path = corpus.parent / "tok.json"
-    argv = ["tokenizer", "--source", "c4", "--input", str(corpus), "--vocab-size", "300", "--out", str(path)]
-    assert main(argv) == 0
-    return path
+def corpus(made) -> Path:
+    return made[0]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(made) -> Path:
+    return made[1]
 
 
 def buckets(out: Path, inputs_: list[Path], tokenizer: Path, *extra: str) -> list[str]:
@@ -76,6 +78,7 @@ def test_json_nested_100000_deep_is_one_line_or_counted(tmp_path, corpus, tokeni
         "300",
         "--out",
         str(tmp_path / "t.json"),
+        "--no-progress",
     ]
     assert main(argv) == 2
     assert f"{bad}:{line}: JSON nested too deeply" in error_line(capsys, "tokenizer")
@@ -116,7 +119,16 @@ def test_one_50_mb_document_is_skipped_and_counted_in_bounded_memory(tmp_path, c
     assert peak < 1000, f"{peak:.0f} MiB"  # 6.5 GB when the document was tokenized whole
 
     run, peak = peak_rss_mib(
-        "tokenizer", "--source", "c4", "--input", big, "--vocab-size", "300", "--out", tmp_path / "t.json"
+        "tokenizer",
+        "--source",
+        "c4",
+        "--input",
+        big,
+        "--vocab-size",
+        "300",
+        "--out",
+        tmp_path / "t.json",
+        "--no-progress",
     )
     assert run.returncode == 0, run.stderr
     assert "trained on 60 documents" in run.stdout

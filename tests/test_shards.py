@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import webdataset as wds
+import zstandard
 
 from ltsgen.loaders.contract import FORMATS, ContractError
 from ltsgen.loaders.formats import read_shard
@@ -173,3 +174,18 @@ def test_duplicate_ids_and_missing_tokens_are_refused(tmp_path):
             w.write(record)
     with pytest.raises(ContractError, match="must end in .tar"):
         ShardWriter(tmp_path, "t/shard-00000.parquet", "webdataset")
+
+
+def test_shards_of_earlier_versions_with_meta_as_an_object_still_read(tmp_path):
+    records = make_records(3, False)
+    with tarfile.open(tmp_path / "old.tar", "w", format=tarfile.PAX_FORMAT) as tar:
+        for record in records:
+            fields = {"id": record["id"], "meta": record["meta"], "num_words": 17, "source": "lts"}
+            for ext, data in (("txt", record["text"].encode()), ("json", json.dumps(fields).encode())):
+                info = tarfile.TarInfo(f"{record['id']}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    lines = "".join(json.dumps({**r, "num_words": 17}) + "\n" for r in records).encode()
+    (tmp_path / "old.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
+    for name, fmt in (("old.tar", "webdataset"), ("old.jsonl.zst", "jsonl.zst")):
+        assert [r["meta"] for r in read_shard(tmp_path / name, fmt)] == [r["meta"] for r in records]

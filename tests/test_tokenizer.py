@@ -1,12 +1,18 @@
-"""Tokenizer training, loading and batch encoding, and `ltsgen tokenizer` from a corpus or a dataset."""
+"""Tokenizer training, loading and batch encoding; `ltsgen tokenizer` from a corpus or a dataset, into a
+tokenizer.json, a Hugging Face tokenizer folder, or attached to the dataset for the loaders."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import torch
 from test_corpora import ARXIV, C4_GZ, CODE, json_lines
 
 from ltsgen.cli import main
+from ltsgen.loaders.contract import ContractError, read_manifest, sha256_file
+from ltsgen.loaders.formats import read_shard
 from ltsgen.tokenizer import TokenizerError, encode_arrays, eos_id, load_tokenizer, train_tokenizer
 
 
@@ -92,3 +98,123 @@ def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, real_data, 
         capsys.readouterr().err.strip()
         == "ltsgen tokenizer: error: give either --data DIR or --source with --input"
     )
+
+
+# ---------------------------------------------------------------- where the tokenizer goes
+
+
+@pytest.fixture(scope="module")
+def stories(tmp_path_factory) -> Path:
+    """A small untokenized LongTinyStories build, as `ltsgen stories` writes it."""
+    out = tmp_path_factory.mktemp("attach") / "lts"
+    argv = ["stories", "--out", str(out), "--num-stories", "24", "--max-words", "500", "--no-progress"]
+    assert main([*argv, "--samples-per-shard", "8", "--splits", "train=0.75,validation=0.25"]) == 0
+    return out
+
+
+def _stream(directory: Path, split: str, tokenizer) -> np.ndarray:
+    """The split's documents in manifest order, tokenized, each followed by EOS: what packing cuts."""
+    manifest = read_manifest(directory)
+    ids = []
+    for shard in manifest.shards(split):
+        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"]):
+            ids += [*tokenizer.encode(record["text"], add_special_tokens=False).ids, eos_id(tokenizer)]
+    return np.asarray(ids)
+
+
+def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
+    from ltsgen.loaders import StreamingDataset
+
+    with pytest.raises(ContractError, match="not tokenized and no tokenizer was given or stored"):
+        StreamingDataset(stories, seq_len=64)
+    capsys.readouterr()
+    assert main(["tokenizer", "--data", str(stories), "--vocab-size", "400", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"{stories / 'tokenizer.json'}: byte-level BPE, vocabulary 400")
+    assert out.rstrip().endswith(f"attached to {stories} in its manifest")
+    manifest = read_manifest(stories)
+    assert not manifest.tokenized
+    assert manifest.tokenizer == {
+        "path": "tokenizer.json",
+        "sha256": sha256_file(stories / "tokenizer.json"),
+        "vocab_size": 400,
+        "eos_id": 0,
+    }
+    tokenizer = load_tokenizer(stories)
+    for split in ("train", "validation"):
+        blocks = [b["input_ids"] for b in StreamingDataset(stories, split, seq_len=64, shuffle=False)]
+        stream = _stream(stories, split, tokenizer)
+        assert len(blocks) == stream.size // 65 > 0
+        assert np.array_equal(torch.cat(blocks).numpy(), stream[: len(blocks) * 65])
+
+    # the card of an untokenized build with a tokenizer reads the text columns, not token ids
+    assert main(["card", str(stories)]) == 0
+    assert "Text stored untokenized; the loaders tokenize it with `tokenizer.json`" in (
+        stories / "README.md"
+    ).read_text(encoding="utf-8")
+    capsys.readouterr()
+
+    # training again replaces the attached tokenizer, and says so
+    first = sha256_file(stories / "tokenizer.json")
+    assert main(["tokenizer", "--data", str(stories), "--vocab-size", "300", "--no-progress"]) == 0
+    assert "(replacing the earlier one)" in capsys.readouterr().out
+    assert read_manifest(stories).tokenizer["sha256"] == sha256_file(stories / "tokenizer.json") != first
+    assert load_tokenizer(stories).get_vocab_size() == 300
+
+
+def test_attach_refuses_token_ids_of_another_tokenizer(tmp_path, real_data, capsys):
+    papers = tmp_path / "papers.jsonl"
+    papers.write_bytes(b"".join((real_data / ARXIV).read_bytes().splitlines(keepends=True)[:2]))
+    own = tmp_path / "own.json"
+    argv = ["--source", "redpajama-arxiv", "--input", str(papers)]
+    assert main(["tokenizer", *argv, "--vocab-size", "300", "--out", str(own), "--no-progress"]) == 0
+    data = tmp_path / "data"
+    build = ["buckets", *argv, "--out", str(data), "--tokenizer", str(own), "--no-card", "--no-progress"]
+    assert main([*build, "--eval-per-length", "0", "--splits", "train=1"]) == 0
+    before = {p.name: p.read_bytes() for p in data.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(["tokenizer", "--data", str(data), "--vocab-size", "400", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {data}: its records hold token ids of its own tokenizer; "
+        "give --out to write another tokenizer elsewhere\n"
+    )
+    assert {p.name: p.read_bytes() for p in data.iterdir() if p.is_file()} == before
+
+
+def test_out_folder_is_a_complete_hugging_face_tokenizer(tmp_path, real_data, texts):
+    from transformers import AutoTokenizer
+
+    corpus = ["--source", "c4", "--input", str(real_data / C4_GZ), "--max-documents", "100"]
+    folder, single = tmp_path / "hf-tokenizer", tmp_path / "single.json"
+    for out in (folder, single):
+        assert main(["tokenizer", *corpus, "--vocab-size", "500", "--out", str(out), "--no-progress"]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["single.json"]
+    assert (folder / "tokenizer.json").read_bytes() == single.read_bytes()
+
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    assert (hf.eos_token, hf.eos_token_id) == ("<|endoftext|>", 0)
+    assert (hf.bos_token_id, hf.unk_token_id, len(hf)) == (0, 0, 500)
+    own = load_tokenizer(single)
+    for text in [texts[0], texts[150][:3000], "naïve café — 東京 🚀"]:
+        ids = own.encode(text, add_special_tokens=False).ids
+        assert hf(text, add_special_tokens=False)["input_ids"] == ids
+        assert hf.decode(ids) == text
+    assert hf(texts[1])["input_ids"] + [hf.eos_token_id] == [*own.encode(texts[1]).ids, 0]
+
+
+def test_help_shows_each_default_once_and_examples():
+    import contextlib
+    import io
+
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        main(["tokenizer", "--help"])
+    text = " ".join(help_text.getvalue().split())
+    assert text.count("(default: 8192)") == 1 and "(default: None)" not in text
+    assert text.count("(default: train)") == 1 and "--no-progress no progress bar" in text
+    assert "examples: ltsgen tokenizer --data lts --vocab-size 2048" in text

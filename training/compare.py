@@ -15,11 +15,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ltsgen.errors import require
 from ltsgen.loaders.contract import atomic_path
 from ltsgen.training.data import resolve_tokenizer
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import EVAL_NAME, evaluate_run
-from ltsgen.training.report import write_report
+from ltsgen.training.report import PLOTS, write_report
 from ltsgen.training.train import SUMMARY_NAME, TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
@@ -172,6 +173,7 @@ def compare(
     ``workers`` > 1 that many at once in worker processes, each with an equal share of the CPU threads
     (progress bars off). Every run is the same wherever it runs.
     """
+    require("matplotlib", "train", PLOTS)  # missing: say so before training, not after
     out = Path(base.out)
     eval_lengths = sorted(set(eval_lengths))
     settings = {**asdict(base), "encodings": encodings, "eval_lengths": eval_lengths,

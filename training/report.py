@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import require
 from ltsgen.loaders.contract import atomic_path
 
 CSV_COLUMNS = (
@@ -19,6 +20,7 @@ CSV_COLUMNS = (
 DEGRADED = 1.5  # perplexity at the longest length over the in-distribution one, above which we say "degrades"
 CLOSE = 1.2  # ... and at or below which we say "stays close"
 GAP = 1.1  # how much better the worst extrapolating encoding must be than the best non-extrapolating one
+PLOTS = "comparison plots"
 NOT_EXTRAPOLATING = ("nope", "rope")
 EXTRAPOLATING = ("alibi", "kerple_log", "kerple_power", "fire", "ape")
 
@@ -63,12 +65,8 @@ def _series(rows, metric: str) -> dict[str, tuple[list[int], list[float]]]:
 
 
 def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    require("matplotlib", "train", PLOTS).use("Agg")
+    return require("matplotlib.pyplot", "train", PLOTS)
 
 
 def _style(encoding: str) -> dict[str, Any]:
@@ -93,7 +91,7 @@ def plot_vs_length(path: Path, rows, metric: str, ylabel: str, train_length: int
     ax.set_xticks(lengths, [str(length) for length in lengths])
     ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     if log_y:
-        from matplotlib.ticker import LogFormatter
+        LogFormatter = require("matplotlib.ticker", "train", PLOTS).LogFormatter  # noqa: N806
 
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(LogFormatter())

@@ -79,6 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (the summary stays)")
     parser.add_argument("--quiet", dest="no_progress", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-card", action="store_true", help="skip the data card (`ltsgen card DIR` writes it later)"
+    )
     parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
     add_storage_argument(parser)
     openai_backend.add_arguments(parser)
@@ -97,7 +100,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
         with engine_from(args) as engine:
-            result = run_build(spec, engine=engine, overwrite=args.overwrite, progress=not args.no_progress)
+            result = run_build(
+                spec,
+                engine=engine,
+                overwrite=args.overwrite,
+                progress=not args.no_progress,
+                card=not args.no_card,
+            )
     except (BuildError, ContractError) as error:
         raise UsageError(str(error)) from None
     print(result.summary(args.out, "stories"))

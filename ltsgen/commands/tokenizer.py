@@ -1,4 +1,5 @@
-"""``ltsgen tokenizer``: train a byte-level BPE tokenizer on a corpus or on a built dataset directory."""
+"""``ltsgen tokenizer``: train a byte-level BPE tokenizer on a corpus or on a built dataset directory, and
+save it as a Hugging Face tokenizer folder, a ``tokenizer.json``, or attached to the dataset itself."""
 
 from __future__ import annotations
 
@@ -14,13 +15,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "tokenizer",
-        summary="train a byte-level BPE tokenizer (tokenizer.json) on a corpus or a built dataset",
+        summary="train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)",
         description="Train a byte-level BPE tokenizer (GPT-2 style, the Hugging Face tokenizers library) with "
         "<|endoftext|> as its end-of-text token, on documents read with --source/--input or on the "
-        "train split of a built dataset directory (--data). Writes a tokenizer.json that any "
-        "Hugging Face tokenizer loads and that `ltsgen buckets --tokenizer` takes.",
+        "train split of a built dataset directory (--data).\n\n"
+        "Where it goes: --out NAME.json writes that tokenizer.json alone (what `ltsgen buckets "
+        "--tokenizer` and `ltsgen compare --tokenizer` take); --out FOLDER writes a complete Hugging "
+        "Face tokenizer folder (tokenizer.json, tokenizer_config.json, special_tokens_map.json) that "
+        "transformers.AutoTokenizer.from_pretrained(FOLDER) loads with its eos token; with --data and "
+        "no --out, the tokenizer is attached to the dataset: DIR/tokenizer.json, recorded in its "
+        "manifest, so that StreamingDataset(DIR, seq_len=N) tokenizes the text as it reads it.",
         examples=[
-            "ltsgen tokenizer --data lts --vocab-size 2048 --out lts-tokenizer.json",
+            "ltsgen tokenizer --data lts --vocab-size 2048                  # attach to the dataset lts",
+            "ltsgen tokenizer --data lts --vocab-size 2048 --out lts-tokenizer  # a Hugging Face folder",
             "ltsgen tokenizer --source c4 --input 'c4/*.json.gz' --vocab-size 8192 --out tok.json",
         ],
     )
@@ -35,8 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-documents", type=int, help="train on at most this many documents (the first ones)"
     )
     parser.add_argument(
-        "--out", required=True, help="where to write tokenizer.json (a path or s3:// gs:// file:// URL)"
+        "--out",
+        help="NAME.json for the tokenizer.json alone, or a folder for a Hugging Face tokenizer folder (a "
+        "path or s3:// gs:// file:// URL); required with --source (with --data, leaving it out attaches "
+        "the tokenizer to the dataset)",
     )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
@@ -56,47 +67,55 @@ def _dataset_texts(directory) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.corpora.inputs import InputError
+    from tqdm import tqdm
+
+    from ltsgen.attach import attach_tokenizer, attachable_manifest
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
-    from ltsgen.loaders.contract import ContractError
-    from ltsgen.loaders.storage import Storage, locate
-    from ltsgen.tokenizer import TokenizerError, save_tokenizer, train_tokenizer
+    from ltsgen.loaders.storage import Storage
+    from ltsgen.tokenizer import save_tokenizer, tokenizer_target, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
-    if args.source and not args.input:
-        raise UsageError("--source needs --input")
+    if args.source and not (args.input and args.out):
+        raise UsageError("--source needs --input and --out")
+    options = storage_options(args)
+    data = None if args.data is None else Storage(args.data, options)
+    if args.out is None:
+        attachable_manifest(data)  # refuse before the training, not after
+    else:
+        tokenizer_target(args.out, options)[0].check_writable()
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
     policy = screen(args)
-    options = storage_options(args)
-    locate(args.out, options)[0].check_writable()  # before the training, not after
 
     def texts() -> Iterator[str]:
-        if args.data is not None:
-            stream = _dataset_texts(Storage(args.data, options))
+        if data is not None:
+            stream = _dataset_texts(data)
         else:
             stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
-        for number, text in enumerate(stream):
-            if args.max_documents is not None and number >= args.max_documents:
-                return
-            counts["documents"] += 1
-            counts["characters"] += len(text)
-            yield text
+        with tqdm(desc="reading", unit=" documents", disable=args.no_progress) as bar:
+            for number, text in enumerate(stream):
+                if args.max_documents is not None and number >= args.max_documents:
+                    return
+                counts["documents"] += 1
+                counts["characters"] += len(text)
+                bar.update()
+                yield text
 
-    try:
-        tokenizer = train_tokenizer(texts(), args.vocab_size)
-        if counts["documents"] == 0:
-            raise UsageError("no documents to train on")
-        save_tokenizer(tokenizer, args.out, options)
-    except (InputError, ContractError, TokenizerError) as error:
-        raise UsageError(str(error)) from None
-    except OSError as error:
-        raise UsageError(f"{args.out}: cannot write ({error.strerror or error})") from None
+    tokenizer = train_tokenizer(texts(), args.vocab_size)
+    if counts["documents"] == 0:
+        raise UsageError("no documents to train on")
+    if args.out is None:
+        entry, previous = attach_tokenizer(data, tokenizer)
+        saved = data.location(entry["path"])
+        note = f"; attached to {data} in its manifest{' (replacing the earlier one)' if previous else ''}"
+    else:
+        saved, note = save_tokenizer(tokenizer, args.out, options), ""
     print(
-        f"{args.out}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
-        f"{counts['documents']:,} documents ({counts['characters']:,} characters) in {time.perf_counter() - started:.1f}s"
+        f"{saved}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
+        f"{counts['documents']:,} documents ({counts['characters']:,} characters) in "
+        f"{time.perf_counter() - started:.1f}s{note}"
     )
     if policy.counts:
         print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))

@@ -13,7 +13,6 @@ Two passes, both resumable and independent of the worker count:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -41,6 +40,7 @@ from ltsgen.build import (
     record_outputs,
     remove_build,
 )
+from ltsgen.card import require_card_dependencies
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
 from ltsgen.corpora.inputs import input_size
@@ -63,7 +63,7 @@ from ltsgen.corpora.spool import (
 from ltsgen.engines import Engine, SerialEngine, make_engine
 from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, TOKENIZER_NAME, shard_relpath, token_dtype
 from ltsgen.loaders.storage import Storage, as_storage
-from ltsgen.tokenizer import TokenizerError, eos_id, load_tokenizer, vocab_size
+from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
 # Below this many tokens the shard-writing pass runs in the main process unless the engine's workers are
@@ -195,17 +195,14 @@ def build_buckets(
         workers: with no ``engine``: 1 runs everything in this process, more in a local process pool.
         overwrite, progress, card: as for ``ltsgen.build.run_build``.
     """
+    if card:
+        require_card_dependencies()  # before tokenizing the corpus, not after
     if engine is None:
         with make_engine("local", workers) as own:
             return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)
     tokenizer = load_tokenizer(config.tokenizer)
     tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
-    tokenizer_info = {
-        "path": TOKENIZER_NAME,
-        "sha256": _sha256(tokenizer_text),
-        "vocab_size": vocab_size(tokenizer),
-        "eos_id": eos_id(tokenizer),
-    }
+    tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}
@@ -262,10 +259,6 @@ def _tokenizer_bytes(name: str, tokenizer) -> bytes:
     path = Path(name)
     path = path / TOKENIZER_NAME if path.is_dir() else path
     return path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 # ---------------------------------------------------------------- pass 1: tokenize

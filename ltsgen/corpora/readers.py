@@ -26,6 +26,7 @@ from ltsgen.corpora.inputs import (
     read_chunks,
     read_lines,
 )
+from ltsgen.errors import require
 
 JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
 PARQUET_SUFFIXES = (".parquet",)
@@ -197,7 +198,7 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
 
 def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
     """Any Hugging Face dataset, by Hub name or local folder, streamed with ``datasets.load_dataset``."""
-    import datasets
+    datasets = require("datasets", "corpora", "Hugging Face dataset inputs (--source hf)")
 
     text_field = options.text_field or "text"
     for name in inputs:

@@ -211,7 +211,9 @@ def build(args: argparse.Namespace) -> int:
         )
         spec.run_job = runner.write_shard
         with runner:
-            result = run_build(spec, workers=1, overwrite=args.overwrite, progress=False)
+            result = run_build(
+                spec, workers=1, overwrite=args.overwrite, progress=False, card=not args.no_card
+            )
     except (BuildError, ContractError, LLMError, OSError) as error:  # OSError: e.g. an unwritable --cache-dir
         raise UsageError(str(error)) from None
     except BudgetExhausted:

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import openai
-
-from ltsgen.errors import LtsgenError
+from ltsgen.errors import LtsgenError, require
 from ltsgen.stories.llm.cache import ResponseCache, request_key
 from ltsgen.stories.llm.ledger import Ledger
 
+openai = require("openai", "llm", "stories from --backend openai")
 RETRYABLE_STATUS = (408, 409, 429)
 CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)
 

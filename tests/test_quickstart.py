@@ -1,0 +1,78 @@
+"""The README's quickstart runs as written, at a small size, so that it cannot go stale.
+
+The test reads the fenced ``sh`` and ``python`` blocks of the README section "Quickstart" in order and runs
+them in one empty folder: every shell line (a ``\\``-continued command is one line) through the installed
+``ltsgen``, every Python block in a fresh interpreter. Before running, it makes the sizes small by plain
+text substitution, with the table ``SMALLER`` below: each entry must match the README at least once, so a
+quickstart edited without this table fails here instead of silently running at full size.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SECTION = "## Quickstart"
+BIN = Path(sys.executable).parent
+SMALLER = {
+    "--num-stories 400": "--num-stories 40",
+    "--max-words 3000": "--max-words 800",
+    "--vocab-size 2048": "--vocab-size 300",
+    "--workers 2": "--workers 1",
+    "seq_len=128": "seq_len=32",
+    "range(200)": "range(3)",
+    "--steps 300": "--steps 2",
+    "--train-length 64": "--train-length 16",
+    "--eval-lengths 64,256,1024": "--eval-lengths 16,32",
+    "--eval-sequences 12": "--eval-sequences 2",
+}
+
+
+def quickstart_blocks(readme: str) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block of the quickstart section, in order."""
+    start = readme.index(f"\n{SECTION}")
+    end = readme.find("\n## ", start + 1)
+    section = readme[start : end if end != -1 else None]
+    return re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.M | re.S)
+
+
+def shell_commands(code: str) -> list[list[str]]:
+    return [
+        shlex.split(line, comments=True) for line in code.replace("\\\n", " ").splitlines() if line.strip()
+    ]
+
+
+def test_readme_quickstart_runs(tmp_path):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    unused = [old for old in SMALLER if old not in readme[readme.index(SECTION) :]]
+    assert unused == [], "the quickstart changed: update SMALLER"
+    blocks = quickstart_blocks(readme)
+    assert [language for language, _ in blocks] == ["sh", "sh", "python", "sh"]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+    }
+    outputs = []
+    for language, code in blocks:
+        for old, new in SMALLER.items():
+            code = code.replace(old, new)
+        if language == "python":
+            runs = [[sys.executable, "-c", code]]
+        else:
+            runs = shell_commands(code)
+            assert all(command[0] == "ltsgen" for command in runs), runs
+        for command in runs:
+            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, f"{shlex.join(command[:3])}: {done.stderr}"
+            outputs.append(done.stdout)
+    assert (tmp_path / "lts" / "manifest.json").is_file() and (tmp_path / "lts" / "tokenizer.json").is_file()
+    assert re.search(r"^step 0: loss \d+\.\d\d$", outputs[2], flags=re.M), outputs[2]
+    report = (tmp_path / "lts-compare" / "report.md").read_text(encoding="utf-8")
+    assert all(encoding in report for encoding in ("rope", "alibi", "fire"))
