@@ -214,3 +214,25 @@ def test_buckets_killed_mid_upload_resume_to_the_same_bytes(s3_server, c4_on_s3,
     assert "resumed" in rerun.stdout and "kept from an earlier run" in rerun.stdout
     assert remote_tree(fs, prefix) == expected
     assert not fs.find(f"{prefix}/.ltsgen/chunks")
+
+
+def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path):
+    from test_training import write_tiny_dataset
+
+    data = write_tiny_dataset(tmp_path / "lts")
+    bucket = s3_server.bucket()
+    s3_server.client().put(f"{data}/", f"{bucket}/lts/", recursive=True)
+    common = ["--encoding", "alibi", "--train-length", "32", "--steps", "3", "--batch-size", "4", "--d-model", "32",
+              "--layers", "2", "--heads", "2", "--vocab-size", "300", "--device", "cpu",
+              "--log-every", "1", "--no-progress"]  # fmt: skip
+    for name, where in (("local", str(data)), ("s3", f"s3://{bucket}/lts")):
+        assert main(["train", *common, "--data", where, "--out", str(tmp_path / name)]) == 0
+        assert main(["evaluate", "--run", str(tmp_path / name), "--data", where, "--lengths", "16,32",
+                     "--eval-sequences", "4", "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
+    runs = [tmp_path / "local", tmp_path / "s3"]
+    losses = [[m["loss"] for m in map(json.loads, (run / "metrics.jsonl").open())] for run in runs]
+    assert losses[0] == losses[1] and len(losses[0]) == 3
+    results = [json.loads((run / "eval.json").read_text())["results"] for run in runs]
+    assert [(r["eval_length"], r["loss"]) for r in results[0]] == [
+        (r["eval_length"], r["loss"]) for r in results[1]
+    ]
