@@ -4,21 +4,16 @@ same bytes as the local engine, resume after the driver's kill -9, and compariso
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import time
 
 import pytest
-from process_tools import children, still_alive
-from test_remote_builds import BUCKETS, C4_GZ, LTSGEN, local_tree, remote_tree
+from process_tools import kill_9, wait_until
+from test_remote_builds import BUCKETS, C4_GZ, KILLED, LTSGEN, local_tree, remote_tree
 from test_training import write_tiny_dataset
 
 from ltsgen.cli import main
 
 ray = pytest.importorskip("ray")
-# small stories in many shards: Ray tasks take long enough that the kill lands mid-build
-MANY_SHARDS = ["--num-stories", "60", "--min-words", "100", "--max-words", "900", "--seed", "5"]
-MANY_SHARDS += ["--samples-per-shard", "2", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -47,29 +42,22 @@ def test_buckets_on_ray_into_s3_equal_the_local_engine(ray_runtime, s3_server, r
 def test_a_killed_ray_driver_resumes_from_the_journal(ray_runtime, s3_server, tmp_path, capsys):
     """Its resumed build (on another Ray runtime) equals the local engine's build, byte for byte."""
     reference = tmp_path / "reference"
-    assert main(["stories", "--out", str(reference), *MANY_SHARDS]) == 0
+    assert main(["stories", "--out", str(reference), *KILLED]) == 0
     bucket = s3_server.bucket()
     url, prefix = f"s3://{bucket}/lts", f"{bucket}/lts"
     fs = s3_server.client()
     # a driver of its own, with its own local Ray runtime
-    driver = subprocess.Popen([LTSGEN, "stories", "--out", url, *MANY_SHARDS, "--engine", "ray", "--workers", "2"],
+    driver = subprocess.Popen([LTSGEN, "stories", "--out", url, *KILLED, "--engine", "ray", "--workers", "2"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 240
-        while len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) < 2:
-            assert driver.poll() is None, "the build ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        runtime = children(driver.pid)  # the Ray processes its ray.init() started
-        driver.send_signal(signal.SIGKILL)
-        driver.wait(timeout=30)
-        assert still_alive(runtime, seconds=30) == []  # the local runtime goes with its driver
+        wait_until(driver, lambda: len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) >= 2, timeout=240)
+        kill_9(driver)  # its local Ray runtime must go with it
     finally:
         if driver.poll() is None:
             driver.kill()
             driver.wait()
     assert not fs.exists(f"{prefix}/manifest.json")
-    assert main(["stories", "--out", url, *MANY_SHARDS, "--engine", "ray"]) == 0
+    assert main(["stories", "--out", url, *KILLED, "--engine", "ray"]) == 0
     assert "kept from an earlier run" in capsys.readouterr().out
     assert remote_tree(fs, prefix) == local_tree(reference)
 
