@@ -12,17 +12,20 @@ read through a torch DataLoader, by:
 - flat memmap     one uint16 array + offsets, vectorised packing in the main process (the limit, not a loader)
 
 Two datasets: "lts" (log-normal lengths, median ~393 tokens, as LongTinyStories) and "c4" (one C4 length
-bucket, 512-1023 tokens). Each (system, workers) runs in a fresh process, which reports the median tokens/s
-of ``--epochs`` epochs, the time to the first batch, the time to the first batch after resuming mid-epoch
-(where the system can resume) and its peak RSS (with its DataLoader workers). Ratios are against the
-fastest peer in the same run.
+bucket, 512-1023 tokens), each in ``--shards`` shards (8: ~3 MB parquet shards). Each (system, workers)
+runs in a fresh process, which reports the median tokens/s of ``--epochs`` epochs and its peak RSS (with
+its DataLoader workers). The first batch of a freshly constructed loader (construction included, imports
+excluded) and the first batch after resuming mid-epoch are measured with 0 workers in ``--repeats`` more
+fresh processes per system, taken in turns so that a busy machine slows every system alike; the tables
+give their medians. Ratios are against the fastest peer in the same run.
 
-    python benchmarks/loaders.py [--docs 20000] [--epochs 3] [--workers 0,2] [--datasets lts,c4]
+    python benchmarks/loaders.py [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,2] [--datasets lts,c4]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import os
@@ -40,7 +43,6 @@ import numpy as np
 BATCH = 8
 EOS = 0
 VOCAB = 8192
-SHARDS = 20
 SHUFFLE_BUFFER = 1000
 SYSTEMS = ("ltsgen", "ltsgen-w1", "ltsgen-tar", "webdataset", "hf-datasets", "mosaicml", "flat-memmap")
 
@@ -54,22 +56,26 @@ def document_lengths(kind: str, docs: int, rng: np.random.Generator) -> np.ndarr
     return rng.integers(512, 1024, docs)
 
 
-def write_data(root: Path, kind: str, docs: int) -> Path:
+def data_dir(root: Path, kind: str, docs: int, shards: int) -> Path:
+    return root / f"{kind}-{docs}-{shards}"
+
+
+def write_data(root: Path, kind: str, docs: int, shards: int) -> Path:
     """Tokenized documents as ltsgen parquet and tar directories, MDS shards and a flat memmap."""
     from ltsgen.loaders.contract import Manifest, write_manifest
     from ltsgen.shards import ShardWriter
 
-    directory = root / kind
+    directory = data_dir(root, kind, docs, shards)
     if (directory / "done").exists():
         return directory
     rng = np.random.default_rng(0)
     lengths = document_lengths(kind, docs, rng)
     tokens = rng.integers(1, VOCAB, int(lengths.sum()), dtype=np.uint16)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    per_shard = -(-docs // SHARDS)
+    per_shard = -(-docs // shards)
     for fmt, ext in (("parquet", "parquet"), ("webdataset", "tar")):
         infos = []
-        for shard in range(SHARDS):
+        for shard in range(shards):
             relpath = f"train/shard-{shard:05d}.{ext}"
             with ShardWriter(directory / fmt, relpath, fmt, token_dtype="uint16") as writer:
                 for i in range(shard * per_shard, min(docs, (shard + 1) * per_shard)):
@@ -136,15 +142,33 @@ def packed(iterable_factory, block: int):
 
 
 def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len: int) -> dict:
+    """Throughput (median tokens/s of ``epochs`` epochs), the first batch of this run, and peak RSS."""
     import torch
 
     torch.set_num_threads(1)
     block = seq_len + 1
-    result: dict = {}
     warm_imports(system)
     begin = time.perf_counter()
-    make_epoch, resume = build(system, directory, workers, seq_len)
-    rates = []
+    make_epoch, _ = build(system, directory, workers, seq_len)
+    result = time_epochs(make_epoch, epochs, block, begin)
+    result["tokens_per_s"] = statistics.median(result["rates"])
+    result["samples_per_s"] = result["tokens_per_s"] / block
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
+    return result
+
+
+def time_epochs(make_epoch, epochs: int, block: int, begin: float) -> dict:
+    """Read ``epochs`` epochs of [BATCH, block] int64 batches from ``make_epoch(epoch)``.
+
+    Returns:
+        ``first_batch_s`` (from ``begin``, a ``perf_counter`` time), ``rates`` (tokens/s of each epoch)
+        and ``tokens_per_epoch``.
+    """
+    import torch
+
+    result: dict = {"rates": []}
     for epoch in range(epochs):
         start = time.perf_counter()
         tokens = 0
@@ -153,23 +177,38 @@ def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len:
                 result["first_batch_s"] = time.perf_counter() - begin
             assert batch.shape == (BATCH, block) and batch.dtype == torch.int64, batch.shape
             tokens += batch.numel()
-        rates.append(tokens / (time.perf_counter() - start))
+        result["rates"].append(tokens / (time.perf_counter() - start))
         result["tokens_per_epoch"] = tokens
-    result["tokens_per_s"] = statistics.median(rates)
-    result["samples_per_s"] = result["tokens_per_s"] / block
-    if resume is not None and workers == 0:
+    return result
+
+
+def first_batches(system: str, directory: Path, seq_len: int) -> dict:
+    """In a fresh process with 0 workers: seconds to the first batch of a new loader (construction
+    included), then to the first batch of another new loader resumed mid-epoch (where the system can)."""
+    import torch
+
+    torch.set_num_threads(1)
+    warm_imports(system)
+    begin = time.perf_counter()
+    make_epoch, resume = build(system, directory, 0, seq_len)
+    next(iter(make_epoch(0)))
+    result = {"first_batch_s": time.perf_counter() - begin}
+    if resume is not None:
         result["resume_s"] = resume()
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
     return result
 
 
 def warm_imports(system: str) -> None:
-    """Import a system's modules before the clock starts: first-batch time is about the data, not imports."""
+    """Import a system's modules before the clock starts, then collect the garbage the imports left: the
+    first batch is about the data, not about imports or a full collection that their objects would trigger
+    at an arbitrary later moment (~70 ms with torch loaded, whichever system allocates next)."""
+    _import_system(system)
+    gc.collect()
+
+
+def _import_system(system: str) -> None:
     if system.startswith("ltsgen"):
         import pyarrow.parquet  # noqa: F401
-        import torchdata.stateful_dataloader  # noqa: F401
 
         import ltsgen.loaders.dataset  # noqa: F401
     elif system == "webdataset":
@@ -349,62 +388,88 @@ def available(system: str) -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=20000)
+    parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="fresh processes per first-batch measurement")
     parser.add_argument("--seq-len", type=int, default=1024)
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--datasets", default="lts,c4")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--data", type=Path, help="where to keep the generated data (default: a temp dir)")
     parser.add_argument("--run", nargs=3, metavar=("SYSTEM", "DIR", "WORKERS"), help=argparse.SUPPRESS)
-    parser.add_argument("--write", nargs=3, metavar=("ROOT", "KIND", "DOCS"), help=argparse.SUPPRESS)
+    parser.add_argument("--first", nargs=2, metavar=("SYSTEM", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--write", nargs=4, metavar=("ROOT", "KIND", "DOCS", "SHARDS"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.write:
-        write_data(Path(args.write[0]), args.write[1], int(args.write[2]))
+        write_data(Path(args.write[0]), args.write[1], int(args.write[2]), int(args.write[3]))
         return
     if args.run:
         system, directory, workers = args.run
         print(json.dumps(run_system(system, Path(directory), int(workers), args.epochs, args.seq_len)))
         return
+    if args.first:
+        print(json.dumps(first_batches(args.first[0], Path(args.first[1]), args.seq_len)))
+        return
     root = args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-loaders-"))
+    systems = [s for s in args.systems.split(",") if available(s) is None]
     for kind in args.datasets.split(","):
         # written by a child process: the driver stays small, and peak RSS is inherited across fork and exec
-        subprocess.run([sys.executable, __file__, "--write", str(root), kind, str(args.docs)], check=True)
-        directory = root / kind
+        write = ["--write", str(root), kind, str(args.docs), str(args.shards)]
+        subprocess.run([sys.executable, __file__, *write], check=True)
+        directory = data_dir(root, kind, args.docs, args.shards)
         lengths = np.diff(np.load(directory / "offsets.npy"))
-        print(
-            f"\n## {kind}: {len(lengths):,} documents, {lengths.sum() / 1e6:.1f}M tokens, median length "
-            f"{int(np.median(lengths))}; [{BATCH}, {args.seq_len + 1}] blocks, median of {args.epochs} epochs\n"
-        )
-        print("| system | workers | M tokens/s | samples/s | first batch | resume | peak RSS |")
-        print("|---|---|---|---|---|---|---|")
+        shard_mb = np.mean([p.stat().st_size for p in (directory / "parquet" / "train").iterdir()]) / 1e6
         rows = []
         for system in args.systems.split(","):
             for workers in [int(w) for w in args.workers.split(",")]:
                 if system == "flat-memmap" and workers:
                     continue
-                row = {"system": system, "workers": workers}
-                why = available(system)
-                if why is None:
-                    command = [
-                        sys.executable,
-                        __file__,
-                        "--epochs",
-                        str(args.epochs),
-                        "--seq-len",
-                        str(args.seq_len),
-                    ]
-                    command += ["--run", system, str(directory), str(workers)]
-                    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-                    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
-                    if done.returncode == 0:
-                        row.update(json.loads(done.stdout.strip().splitlines()[-1]))
-                    else:
-                        why = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:100]
-                row["why"] = why
+                row = {"system": system, "workers": workers, "why": available(system)}
+                if row["why"] is None:
+                    done = child([*common(args), "--run", system, str(directory), str(workers)])
+                    row.update(done if isinstance(done, dict) else {"why": done})
                 rows.append(row)
-                print(format_row(row), flush=True)
+        firsts: dict[str, list[dict]] = {system: [] for system in systems}
+        for _ in range(args.repeats):  # in turns: a busy moment slows every system alike
+            for system in systems:
+                done = child([*common(args), "--first", system, str(directory)])
+                if isinstance(done, dict):
+                    firsts[system].append(done)
+        for row in rows:
+            measured = firsts.get(row["system"]) if row["workers"] == 0 else None
+            if measured:
+                for key in ("first_batch_s", "resume_s"):
+                    if all(key in m for m in measured):
+                        row[key] = statistics.median(m[key] for m in measured)
+        print(
+            f"\n## {kind}: {len(lengths):,} documents, {lengths.sum() / 1e6:.1f}M tokens, median length "
+            f"{int(np.median(lengths))}, {args.shards} parquet shards of {shard_mb:.1f} MB; "
+            f"[{BATCH}, {args.seq_len + 1}] blocks; median of {args.epochs} epochs, first batch and resume "
+            f"medians of {args.repeats} fresh processes (0 workers)\n"
+        )
+        print("| system | workers | M tokens/s | samples/s | first batch | resume | peak RSS |")
+        print("|---|---|---|---|---|---|---|")
+        for row in rows:
+            print(format_row(row))
         report_ratios(rows)
-    shuffle_quality(args.docs, SHARDS)
+    shuffle_quality(args.docs, args.shards)
+
+
+def common(args: argparse.Namespace) -> list[str]:
+    return ["--epochs", str(args.epochs), "--seq-len", str(args.seq_len)]
+
+
+def child(arguments: list[str]) -> dict | str:
+    """Run this script with ``arguments`` in a fresh process: its JSON result, or why it failed."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    done = subprocess.run(
+        [sys.executable, __file__, *arguments], capture_output=True, text=True, env=env, timeout=1800
+    )
+    if done.returncode == 0:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    return "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:100]
 
 
 def format_row(row: dict) -> str:
@@ -426,14 +491,16 @@ def report_ratios(rows: list[dict]) -> None:
         ours = ran["ltsgen"]
         best = max(peers, key=lambda r: r["tokens_per_s"])
         first = min(peers, key=lambda r: r["first_batch_s"])
-        window_one = (
-            f" (shuffle_window=1: {ran['ltsgen-w1']['first_batch_s']:.3f} s)" if "ltsgen-w1" in ran else ""
-        )
-        print(
+        line = (
             f"\nworkers={workers}: ltsgen {ours['tokens_per_s'] / best['tokens_per_s']:.1f}x the tokens/s of the "
-            f"fastest peer ({best['system']}); first batch {ours['first_batch_s']:.3f} s{window_one}, the quickest "
-            f"peer's {first['first_batch_s']:.3f} s ({first['system']})"
+            f"fastest peer ({best['system']}); first batch {ours['first_batch_s']:.3f} s, the quickest peer's "
+            f"{first['first_batch_s']:.3f} s ({first['system']})"
         )
+        resumable = [r for r in peers if "resume_s" in r]
+        if "resume_s" in ours and resumable:
+            quickest = min(resumable, key=lambda r: r["resume_s"])
+            line += f"; resume {ours['resume_s']:.3f} s, {quickest['system']}'s {quickest['resume_s']:.3f} s"
+        print(line)
 
 
 if __name__ == "__main__":

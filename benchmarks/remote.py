@@ -1,28 +1,45 @@
-"""Beyond one machine, measured on one: the Ray engine and object storage against their local counterparts.
+"""Beyond one machine, measured on one: the Ray engine, object storage and remote loading against their
+local counterparts and peers, in one run.
 
-Each measurement is one function below; ``--only NAME`` runs one of them. Contestants run side by side
-in ``--rounds`` round-robin rounds (shared machines are noisy) and the tables give medians. Every build is
-a fresh ``ltsgen`` process, as a user runs it, so the wall times include start-up (and, for Ray, starting
-a local Ray runtime); the job-phase rates (what the build prints as "shards written at N words/s") leave
-start-up, statistics and card out.
+Each measurement is one function below; ``--only NAME`` runs one of them. Every contestant runs in a fresh
+process, as a user runs it; the S3 server is the one the tests use (``tests/s3_server.py``: moto's
+standalone server on 127.0.0.1), in its own process.
+
+Builds (``--rounds`` round-robin rounds, since shared machines are noisy; the tables give medians; wall
+times include start-up and, for Ray, starting a local Ray runtime; the job-phase rates (what the build
+prints as "shards written at N words/s") leave start-up, statistics and card out):
 
 - ``ray_build``:    ``ltsgen stories`` with ``--engine ray --workers 2`` (a local Ray runtime on this
                     machine) against ``--workers 2`` (the local process pool), same arguments, both writing
                     to a local folder; plus Ray's fixed cost alone (``ray.init(num_cpus=2)``, one trivial
                     task, ``ray.shutdown()``).
 - ``ray_buckets``:  ``ltsgen buckets`` (C4 sample) the same way: both passes on Ray against the local pool.
-- ``s3_build``:     ``ltsgen stories --workers 2`` into ``s3://`` on the local S3-compatible server (moto,
-                    127.0.0.1) against the same build into a local folder: the cost of publishing every
-                    shard, journal line and lease through an object store.
+- ``s3_build``:     ``ltsgen stories --workers 2`` into ``s3://`` against the same build into a local
+                    folder: the cost of publishing every shard, journal line and lease through an object
+                    store.
 
-The S3 server is the one the tests use (``tests/s3_server.py``), in its own process.
+Loaders (``loaders``): the documents of ``benchmarks/loaders.py`` (written once as ltsgen parquet shards
+and as MosaicML MDS shards) are uploaded to one bucket, then shuffled, packed into [8, seq_len + 1] int64
+blocks and read through a torch DataLoader from ``s3://`` by
 
-Usage: python benchmarks/remote.py [--rounds 3] [--stories 3000] [--only ray_build]
+- ltsgen cache     ``StreamingDataset(url, seq_len=..., cache_dir=...)``: the node-local shard cache
+- ltsgen no cache  ``StreamingDataset(url, seq_len=...)``: every process reads its shards, every epoch
+- MosaicML         ``streaming.StreamingDataset(remote=url, local=...)``, its remote mode with its own cache
+
+Each (system, workers) runs in a fresh process with a fresh cache, and reports the first batch (cold:
+construction and the first downloads included, imports excluded), the tokens/s of the first epoch (cold)
+and the median of the later ones (warm), and the GET requests the server received for shards.
+
+    python benchmarks/remote.py [--only NAME] [--rounds 3] [--stories 3000]
+                                [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,2]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -34,13 +51,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 C4 = REPO / "tests" / "fixtures" / "c4_en" / "c4-train.00000-of-01024.first400.json.gz"
 RATE = re.compile(r"shards written at ([\d,]+) words/s")
+SYSTEMS = ("ltsgen-cache", "ltsgen-nocache", "mosaicml")
 
 sys.path.insert(0, str(REPO / "tests"))
 from s3_server import S3Server  # noqa: E402
+
+# ------------------------------------------------------------------ builds: the Ray engine and object storage
 
 
 def run_ltsgen(args: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
@@ -182,17 +203,167 @@ def s3_build(args: argparse.Namespace) -> None:
     print_table(f"ltsgen stories --workers 2, {args.stories:,} stories", results, "local folder")
 
 
-MEASUREMENTS = {"ray_build": ray_build, "ray_buckets": ray_buckets, "s3_build": s3_build}
+# ------------------------------------------------------------------------------------- loaders from s3://
+
+
+def _module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+local_bench = _module("loader_benchmark", HERE / "loaders.py")
+
+
+def run_loader(system: str, url: str, workers: int, epochs: int, seq_len: int, scratch: Path) -> dict:
+    """First batch and per-epoch tokens/s of one system reading ``url`` (``scratch``: its fresh cache)."""
+    import torch
+
+    torch.set_num_threads(1)
+    block = seq_len + 1
+    if system.startswith("ltsgen"):
+        import pyarrow.parquet  # noqa: F401
+
+        from ltsgen.loaders import StreamingDataset
+    else:
+        mosaic = local_bench.import_mosaic()
+        mosaic.util.clean_stale_shared_memory()
+    gc.collect()
+    begin = time.perf_counter()
+    if system.startswith("ltsgen"):
+        cache = {"cache_dir": scratch} if system == "ltsgen-cache" else {}
+        dataset = StreamingDataset(url, seq_len=seq_len, batch_size=local_bench.BATCH, seed=0, **cache)
+        loader = dataset.loader(num_workers=workers)
+
+        def epoch_batches(epoch):
+            dataset.set_epoch(epoch)
+            return (batch["input_ids"] for batch in loader)
+
+    else:
+        remote = mosaic.StreamingDataset(
+            remote=url, local=str(scratch), shuffle=True, batch_size=local_bench.BATCH
+        )
+
+        def epoch_batches(epoch):
+            wrapped = local_bench.packed(lambda: (sample["input_ids"] for sample in remote), block)
+            return torch.utils.data.DataLoader(
+                wrapped, batch_size=local_bench.BATCH, num_workers=workers, drop_last=True
+            )
+
+    return local_bench.time_epochs(epoch_batches, epochs, block, begin)
+
+
+def upload(server, directory: Path) -> dict[str, str]:
+    """The parquet and MDS shards in one bucket; system -> URL."""
+    bucket = server.bucket()
+    client = server.client()
+    client.put(str(directory / "parquet"), f"{bucket}/ltsgen", recursive=True)
+    urls = {"ltsgen-cache": f"s3://{bucket}/ltsgen", "ltsgen-nocache": f"s3://{bucket}/ltsgen"}
+    if (directory / "mds").is_dir():
+        client.put(str(directory / "mds"), f"{bucket}/mds", recursive=True)
+        urls["mosaicml"] = f"s3://{bucket}/mds"
+    return urls
+
+
+def loaders(args: argparse.Namespace) -> None:
+    server = S3Server.start()
+    try:
+        loaders_section(server, args, args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-remote-")))
+    finally:
+        server.stop()
+
+
+def loaders_section(server, args: argparse.Namespace, root: Path) -> None:
+    kind = "lts"
+    write = ["--write", str(root), kind, str(args.docs), str(args.shards)]
+    subprocess.run([sys.executable, str(HERE / "loaders.py"), *write], check=True)
+    directory = local_bench.data_dir(root, kind, args.docs, args.shards)
+    urls = upload(server, directory)
+    env = dict(os.environ, **server.env, S3_ENDPOINT_URL=server.endpoint, OMP_NUM_THREADS="1")
+    rows = []
+    for system in SYSTEMS:
+        for workers in [int(w) for w in args.workers.split(",")]:
+            row = {"system": system, "workers": workers}
+            if system not in urls:
+                row["why"] = "not installed (make bench-peers)"
+                rows.append(row)
+                continue
+            with (
+                tempfile.TemporaryDirectory(prefix="ltsgen-remote-") as scratch,
+                server.recording() as requests,
+            ):
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--epochs",
+                    str(args.epochs),
+                    "--seq-len",
+                    str(args.seq_len),
+                ]
+                command += ["--run", system, urls[system], str(workers), scratch]
+                done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+            if done.returncode == 0:
+                row.update(json.loads(done.stdout.strip().splitlines()[-1]))
+                row["gets"] = sum(1 for method, path in requests if method == "GET" and "/shard" in path)
+            else:
+                row["why"] = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]
+            rows.append(row)
+    print(
+        f"\n## Loaders from s3:// (moto on 127.0.0.1): {kind}, {args.docs:,} documents in {args.shards} shards; "
+        f"[{local_bench.BATCH}, {args.seq_len + 1}] blocks; {args.epochs} epochs\n"
+    )
+    print(
+        "| system | workers | first batch (cold) | epoch 1, M tokens/s | later epochs, M tokens/s | shard GETs |"
+    )
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        if "why" in row:
+            print(f"| {row['system']} | {row['workers']} | {row['why']} | | | |")
+            continue
+        later = statistics.median(row["rates"][1:]) if len(row["rates"]) > 1 else float("nan")
+        print(
+            f"| {row['system']} | {row['workers']} | {row['first_batch_s']:.3f} s | {row['rates'][0] / 1e6:.2f} | "
+            f"{later / 1e6:.2f} | {row['gets']} |"
+        )
+    for workers in sorted({row["workers"] for row in rows}):
+        ran = {r["system"]: r for r in rows if r["workers"] == workers and "why" not in r}
+        if "ltsgen-cache" in ran and "mosaicml" in ran:
+            ours, theirs = ran["ltsgen-cache"], ran["mosaicml"]
+            print(
+                f"\nworkers={workers}: ltsgen with its cache {ours['rates'][0] / theirs['rates'][0]:.1f}x MosaicML's "
+                f"tokens/s in the first epoch, {statistics.median(ours['rates'][1:]) / statistics.median(theirs['rates'][1:]):.1f}x "
+                f"later; first batch {ours['first_batch_s']:.3f} s against {theirs['first_batch_s']:.3f} s"
+            )
+
+
+MEASUREMENTS = {"ray_build": ray_build, "ray_buckets": ray_buckets, "s3_build": s3_build, "loaders": loaders}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--stories", type=int, default=3000, help="stories per build")
     parser.add_argument("--only", choices=sorted(MEASUREMENTS), help="run one measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="builds: rounds of each contestant")
+    parser.add_argument("--stories", type=int, default=3000, help="builds: stories per build")
+    parser.add_argument("--docs", type=int, default=20000, help="loaders: documents")
+    parser.add_argument("--shards", type=int, default=8, help="loaders: shards")
+    parser.add_argument("--epochs", type=int, default=3, help="loaders: epochs")
+    parser.add_argument("--seq-len", type=int, default=1024, help="loaders: block length")
+    parser.add_argument("--workers", default="0,2", help="loaders: DataLoader worker counts")
+    parser.add_argument(
+        "--data", type=Path, help="loaders: where to keep the generated data (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--run", nargs=4, metavar=("SYSTEM", "URL", "WORKERS", "SCRATCH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.run:
+        system, url, workers, scratch = args.run
+        print(json.dumps(run_loader(system, url, int(workers), args.epochs, args.seq_len, Path(scratch))))
+        return
     for name, measure in MEASUREMENTS.items():
         if args.only in (None, name):
             measure(args)

@@ -5,7 +5,8 @@ Public names:
 - ``StreamingDataset(path_or_url, split="train", *, bucket=None, shuffle=True, seed=0, epoch=0, rank=None,
   world_size=None, columns=None, transform=None, batch_size=None, remainder="drop", shuffle_window=4,
   seq_len=None, position_ids=False, tokenizer=None, eos_id=None, by_bucket=False, verify=True,
-  on_error="raise", allow_pipe=False)``: an ``IterableDataset`` of this rank's records (dicts), or of packed
+  on_error="raise", allow_pipe=False, storage_options=None, cache_dir=None, cache_limit=None)``: an
+  ``IterableDataset`` of this rank's records (dicts), or of packed
   blocks ``{"input_ids": LongTensor[seq_len + 1]}`` when ``seq_len`` is set. ``loader(num_workers)`` gives a
   ``StreamingLoader`` (a torch DataLoader) of whole batches (``{"input_ids": LongTensor[batch_size, seq_len + 1]}``)
   in the same order for any worker count; ``state_dict()`` / ``load_state_dict()`` on either (also from any
@@ -18,9 +19,10 @@ Public names:
 - ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that does not
   fit the dataset it is loaded into.
 
-Modules: ``contract`` (the dataset-directory contract), ``sources`` (bytes from paths and URLs),
-``formats`` (shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order``
-(the stateless epoch order), ``packing``, ``buckets``, ``dataset``.
+Modules: ``contract`` (the dataset-directory contract), ``storage`` (paths and URLs as filesystems),
+``sources`` (bytes from paths, URLs and ``pipe:``), ``cache`` (the node-local shard cache), ``formats``
+(shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order`` (the
+stateless epoch order), ``packing``, ``buckets``, ``dataset``.
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """

@@ -15,7 +15,12 @@ from .contract import EVAL_SPLIT, ContractError
 
 
 class PadCollate:
-    """Collate records of one bucket into ``input_ids`` [B, L] (right-padded with ``pad_id``) and ``lengths``."""
+    """Collate records of one bucket into ``input_ids`` [B, L] (right-padded with ``pad_id``) and ``lengths``.
+
+    Args:
+        pad_id: the token id that fills rows shorter than the longest.
+        max_len: cut longer records to this many tokens (None: keep all).
+    """
 
     def __init__(self, pad_id: int, max_len: int | None = None) -> None:
         self.pad_id, self.max_len = pad_id, max_len
@@ -36,9 +41,16 @@ class PadCollate:
 def load_eval_set(
     path_or_url: str | os.PathLike, length: int, *, split: str = EVAL_SPLIT, allow_pipe: bool = False
 ) -> torch.Tensor:
-    """The evaluation sequences of exactly ``length`` tokens (``DIR/<split>/<length>/``), as LongTensor [n, length].
+    """The evaluation sequences of exactly ``length`` tokens (``DIR/<split>/<length>/``), in stored order.
 
-    ``split="eval_concat"`` reads the concatenated-stream variant. Sequences keep their stored order.
+    Args:
+        path_or_url: the dataset directory.
+        length: the sequence length (the bucket folder's name).
+        split: ``EVAL_SPLIT``, or ``EVAL_CONCAT_SPLIT`` for the concatenated-stream variant.
+        allow_pipe: read through a ``pipe:`` template.
+
+    Returns:
+        LongTensor [n, length]; ``ContractError`` when a sequence has another length.
     """
     from .dataset import StreamingDataset
 

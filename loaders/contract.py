@@ -64,6 +64,10 @@ TAR_FIELDS_EXT = "json"
 TAR_IDS_EXT = "input_ids.npy"
 RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
 SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
+TRAIN_SPLIT = "train"
+VALIDATION_SPLIT = "validation"
+TEST_SPLIT = "test"
+STANDARD_SPLITS = (TRAIN_SPLIT, VALIDATION_SPLIT, TEST_SPLIT)  # in the order cards and reports list them
 EVAL_SPLIT = "eval"
 EVAL_CONCAT_SPLIT = "eval_concat"
 # split names of earlier versions that Hugging Face datasets refuses -> their current names
@@ -75,31 +79,81 @@ class ContractError(LtsgenError, ValueError):
 
 
 def count_words(text: str) -> int:
-    """Words as the manifest counts them: whitespace-separated tokens."""
+    """Words as the manifest counts them.
+
+    Args:
+        text: a record's text.
+
+    Returns:
+        The number of whitespace-separated tokens.
+    """
     return len(text.split())
 
 
 def shard_name(index: int, fmt: str) -> str:
+    """The file name of shard ``index`` in format ``fmt``.
+
+    Args:
+        index: the shard's number within its split (and bucket).
+        fmt: a key of ``FORMATS``.
+
+    Returns:
+        ``shard-00042.<ext>``.
+    """
     return f"shard-{index:05d}.{FORMATS[fmt]}"
 
 
 def bucket_name(lo: int, hi: int | None) -> str:
-    """Folder name of the token-length bucket ``[lo, hi)``; ``hi=None`` is the open end."""
+    """The folder name of the token-length bucket ``[lo, hi)``.
+
+    Args:
+        lo: the shortest length in the bucket.
+        hi: one past the longest, or None for the open end.
+
+    Returns:
+        ``"512-1024"`` or ``"4096-inf"``.
+    """
     return f"{lo}-{'inf' if hi is None else hi}"
 
 
 def parse_bucket_name(name: str) -> tuple[int, int | None]:
+    """The inverse of ``bucket_name``.
+
+    Args:
+        name: a bucket folder name such as ``"512-1024"``.
+
+    Returns:
+        ``(lo, hi)``, ``hi`` None for the open end; ValueError when ``name`` is no bucket name.
+    """
     lo, _, hi = name.partition("-")
     return int(lo), (None if hi == "inf" else int(hi))
 
 
 def shard_relpath(split: str, index: int, fmt: str, bucket: str | None = None) -> str:
+    """Where shard ``index`` lives inside a dataset directory.
+
+    Args:
+        split: the split (``"train"``, ``EVAL_SPLIT``, ...).
+        index: the shard's number.
+        fmt: a key of ``FORMATS``.
+        bucket: the length bucket's folder, if bucketed.
+
+    Returns:
+        ``<split>/[<bucket>/]shard-00000.<ext>``, ``/``-separated.
+    """
     parts = [split] + ([bucket] if bucket else []) + [shard_name(index, fmt)]
     return "/".join(parts)
 
 
 def token_dtype(vocab_size: int) -> str:
-    """Storage dtype of ``input_ids``: uint16 when every id fits, else uint32."""
+    """The storage dtype of ``input_ids``.
+
+    Args:
+        vocab_size: the tokenizer's vocabulary size.
+
+    Returns:
+        ``"uint16"`` when every id fits, else ``"uint32"``.
+    """
     return "uint16" if vocab_size <= 2**16 else "uint32"
 
 
@@ -117,6 +171,14 @@ class ShardInfo:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ShardInfo:
+        """A shard entry from its manifest JSON object (absent fields are None; ``parse_manifest`` validates).
+
+        Args:
+            data: the JSON object.
+
+        Returns:
+            The entry.
+        """
         return cls(**{key: data.get(key) for key in cls.__dataclass_fields__})
 
 
@@ -140,12 +202,26 @@ class Manifest:
         return bool(shards) and all(shard.tokens is not None for shard in shards)
 
     def shards(self, split: str, bucket: str | None = None) -> list[ShardInfo]:
+        """The shards of a split, in manifest order.
+
+        Args:
+            split: the split name.
+            bucket: only this length bucket's shards (None: all).
+
+        Returns:
+            The entries; ``ContractError`` when the split does not exist.
+        """
         if split not in self.splits:
             raise ContractError(f"{MANIFEST_NAME}: no split {split!r} (has {sorted(self.splits)})")
         shards = self.splits[split]
         return shards if bucket is None else [s for s in shards if s.bucket == bucket]
 
     def to_dict(self) -> dict[str, Any]:
+        """The manifest as JSON-ready data (shard fields that are None left out).
+
+        Returns:
+            A dict for ``json.dumps``.
+        """
         data = asdict(self)
         data["splits"] = {
             split: [{k: v for k, v in asdict(s).items() if v is not None} for s in shards]
@@ -155,6 +231,14 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        """A manifest from its JSON data (earlier split names renamed; ``parse_manifest`` validates first).
+
+        Args:
+            data: the parsed ``manifest.json``.
+
+        Returns:
+            The manifest.
+        """
         fields = dict(data)
         fields["splits"] = {
             LEGACY_SPLITS.get(split, split): [ShardInfo.from_dict(s) for s in shards]
@@ -164,6 +248,15 @@ class Manifest:
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    """The sha256 of a local file, read in chunks.
+
+    Args:
+        path: the file.
+        chunk_size: bytes per read.
+
+    Returns:
+        The hex digest.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(chunk_size):
@@ -177,7 +270,15 @@ os.umask(_UMASK)
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it over ``path`` only if the block succeeds."""
+    """A temporary path beside ``path`` that becomes ``path`` only if the ``with`` block succeeds.
+
+    Args:
+        path: the final local path (its folder is created).
+
+    Returns:
+        A context manager yielding the temporary path; it is renamed over ``path`` on success and
+        removed on failure.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -192,7 +293,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_manifest(directory: str | os.PathLike | Storage, manifest: Manifest) -> str:
-    """Publish ``DIR/manifest.json`` atomically (local folder or object store); return its location."""
+    """Publish ``DIR/manifest.json`` atomically (local folder or object store).
+
+    Args:
+        directory: the dataset directory, a path, URL or ``Storage``.
+        manifest: what to write (sorted keys, indented).
+
+    Returns:
+        The manifest's path or URL.
+    """
     store = as_storage(directory)
     text = json.dumps(manifest.to_dict(), indent=2, sort_keys=True) + "\n"
     store.write_bytes(MANIFEST_NAME, text.encode("utf-8"))
@@ -200,7 +309,14 @@ def write_manifest(directory: str | os.PathLike | Storage, manifest: Manifest) -
 
 
 def read_manifest(directory: str | os.PathLike | Storage) -> Manifest:
-    """Read ``DIR/manifest.json`` (local folder or any ``Storage``), with one-line errors naming the file."""
+    """Read and validate ``DIR/manifest.json`` (see ``parse_manifest``).
+
+    Args:
+        directory: the dataset directory, a path, URL or ``Storage``.
+
+    Returns:
+        The manifest; a one-line ``ContractError`` naming the file when it is missing or malformed.
+    """
     store = as_storage(directory)
     where = store.location(MANIFEST_NAME)
     try:

@@ -3,11 +3,13 @@
 The order is stateless (``order.py``); the only state is (seed, epoch, samples consumed), so resume
 costs one window read, works after any number of interruptions, and continues the same global order
 with another world size or DataLoader worker count (elastic) while the global batch size stays the same.
-Nothing is shared between processes: every rank and worker reads what it needs from the shards itself.
+Every rank and worker reads the shards it needs itself (``reader.py``), through a node-local cache that
+they all share when ``cache_dir`` is given (``cache.py``); no state is shared between processes.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,12 +23,21 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ltsgen.errors import LtsgenError, UsageError
 
-from .contract import MANIFEST_NAME, ContractError, Manifest, ShardInfo, parse_bucket_name, parse_manifest
+from .cache import ShardCache
+from .contract import (
+    MANIFEST_NAME,
+    TRAIN_SPLIT,
+    ContractError,
+    Manifest,
+    ShardInfo,
+    parse_bucket_name,
+    parse_manifest,
+)
 from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
-from .sources import check_pipe, join, read_bytes
+from .sources import check_pipe, is_remote, join, read_bytes
 
 STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
@@ -54,15 +65,22 @@ class StreamingDataset(IterableDataset):
             ``{"input_ids": LongTensor[seq_len + 1]}`` (plus ``"position_ids"`` with ``position_ids=True``).
             Untokenized data is tokenized on the fly with ``tokenizer`` (default: the directory's).
         by_bucket: draw each global batch from one length bucket, the bucket order a seeded permutation.
-        verify: check each shard's sha256 against the manifest on its first read in a process.
+        verify: check each shard's sha256 against the manifest on its first read in a process (a shard
+            without one is then refused).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (counted in ``skipped``; its slots are
             refilled from the rest of its shuffle window so that every rank keeps the same count).
+        allow_pipe: run ``pipe:`` templates (they execute a shell command).
+        storage_options: keyword arguments for the URL's fsspec filesystem (credentials, endpoint, ...).
+        cache_dir, cache_limit: a node-local folder where remote shards are kept for every rank and worker
+            of the machine (see ``cache.ShardCache``: each shard downloaded and checked against its sha256
+            once per node, the least recently used beyond ``cache_limit`` bytes, e.g. ``"20GB"``, removed).
+            Without it each process reads the shards it needs itself, every epoch.
     """
 
     def __init__(
         self,
         path_or_url: str | os.PathLike,
-        split: str = "train",
+        split: str = TRAIN_SPLIT,
         *,
         bucket: str | None = None,
         shuffle: bool = True,
@@ -83,6 +101,9 @@ class StreamingDataset(IterableDataset):
         verify: bool = True,
         on_error: str = "raise",
         allow_pipe: bool = False,
+        storage_options: dict[str, Any] | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_limit: int | str | None = None,
     ) -> None:
         super().__init__()
         self.root = str(path_or_url)
@@ -113,9 +134,13 @@ class StreamingDataset(IterableDataset):
         self.transform = transform
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
+        self.storage_options = dict(storage_options or {})
+        if cache_dir is None and cache_limit is not None:
+            raise UsageError("cache_limit needs cache_dir (the folder it limits)")
+        self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
 
         where = join(self.root, MANIFEST_NAME)
-        self.manifest: Manifest = parse_manifest(read_bytes(where, allow_pipe=allow_pipe), where)
+        self.manifest: Manifest = parse_manifest(self._read(where), where)
         self.shards: list[ShardInfo] = self.manifest.shards(split, bucket)
         if not self.shards:
             have = sorted({s.bucket for s in self.manifest.shards(split) if s.bucket})
@@ -159,6 +184,10 @@ class StreamingDataset(IterableDataset):
             )
         self.fingerprint = self._fingerprint()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""
+        return dict(self.__dict__, _process=None)
+
     # ------------------------------------------------------------------ sizes
 
     @property
@@ -182,7 +211,7 @@ class StreamingDataset(IterableDataset):
 
             stored = self.manifest.tokenizer or {}
             location = self._tokenizer or join(self.root, stored["path"])
-            raw = read_bytes(location, allow_pipe=self.allow_pipe)
+            raw = self._read(location)
             expected = None if self._tokenizer else stored.get("sha256")
             if self.verify and expected and hashlib.sha256(raw).hexdigest() != expected:
                 raise ContractError(
@@ -194,12 +223,20 @@ class StreamingDataset(IterableDataset):
     # ------------------------------------------------------------------ state
 
     def set_epoch(self, epoch: int) -> None:
-        """Start epoch ``epoch`` from its beginning (no-op when it is the current epoch, e.g. after resume)."""
+        """Start epoch ``epoch`` from its beginning, as ``DistributedSampler.set_epoch`` does.
+
+        Args:
+            epoch: the epoch; the current one is left where it stands (e.g. just after a resume).
+        """
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
 
     def state_dict(self) -> dict[str, Any]:
-        """The whole position: (seed, epoch, samples consumed), plus what checks that it fits."""
+        """The whole position, exact after the last item or batch yielded (also through ``loader()``).
+
+        Returns:
+            A small JSON-ready dict: (seed, epoch, samples consumed), plus what checks that it fits.
+        """
         return {
             "format": STATE_FORMAT,
             "fingerprint": self.fingerprint,
@@ -213,8 +250,13 @@ class StreamingDataset(IterableDataset):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from ``state_dict()``, or from a torchdata ``StatefulDataLoader.state_dict()`` taken
-        with any world size and worker count (elastic); the global batch size must be the same."""
+        """Continue where ``state`` stands, with any world size and worker count (elastic).
+
+        Args:
+            state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
+                ``StatefulDataLoader.state_dict()``; the global batch size must be the same, and a
+                ``StateError`` says what differs otherwise.
+        """
         state = dataset_state(state)
         if state.get("format") != STATE_FORMAT:
             raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
@@ -344,9 +386,15 @@ class StreamingDataset(IterableDataset):
     def _where(self, info: ShardInfo) -> str:
         return join(self.root, info.path)
 
+    def _read(self, location: str) -> bytes:
+        return read_bytes(location, allow_pipe=self.allow_pipe, storage_options=self.storage_options)
+
     def _fetch(self, info: ShardInfo) -> tuple[bytes, bool]:
-        """A shard's bytes, and whether their sha256 is already checked."""
-        return read_bytes(self._where(info), allow_pipe=self.allow_pipe), False
+        """A shard's bytes (through the node's cache when there is one), and whether they are verified."""
+        where = self._where(info)
+        if self.cache is None:
+            return self._read(where), False
+        return self.cache.read(info, where, functools.partial(self._read, where))
 
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""
@@ -469,11 +517,19 @@ class StreamingLoader(DataLoader):
             }
 
     def state_dict(self) -> dict[str, Any]:
-        """The dataset's position after the last batch yielded (see ``StreamingDataset.state_dict``)."""
+        """The dataset's position after the last batch yielded.
+
+        Returns:
+            ``StreamingDataset.state_dict()``.
+        """
         return self.streaming.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at ``state`` (see ``StreamingDataset.load_state_dict``: elastic in workers and ranks)."""
+        """Continue at ``state`` with this loader's worker count, whatever the state's was.
+
+        Args:
+            state: as for ``StreamingDataset.load_state_dict``.
+        """
         self.streaming.load_state_dict(state)
 
 
@@ -504,7 +560,7 @@ class _ProcessState:
             verify=dataset.verify,
             on_error=dataset.on_error,
             keep=2 * dataset.shuffle_window,
-            threads=decoding_threads(dataset.shuffle_window, dataset._workers),
+            threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
@@ -597,15 +653,28 @@ class _ProcessState:
 
 
 def collate_records(batch: list[dict]) -> dict[str, list]:
-    """Collate records into a dict of lists (token ids stay one array per record)."""
+    """Collate whole records (a ``collate_fn``).
+
+    Args:
+        batch: records, all with the fields of the first.
+
+    Returns:
+        field -> list of values; token ids stay one numpy array per record.
+    """
     return {key: [record.get(key) for record in batch] for key in batch[0]}
 
 
 def dataset_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The global dataset state inside a ``state_dict()`` or a torchdata ``StatefulDataLoader`` state.
+    """The global dataset state inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
 
-    With DataLoader workers, each worker's snapshot holds its own progress; the global position is the
+    In a torchdata state each worker's snapshot holds its own progress; the global position is the
     furthest one, since the loader yields global batches in order.
+
+    Args:
+        state: the state dict.
+
+    Returns:
+        The dataset state; ``StateError`` when there is none, or it was taken inside a batch.
     """
     if "samples_consumed" in state:
         return state

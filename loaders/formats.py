@@ -43,6 +43,14 @@ class TokenColumn:
 
     @classmethod
     def from_arrays(cls, arrays: Sequence[np.ndarray]) -> TokenColumn:
+        """One column from per-record arrays.
+
+        Args:
+            arrays: the token ids of each record, in order.
+
+        Returns:
+            The column (values concatenated, offsets from the lengths).
+        """
         offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
         np.cumsum([len(a) for a in arrays], out=offsets[1:])
         values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint16)
@@ -58,6 +66,14 @@ class ShardColumns:
     tokens: TokenColumn | None = None
 
     def record(self, index: int) -> dict:
+        """Record ``index`` as a dict, fields in ``RECORD_ORDER`` then any others.
+
+        Args:
+            index: the row.
+
+        Returns:
+            The record (absent fields left out; ``input_ids`` a numpy view).
+        """
         out = {}
         for name in RECORD_ORDER:
             if name == "input_ids":
@@ -71,6 +87,7 @@ class ShardColumns:
         return out
 
     def records(self) -> Iterator[dict]:
+        """Every record, in stored order (see ``record``)."""
         for index in range(self.num_rows):
             yield self.record(index)
 
@@ -82,17 +99,34 @@ def read_shard(
     *,
     allow_pipe: bool = False,
 ) -> Iterator[dict]:
-    """Yield the records of one shard in stored order (``input_ids`` as a numpy array when present).
+    """The records of one shard in stored order.
 
-    ``columns`` limits the fields read (``id`` is always kept where the format stores it as the key);
-    ``ContractError`` names the shard when its data is corrupt or it cannot be read.
+    Args:
+        path_or_url: the shard file (any source ``sources.read_bytes`` reads).
+        fmt: its format, a key of ``contract.FORMATS``.
+        columns: the fields to read (None: all; ``id`` is always kept where the format stores it as the key).
+        allow_pipe: run a ``pipe:`` command.
+
+    Returns:
+        An iterator of records (``input_ids`` as a numpy array when present); ``ContractError`` names the
+        shard when it is corrupt or cannot be read.
     """
     data = read_bytes(path_or_url, allow_pipe=allow_pipe)
     yield from decode_shard(data, fmt, str(path_or_url), columns).records()
 
 
 def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | None = None) -> ShardColumns:
-    """Decode a whole shard held in memory; ``where`` names it in errors."""
+    """Decode a whole shard held in memory, column by column.
+
+    Args:
+        data: the shard's bytes.
+        fmt: its format, a key of ``contract.FORMATS``.
+        where: its path or URL, for the messages.
+        columns: the fields to decode (None: all).
+
+    Returns:
+        The decoded columns; ``ContractError`` naming the shard when the bytes are corrupt.
+    """
     if fmt not in FORMATS:
         raise ContractError(f"{where}: unknown shard format {fmt!r} (one of {', '.join(FORMATS)})")
     wanted = None if columns is None else set(columns)
@@ -168,9 +202,15 @@ _REGULAR = (b"0", b"\0", b"7")
 
 
 def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]]:
-    """Yield ``(name, content)`` of each regular member of an in-memory tar, without copying contents.
+    """The regular members of an in-memory tar, without copying their contents.
 
-    Refuses members whose name escapes the archive (absolute, ``..``) and links or special files.
+    Args:
+        data: the tar's bytes.
+        where: its path or URL, for the messages.
+
+    Returns:
+        An iterator of ``(name, content view)``; members whose name escapes the archive (absolute,
+        ``..``), links and special files are refused with a ``ContractError``.
     """
     view = memoryview(data)
     for name, start, size in _tar_members(view, where):
@@ -307,7 +347,15 @@ _NPY_HEADER = re.compile(
 
 
 def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
-    """A 1-D integer ``.npy`` array, parsed from its fixed header (never unpickled)."""
+    """A 1-D integer ``.npy`` array, parsed from its header (never unpickled).
+
+    Args:
+        content: the ``.npy`` file's bytes.
+        where: its name, for the messages.
+
+    Returns:
+        The array (a view of ``content`` when the header has the usual fixed form).
+    """
     raw = memoryview(content)
     layout = _npy_layout(raw, where)
     if layout is None:

@@ -24,7 +24,15 @@ REMAINDERS = ("drop", "wrap")
 
 
 def generator(seed: int, *keys: int) -> np.random.Generator:
-    """A random generator that depends only on ``seed`` and ``keys`` (all non-negative ints)."""
+    """A random generator that depends only on its arguments.
+
+    Args:
+        seed: the user's seed.
+        *keys: what the draw is for (epoch, stream, purpose, window): non-negative ints.
+
+    Returns:
+        A numpy ``Generator``.
+    """
     return default_rng([seed, *keys])
 
 
@@ -62,13 +70,36 @@ class EpochOrder:
         return len(self.window_starts) - 1
 
     def window_of(self, position: int) -> int:
+        """The window holding epoch position ``position``.
+
+        Args:
+            position: an item's position in the epoch.
+
+        Returns:
+            The window's index.
+        """
         return int(np.searchsorted(self.window_starts, position, side="right")) - 1
 
     def window_shards(self, index: int) -> np.ndarray:
+        """The shards of window ``index``.
+
+        Args:
+            index: the window.
+
+        Returns:
+            Shard indices (into ``sizes``) in the epoch's shard order.
+        """
         return self.shard_order[index * self.window : (index + 1) * self.window]
 
     def window_items(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(shard, row)`` of every item of window ``index``, in epoch order."""
+        """Every item of a window, in epoch order.
+
+        Args:
+            index: the window.
+
+        Returns:
+            ``(shard, row)``: two int64 arrays, one entry per item.
+        """
         shards = self.window_shards(index)
         counts = np.asarray([self.sizes[s] for s in shards], dtype=np.int64)
         shard_of = np.repeat(shards, counts)
@@ -95,13 +126,31 @@ class BatchPlan:
         return -(-self.total // self.global_batch)
 
     def positions(self, batch: int, rank: int, batch_size: int) -> np.ndarray:
-        """Positions of rank ``rank``'s slice of global batch ``batch`` (wrapped around the epoch's end)."""
+        """The epoch positions of one rank's slice of a global batch.
+
+        Args:
+            batch: the global batch.
+            rank: the rank.
+            batch_size: the per-rank batch size.
+
+        Returns:
+            ``batch_size`` positions, wrapped around the epoch's end.
+        """
         start = batch * self.global_batch + rank * batch_size
         return np.arange(start, start + batch_size, dtype=np.int64) % self.total
 
 
 def bucket_schedule(batches_per_stream: list[int], seed: int, epoch: int, shuffle: bool) -> np.ndarray:
-    """For each global batch, the stream (length bucket) it comes from: a seeded permutation of the labels."""
+    """For each global batch, the stream (length bucket) it comes from.
+
+    Args:
+        batches_per_stream: global batches of each stream.
+        seed, epoch: the order's seed and epoch.
+        shuffle: permute the labels (else stream by stream).
+
+    Returns:
+        One stream label per global batch, a seeded permutation.
+    """
     labels = np.repeat(np.arange(len(batches_per_stream)), batches_per_stream)
     if shuffle:
         labels = labels[generator(seed, epoch, 2**31 - 1).permutation(len(labels))]
@@ -109,7 +158,14 @@ def bucket_schedule(batches_per_stream: list[int], seed: int, epoch: int, shuffl
 
 
 def batch_in_stream(schedule: np.ndarray) -> np.ndarray:
-    """For each global batch, its index among the batches of its own stream."""
+    """For each global batch, its index among the batches of its own stream.
+
+    Args:
+        schedule: ``bucket_schedule``'s labels.
+
+    Returns:
+        An int64 array of the same length.
+    """
     index = np.empty(len(schedule), dtype=np.int64)
     for stream in np.unique(schedule):
         where = np.flatnonzero(schedule == stream)
@@ -118,8 +174,17 @@ def batch_in_stream(schedule: np.ndarray) -> np.ndarray:
 
 
 def worker_batches(num_batches: int, consumed: int, anchor: int, worker: int, num_workers: int) -> range:
-    """Global batches left for DataLoader worker ``worker``: those ``anchor + worker (mod num_workers)``
-    from ``consumed`` on (``consumed`` >= ``anchor`` is where this worker's own progress stands)."""
+    """The global batches left for one DataLoader worker.
+
+    Args:
+        num_batches: global batches in the epoch.
+        consumed: where this worker's own progress stands (at least ``anchor``).
+        anchor: the global batch where the current rotation of workers started.
+        worker, num_workers: this worker and how many there are.
+
+    Returns:
+        The batches ``anchor + worker (mod num_workers)`` from ``consumed`` on.
+    """
     first = anchor + worker
     if first < consumed:
         first += -(-(consumed - first) // num_workers) * num_workers

@@ -52,7 +52,15 @@ class PackedWindow:
         self.eos = np.asarray([eos_id], dtype=self.values[0].dtype if columns else np.uint32)
 
     def slice(self, lo: int, hi: int, positions: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """Tokens ``[lo, hi)`` of the window's stream, and each one's offset in its document if asked."""
+        """A range of the window's token stream.
+
+        Args:
+            lo, hi: the token range ``[lo, hi)``, cyclic beyond ``total`` (up to ``nominal``).
+            positions: also give each token's offset in its document.
+
+        Returns:
+            ``(ids, offsets)``; ``offsets`` None unless asked.
+        """
         ids, offsets = [], []
         while lo < hi:
             start = lo % self.total
@@ -83,12 +91,29 @@ class PackedWindow:
 
 
 def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:
-    """Position ids of rows of ``block`` tokens, restarting at document starts and at block starts."""
+    """Position ids of packed blocks.
+
+    Args:
+        document_offsets: each token's offset in its document, for whole blocks.
+        block: tokens per block.
+
+    Returns:
+        [blocks, block] positions restarting at 0 at document starts and at block starts.
+    """
     rows = document_offsets.reshape(-1, block)
     return np.minimum(rows, np.arange(block, dtype=rows.dtype))
 
 
 def tokenize_column(texts: Sequence[str], tokenizer, dtype: np.dtype) -> TokenColumn:
-    """Token ids of ``texts`` through a ``tokenizers.Tokenizer`` (no special tokens added)."""
+    """Token ids of texts, for packing untokenized data.
+
+    Args:
+        texts: the texts of a shard.
+        tokenizer: a ``tokenizers.Tokenizer`` (no special tokens are added).
+        dtype: the storage dtype of the ids.
+
+    Returns:
+        The shard's token column.
+    """
     encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
     return TokenColumn.from_arrays([np.asarray(e.ids, dtype=dtype) for e in encodings])

@@ -83,7 +83,11 @@ class ShardReader:
         return results
 
     def prefetch(self, indices: Iterable[int]) -> None:
-        """Start decoding ``indices`` in the background (``get`` then waits only for what is left)."""
+        """Start decoding shards in the background (``get`` then waits only for what is left).
+
+        Args:
+            indices: shard indices into ``shards``.
+        """
         for index in indices:
             self._submit(index)
 
@@ -113,7 +117,7 @@ class ShardReader:
                         f"{where}: sha256 {digest[:16]}... does not match the manifest's {info.sha256[:16]}... "
                         "(corrupt or changed shard)"
                     )
-            self._verified.add(index)
+                self._verified.add(index)
             shard = decode_shard(data, self.format, where, self.columns)
             del data
             check_counts(shard, info, where)
@@ -126,7 +130,13 @@ class ShardReader:
 
 
 def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
-    """Refuse a decoded shard whose record or token count differs from its manifest entry."""
+    """Refuse a decoded shard whose record or token count differs from its manifest entry.
+
+    Args:
+        shard: the decoded shard.
+        info: its manifest entry.
+        where: its path or URL, for the message.
+    """
     if shard.num_rows != info.samples:
         raise ContractError(f"{where}: holds {shard.num_rows} records, the manifest says {info.samples}")
     if shard.tokens is not None and info.tokens is not None and shard.tokens.offsets[-1] != info.tokens:
@@ -135,8 +145,19 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         )
 
 
-def decoding_threads(window: int, workers: int) -> int:
-    """Threads for one process: one per shard of a window, within this process's share of the CPUs."""
+def decoding_threads(window: int, workers: int, remote: bool) -> int:
+    """Threads that fetch and decode shards in one process.
+
+    Args:
+        window: shards per shuffle window (fetched and decoded together).
+        workers: DataLoader worker processes sharing this machine's CPUs (1 for the main process alone).
+        remote: whether shards come over the network, where a thread mostly waits for its download.
+
+    Returns:
+        One thread per shard of a window; for local shards within this process's share of the CPUs.
+    """
+    if remote:
+        return window
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(1, min(window, cpus // max(1, workers)))
 

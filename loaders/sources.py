@@ -13,6 +13,7 @@ import os
 import shlex
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from ltsgen.errors import LtsgenError
@@ -23,21 +24,45 @@ from .storage import filesystem
 PIPE_PREFIX = "pipe:"
 
 
-def is_url(path_or_url: str | os.PathLike) -> bool:
+def is_remote(path_or_url: str | os.PathLike) -> bool:
+    """Whether reading ``path_or_url`` goes over the network (any URL but ``file://``, or a ``pipe:``).
+
+    Args:
+        path_or_url: a dataset directory or file.
+
+    Returns:
+        True for ``s3://``, ``http(s)://``, ``pipe:`` ...; False for local paths and ``file://``.
+    """
     text = str(path_or_url)
-    return text.startswith(PIPE_PREFIX) or "://" in text
+    return text.startswith(PIPE_PREFIX) or ("://" in text and not text.startswith("file://"))
 
 
 def check_pipe(path_or_url: str | os.PathLike, allow_pipe: bool) -> None:
-    """Refuse ``pipe:`` URLs unless the caller opted in."""
+    """Refuse a ``pipe:`` URL in one line unless the caller opted in.
+
+    Args:
+        path_or_url: any path or URL.
+        allow_pipe: the caller's opt-in.
+    """
     if str(path_or_url).startswith(PIPE_PREFIX) and not allow_pipe:
         raise ContractError(
             f"{path_or_url}: pipe: URLs run shell commands and are refused; pass allow_pipe=True to run it"
         )
 
 
-def read_bytes(path_or_url: str | os.PathLike, *, allow_pipe: bool = False) -> bytes:
-    """The whole content of one file, local or remote; a one-line ``ContractError`` names it on failure."""
+def read_bytes(
+    path_or_url: str | os.PathLike, *, allow_pipe: bool = False, storage_options: dict[str, Any] | None = None
+) -> bytes:
+    """The whole content of one file, local or remote.
+
+    Args:
+        path_or_url: a local path, ``file://``, any URL ``storage.Storage`` accepts, or ``pipe:COMMAND``.
+        allow_pipe: run ``pipe:`` commands (refused otherwise).
+        storage_options: keyword arguments for the URL's fsspec filesystem (credentials, endpoint, ...).
+
+    Returns:
+        The bytes; a one-line ``ContractError`` names the file when it cannot be read.
+    """
     text = str(path_or_url)
     check_pipe(text, allow_pipe)
     try:
@@ -46,14 +71,12 @@ def read_bytes(path_or_url: str | os.PathLike, *, allow_pipe: bool = False) -> b
         scheme = urlsplit(text).scheme if "://" in text else ""
         if scheme in ("", "file"):
             return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
-        return filesystem(scheme).cat_file(text)
+        return filesystem(scheme, storage_options).cat_file(text)
     except FileNotFoundError:
         raise ContractError(f"{text}: not found") from None
     except LtsgenError:  # a missing extra (MissingDependency) says which one
         raise
-    except (OSError, ValueError) as error:
-        raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
-    except Exception as error:  # network clients raise their own types (requests, aiohttp)
+    except Exception as error:  # OSError, and network clients' own types (botocore, aiohttp, requests)
         raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
 
 

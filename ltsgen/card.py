@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.errors import require
-from ltsgen.loaders.contract import CARD_NAME, FORMATS, Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.contract import CARD_NAME, FORMATS, STANDARD_SPLITS, Manifest, ShardInfo, read_manifest
 from ltsgen.loaders.storage import Storage, as_storage
 
 WORDS_PLOT = "length_histogram.png"
@@ -154,7 +154,7 @@ def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
 
 def ordered_splits(manifest: Manifest) -> list[tuple[str, list[ShardInfo]]]:
     """(split, shards) with train, validation and test first (the manifest's JSON keeps no order)."""
-    rank = {"train": 0, "validation": 1, "test": 2}
+    rank = {split: number for number, split in enumerate(STANDARD_SPLITS)}
     return sorted(manifest.splits.items(), key=lambda item: (rank.get(item[0], 3), item[0]))
 
 

@@ -2,6 +2,8 @@
 
 python loader_procs.py ranks DIR OUT [RESUME_STATE]   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
 python loader_procs.py train DIR CHECKPOINT WORKERS
+python loader_procs.py cached URL CACHE_DIR OUT        (reads every record through the cache; OUT/ready, then
+                                                      waits for OUT/go; writes OUT/ids.json)
 """
 
 from __future__ import annotations
@@ -79,9 +81,21 @@ def train(directory: str, checkpoint: str, workers: int) -> None:
     Path(checkpoint + ".done").touch()
 
 
+def cached(url: str, cache_dir: str, out: str) -> None:
+    """Read every record of ``url`` in stored order through the node cache, starting on a signal."""
+    dataset = StreamingDataset(url, shuffle=False, columns=["id"], cache_dir=cache_dir)
+    Path(out, "ready").touch()
+    while not Path(out, "go").exists():
+        time.sleep(0.01)
+    ids = [record["id"] for record in dataset]
+    Path(out, "ids.json").write_text(json.dumps(ids))
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     if sys.argv[1] == "ranks":
         ranks(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+    elif sys.argv[1] == "cached":
+        cached(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         train(sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -3,27 +3,36 @@
 ``S3Server.start()`` runs ``python -m moto.server`` on a free port and waits until it answers; ``env``
 holds the variables that point every S3 client of this process and of its children at it
 (``AWS_ENDPOINT_URL``, dummy keys, no shared AWS config), so that nothing can reach a real cloud endpoint.
-``bucket()`` creates a new empty bucket and returns its name. ``stop()`` ends the server.
+``bucket()`` creates a new empty bucket and returns its name. ``recording()`` lists the requests the
+server receives while a block runs (moto's request recorder). ``stop()`` ends the server.
 
 Run standalone (for benchmarks): ``python tests/s3_server.py``; it prints the endpoint.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class S3Server:
-    def __init__(self, process: subprocess.Popen, port: int) -> None:
+    def __init__(self, process: subprocess.Popen, port: int, scratch: Path) -> None:
         self.process = process
         self.port = port
+        self.scratch = scratch
         self.endpoint = f"http://127.0.0.1:{port}"
         self.env = {
             "AWS_ENDPOINT_URL": self.endpoint,
@@ -39,16 +48,19 @@ class S3Server:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
+        scratch = Path(tempfile.mkdtemp(prefix="ltsgen-moto-"))
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=dict(os.environ, MOTO_RECORDER_FILEPATH=str(scratch / "requests.jsonl")),
+            cwd=scratch,
         )
         deadline = time.monotonic() + timeout
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close()
-                return cls(process, port)
+                return cls(process, port, scratch)
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
                     process.kill()
@@ -73,9 +85,32 @@ class S3Server:
         self.client().mkdir(name)
         return name
 
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[str, str]]]:
+        """Yield a list that holds, after the block, ``(method, path)`` of every request the server received
+        during it (path: ``/bucket/key``)."""
+        requests: list[tuple[str, str]] = []
+        self._recorder("reset-recording")
+        self._recorder("start-recording")
+        try:
+            yield requests
+        finally:
+            self._recorder("stop-recording")
+            text = self._recorder("download-recording")
+            for line in text.splitlines():
+                if line.strip():
+                    entry = json.loads(line)
+                    requests.append((entry["method"], urlsplit(entry["url"]).path))
+
+    def _recorder(self, action: str) -> str:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read().decode("utf-8")
+
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 if __name__ == "__main__":

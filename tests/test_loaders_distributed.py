@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import socket
 import subprocess
 import sys
@@ -13,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from loader_fixtures import make_dataset
+from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
 from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED
 
 from ltsgen.loaders import StreamingDataset
@@ -35,15 +33,6 @@ def global_order(directory) -> list[list[str]]:
     return [list(batch["id"]) for batch in dataset.loader(num_workers=0)]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    paths = [str(HERE)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(
-        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(paths)
-    )  # no "": encodings/ would shadow
-    env.update(extra)
-    return env
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -58,25 +47,12 @@ def _launch(world: int, directory: Path, out: Path, resume: Path | None = None) 
     return [
         subprocess.Popen(
             args,
-            env=_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+            env=subprocess_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
         for r in range(world)
     ]
-
-
-def _wait(processes: list[subprocess.Popen], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    try:
-        for process in processes:
-            _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            assert process.returncode == 0, stderr.decode()[-3000:]
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
 
 
 def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
@@ -87,9 +63,9 @@ def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
 def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory, global_order, tmp_path):
     assert len(global_order) == 17 and len({i for b in global_order for i in b}) == 102
     one_and_two = _launch(1, directory, tmp_path / "w1") + _launch(2, directory, tmp_path / "w2")
-    _wait(one_and_two, timeout=120)
+    wait_all(one_and_two, timeout=120)
     three = _launch(3, directory, tmp_path / "w3", resume=tmp_path / "w2" / "state.json")
-    _wait(three, timeout=120)
+    wait_all(three, timeout=120)
     for world in (1, 2, 3):
         results = [json.loads((tmp_path / f"w{world}" / f"rank{r}.json").read_text()) for r in range(world)]
         for workers in ("0", "1", "2", "3"):
@@ -121,7 +97,7 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
             str(checkpoint),
             str(workers),
         ]
-        process = subprocess.Popen(args, env=_env(), stderr=subprocess.PIPE, start_new_session=True)
+        process = subprocess.Popen(args, env=subprocess_env(), stderr=subprocess.PIPE, start_new_session=True)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and process.poll() is None:
@@ -130,10 +106,8 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
                 time.sleep(0.01)
             assert process.poll() is None, process.stderr.read().decode()[-3000:]
         finally:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)  # the process and its DataLoader workers, mid-run
-            process.wait()
-    process = subprocess.run(args, env=_env(), capture_output=True, timeout=120)
+            kill_group(process)  # the process and its DataLoader workers, mid-run
+    process = subprocess.run(args, env=subprocess_env(), capture_output=True, timeout=120)
     assert process.returncode == 0, process.stderr.decode()[-3000:]
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order

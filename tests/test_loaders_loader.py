@@ -130,3 +130,13 @@ def test_making_and_iterating_a_loader_warns_nothing(parquet_dir):
             dataset.set_epoch(workers)
             assert len(list(dataset.loader(num_workers=workers))) == dataset.num_batches
     assert [str(w.message) for w in caught] == []
+
+
+def test_spawned_workers_give_the_same_batches(parquet_dir):
+    """Spawned workers (the default on macOS) get the dataset pickled, without this process's threads."""
+    dataset = StreamingDataset(parquet_dir, seed=4, batch_size=3, seq_len=5)
+    next(iter(dataset))  # this process now holds decoding threads
+    dataset.set_epoch(1)
+    spawned = dataset.loader(num_workers=2, multiprocessing_context="spawn")
+    reference = StreamingDataset(parquet_dir, seed=4, batch_size=3, seq_len=5, epoch=1)
+    assert [key(b) for b in spawned] == [key(b) for b in reference.loader()]

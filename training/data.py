@@ -13,7 +13,10 @@ import torch
 
 from ltsgen.loaders.contract import (
     EVAL_SPLIT,
+    TEST_SPLIT,
     TOKENIZER_NAME,
+    TRAIN_SPLIT,
+    VALIDATION_SPLIT,
     ContractError,
     atomic_path,
     read_manifest,
@@ -23,7 +26,7 @@ from ltsgen.loaders.sources import join
 from ltsgen.loaders.storage import Storage
 from ltsgen.training.errors import TrainingError
 
-PREFIX_SPLITS = ("validation", "test")
+PREFIX_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 TOKENIZER_TRAINING_CHARS = 50_000_000  # enough text for a small BPE; bounds the time spent training one
 
 
@@ -91,7 +94,7 @@ def _training_texts(data_dir) -> Iterator[str]:
 
     manifest = read_manifest(data_dir)
     budget = TOKENIZER_TRAINING_CHARS
-    for shard in manifest.shards("train"):
+    for shard in manifest.shards(TRAIN_SPLIT):
         for record in read_shard(join(data_dir, shard.path), manifest.format, columns=["text"]):
             yield record["text"]
             budget -= len(record["text"])
@@ -116,7 +119,7 @@ class TrainingBatches:
         from ltsgen.loaders import StreamingDataset
 
         self.blocks = StreamingDataset(
-            str(data_dir), "train", shuffle=True, seed=seed, rank=rank, world_size=world_size,
+            str(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
             batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer, eos_id=eos,
         )  # fmt: skip
         self.batch_size = batch_size

@@ -53,11 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _dataset_texts(directory) -> Iterator[str]:
     """The texts of the train split (else the first split) of a dataset directory (a ``Storage``)."""
-    from ltsgen.loaders.contract import read_manifest
+    from ltsgen.loaders.contract import TRAIN_SPLIT, read_manifest
     from ltsgen.loaders.formats import decode_shard
 
     manifest = read_manifest(directory)
-    split = "train" if "train" in manifest.splits else next(iter(manifest.splits))
+    split = TRAIN_SPLIT if TRAIN_SPLIT in manifest.splits else next(iter(manifest.splits))
     for shard in manifest.shards(split):
         data = directory.read_bytes(shard.path)
         yield from (

@@ -1,0 +1,213 @@
+"""Remote loading through the node-local shard cache, against a real S3-compatible server on 127.0.0.1:
+each shard fetched once per node (counted by the server), exact order and resume with 2 workers, eviction
+under a tiny limit, two processes fetching the same shards at once, and a kill -9 mid-download."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
+
+from ltsgen.loaders import ContractError, StreamingDataset
+from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
+from ltsgen.loaders.contract import read_manifest
+
+HERE = Path(__file__).resolve().parent
+SIZES = [14, 9, 17, 12, 6, 15]  # 73 records in 6 shards
+pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory) -> Path:
+    lengths = np.random.default_rng(1).integers(50, 400, size=sum(SIZES))
+    return make_dataset(tmp_path_factory.mktemp("cache-data"), SIZES, "parquet", lengths=lengths)
+
+
+@pytest.fixture(scope="module")
+def remote(s3_server, local) -> str:
+    bucket = s3_server.bucket()
+    s3_server.client().put(str(local), f"{bucket}/data", recursive=True)
+    return f"s3://{bucket}/data"
+
+
+def shard_gets(requests: list[tuple[str, str]]) -> Counter:
+    return Counter(
+        path.rsplit("/", 1)[-1] for method, path in requests if method == "GET" and "shard-" in path
+    )
+
+
+def batches(loader) -> list[tuple]:
+    return [tuple(batch["input_ids"].flatten().tolist()) for batch in loader]
+
+
+def make(root, **options) -> StreamingDataset:
+    return StreamingDataset(root, seed=9, batch_size=2, seq_len=31, shuffle_window=2, **options)
+
+
+def cache_files(directory: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_size for path in directory.iterdir()}
+
+
+def test_two_workers_fetch_each_shard_once_and_keep_order_and_resume(s3_server, local, remote, tmp_path):
+    expected = batches(make(local).loader())
+    cache = tmp_path / "cache"
+    with s3_server.recording() as first_epoch:
+        assert batches(make(remote, cache_dir=cache).loader(num_workers=2)) == expected
+    names = [shard.path.rsplit("/", 1)[-1] for shard in read_manifest(local).shards("train")]
+    assert shard_gets(first_epoch) == Counter(names)  # once each, although both workers read every window
+    shards = read_manifest(local).shards("train")
+    assert cache_files(cache) == {f"{s.sha256}.parquet": s.bytes for s in shards}  # no .part, no lock file
+    with s3_server.recording() as second_epoch:
+        dataset = make(remote, cache_dir=cache)
+        dataset.set_epoch(1)
+        again = batches(dataset.loader(num_workers=2))
+    assert shard_gets(second_epoch) == {}
+    local_second = make(local)
+    local_second.set_epoch(1)
+    assert again == batches(local_second.loader())
+    # resume mid-epoch from the cache, in another worker count
+    loader = make(remote, cache_dir=cache).loader(num_workers=2)
+    head = []
+    for batch in loader:
+        head.append(tuple(batch["input_ids"].flatten().tolist()))
+        if len(head) == 7:
+            break
+    resumed = make(remote, cache_dir=cache).loader(num_workers=1)
+    resumed.load_state_dict(loader.state_dict())
+    assert head + batches(resumed) == expected
+
+
+def test_without_a_cache_each_process_reads_for_itself(s3_server, local, remote):
+    with s3_server.recording() as requests:
+        assert batches(make(remote).loader(num_workers=0)) == batches(make(local).loader())
+    assert set(shard_gets(requests).values()) == {1}
+
+
+def test_least_recently_used_shards_go_beyond_the_limit(s3_server, local, remote, tmp_path):
+    shards = read_manifest(local).shards("train")
+    limit = int(1.5 * max(s.bytes for s in shards))
+    cache = tmp_path / "cache"
+    with s3_server.recording() as requests:
+        for epoch in (0, 1):
+            dataset = make(remote, cache_dir=cache, cache_limit=limit)
+            dataset.set_epoch(epoch)
+            reference = make(local)
+            reference.set_epoch(epoch)
+            assert batches(dataset.loader()) == batches(reference.loader())
+            assert sum(cache_files(cache).values()) <= limit
+    assert sum(shard_gets(requests).values()) > len(shards)  # evicted shards came back from the server
+    newest = max(cache.iterdir(), key=lambda path: path.stat().st_mtime_ns)
+    assert (
+        newest.read_bytes() and hashlib.sha256(newest.read_bytes()).hexdigest() == newest.name.split(".")[0]
+    )
+
+
+def test_storage_options_reach_the_filesystem(s3_server, remote, tmp_path):
+    with pytest.raises(ContractError, match="manifest.json: cannot be read"):
+        StreamingDataset(remote, storage_options={"endpoint_url": "http://127.0.0.1:9", "connect_timeout": 1})
+    dataset = StreamingDataset(
+        remote, storage_options={"endpoint_url": s3_server.endpoint}, cache_dir=tmp_path
+    )
+    assert len(list(dataset)) == sum(SIZES)
+
+
+def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
+    assert [parse_size(v) for v in (None, 0, 1500, "2kB", "1.5 MiB", "3GB")] == [
+        None,
+        0,
+        1500,
+        2000,
+        1572864,
+        3 * 10**9,
+    ]
+    with pytest.raises(ContractError, match="cache_limit 'lots'"):
+        parse_size("lots")
+    info = read_manifest(local).shards("train")[0]
+    cache = ShardCache(tmp_path / "cache")
+    with pytest.raises(ContractError, match="x.parquet: sha256 .* does not match"):
+        cache.read(info, "x.parquet", lambda: b"not the shard")
+    assert cache_files(tmp_path / "cache") == {}  # nothing kept, not even the partial download
+    data, verified = cache.read(info, "x.parquet", (local / info.path).read_bytes)
+    assert verified and data == (local / info.path).read_bytes()
+
+
+def _cached_process(url: str, cache: Path, out: Path) -> subprocess.Popen:
+    out.mkdir()
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "loader_procs.py"), "cached", url, str(cache), str(out)],
+        env=subprocess_env(),
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def _wait_ready(outs: list[Path], processes: list[subprocess.Popen]) -> None:
+    deadline = time.monotonic() + 120
+    while not all((out / "ready").exists() for out in outs):
+        assert all(p.poll() is None for p in processes), [p.stderr.read().decode()[-2000:] for p in processes]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+@pytest.fixture(scope="module")
+def large_remote(s3_server, tmp_path_factory) -> tuple[str, Path]:
+    """Fewer, larger shards (~1.5 MB each), so that downloads take long enough to overlap and be killed."""
+    lengths = np.full(4 * 150, 2500)
+    local = make_dataset(tmp_path_factory.mktemp("large"), [150] * 4, "parquet", lengths=lengths)
+    bucket = s3_server.bucket()
+    s3_server.client().put(str(local), f"{bucket}/data", recursive=True)
+    return f"s3://{bucket}/data", local
+
+
+def test_two_processes_fetching_the_same_shards_at_once(s3_server, large_remote, tmp_path):
+    url, local = large_remote
+    cache = tmp_path / "cache"
+    outs = [tmp_path / "a", tmp_path / "b"]
+    with s3_server.recording() as requests:
+        processes = [_cached_process(url, cache, out) for out in outs]
+        try:
+            _wait_ready(outs, processes)
+            for out in outs:
+                (out / "go").touch()
+        finally:
+            wait_all(processes, timeout=180)
+    expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]
+    assert [json.loads((out / "ids.json").read_text()) for out in outs] == [expected, expected]
+    assert set(shard_gets(requests).values()) == {1} and len(shard_gets(requests)) == 4
+    assert sorted(cache_files(cache)) == sorted(
+        f"{s.sha256}.parquet" for s in read_manifest(local).shards("train")
+    )
+
+
+def test_kill_9_mid_download_leaves_nothing_to_clean(s3_server, large_remote, tmp_path):
+    url, local = large_remote
+    cache = tmp_path / "cache"
+    rng = random.Random(0)
+    for attempt in range(2):
+        out = tmp_path / f"killed{attempt}"
+        process = _cached_process(url, cache, out)
+        try:
+            _wait_ready([out], [process])
+            (out / "go").touch()
+            time.sleep(rng.uniform(0.02, 0.4))
+        finally:
+            kill_group(process)
+        for path in cache.glob("*.parquet"):  # whatever carries a final name is whole and verified
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name.split(".")[0]
+    expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]
+    assert [
+        record["id"] for record in StreamingDataset(url, shuffle=False, columns=["id"], cache_dir=cache)
+    ] == expected
+    assert not [path for path in cache.iterdir() if path.name.endswith(PART_SUFFIX)]
+    assert sorted(cache_files(cache)) == sorted(
+        f"{s.sha256}.parquet" for s in read_manifest(local).shards("train")
+    )
