@@ -27,7 +27,7 @@ SMALLER = {
     "seq_len=128": "seq_len=32",
     "range(200)": "range(3)",
     "--steps 300": "--steps 2",
-    "--train-length 64": "--train-length 16",
+    "--train-lengths 64": "--train-lengths 16",
     "--eval-lengths 64,256,1024": "--eval-lengths 16,32",
     "--eval-sequences 12": "--eval-sequences 2",
 }

@@ -512,8 +512,9 @@ def _tokenizer(directory: Storage):
     """The build's ``DIR/tokenizer.json``, loaded once per process."""
     from tokenizers import Tokenizer
 
+    text = directory.read_text(TOKENIZER_NAME)
     try:
-        return Tokenizer.from_str(directory.read_text(TOKENIZER_NAME))
+        return Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
         raise TokenizerError(
             f"{directory.location(TOKENIZER_NAME)}: not a tokenizer.json ({error})"
