@@ -153,7 +153,7 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     bucket, local, reference = c4_on_s3
     url = f"s3://{bucket}/c4-buckets"
     argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
-    assert main([*argv, "--tokenizer", str(local / "tok.json"), "--out", url]) == 0
+    assert main([*argv, "--tokenizer", f"s3://{bucket}/tok.json", "--out", url]) == 0  # everything remote
     built = remote_tree(s3_server.client(), f"{bucket}/c4-buckets")
     expected = local_tree(reference)
     assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
