@@ -14,9 +14,10 @@ Two passes, both resumable and independent of the worker count:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -61,7 +62,14 @@ from ltsgen.corpora.spool import (
     write_chunk,
 )
 from ltsgen.engines import Engine, SerialEngine, make_engine
-from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, TOKENIZER_NAME, shard_relpath, token_dtype
+from ltsgen.loaders.contract import (
+    EVAL_CONCAT_SPLIT,
+    EVAL_SPLIT,
+    FORMATS,
+    TOKENIZER_NAME,
+    shard_relpath,
+    token_dtype,
+)
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.loaders.storage import Storage, as_storage, is_url
 from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
@@ -226,7 +234,7 @@ def build_buckets(
     if finished is not None:
         return BucketsResult(finished, finished.manifest.extra.get("statistics", {}), 0.0, 0)
 
-    with claim(directory, builder, overwrite):
+    with claim(directory, builder, overwrite, writes=_may_write(config)):
         if (
             not directory.is_file(TOKENIZER_NAME)
             or directory.sha256(TOKENIZER_NAME) != tokenizer_info["sha256"]
@@ -253,6 +261,23 @@ def build_buckets(
         writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
         result = build_claimed(spec, engine=writer, progress=progress, card=card)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
+
+
+def _may_write(config: BucketConfig) -> Callable[[str], bool]:
+    """Whether the build of ``config`` may write ``DIR/relpath``: its tokenizer, or a shard in one of its
+    split and bucket folders (how many shards each gets is known only after tokenizing)."""
+    buckets = bucket_names(config.bucket_lengths)
+    folders = {f"{split}/{bucket}" for split in config.splits for bucket in buckets}
+    folders |= {
+        f"{split}/{length}" for split in (EVAL_SPLIT, EVAL_CONCAT_SPLIT) for length in config.eval_lengths
+    }
+    shard = re.compile(r"shard-\d{5,}\." + re.escape(FORMATS[config.fmt]))
+
+    def may_write(relpath: str) -> bool:
+        folder, _, name = relpath.rpartition("/")
+        return relpath == TOKENIZER_NAME or (folder in folders and shard.fullmatch(name) is not None)
+
+    return may_write
 
 
 def _load_tokenizer(config: BucketConfig):
@@ -472,7 +497,7 @@ def _count(values: list[str], positions: np.ndarray, keys: list[str]) -> dict[st
 def _job(fmt: str, split: str, bucket: str, number: int, kind: str, refs, length: int, common) -> Job:
     relpath = shard_relpath(split, number, fmt, bucket)
     payload = {"kind": kind, "relpath": relpath, "refs": refs, "length": length, **common}
-    return Job(key=relpath, payload=payload, weight=len(refs))
+    return Job(key=relpath, payload=payload, weight=len(refs), shards=(relpath,))
 
 
 @lru_cache(maxsize=16)
