@@ -341,7 +341,11 @@ class RayEngine(Engine):
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         ray = self._ray()
-        task = ray.remote(**self.resources)(_call)
+        options: dict[str, Any] = dict(self.resources)
+        fsspec_defaults = {name: value for name, value in os.environ.items() if name.startswith("FSSPEC_")}
+        if fsspec_defaults:  # a command's --storage-options (ltsgen.commands.storage_defaults), on every node
+            options["runtime_env"] = {"env_vars": fsspec_defaults}
+        task = ray.remote(**options)(_call)
         pending = iter(jobs)
         running: list = []
 

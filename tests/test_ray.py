@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 
 import pytest
@@ -62,6 +63,15 @@ def test_a_killed_ray_driver_resumes_from_the_journal(ray_runtime, s3_server, tm
     assert main(["stories", "--out", url, *KILLED, "--engine", "ray"]) == 0
     assert "kept from an earlier run" in capsys.readouterr().out
     assert remote_tree(fs, prefix) == local_tree(reference)
+
+
+def test_ray_tasks_see_the_commands_storage_options(ray_runtime, monkeypatch):
+    """A command's --storage-options reach tasks on workers started before it (and on other nodes)."""
+    from ltsgen.engines import RayEngine
+
+    monkeypatch.setenv("FSSPEC_S3", '{"endpoint_url": "http://127.0.0.1:9"}')
+    with RayEngine(workers=1) as engine:
+        assert list(engine.map(os.getenv, ["FSSPEC_S3"])) == ['{"endpoint_url": "http://127.0.0.1:9"}']
 
 
 def test_compare_runs_as_ray_tasks_equal_the_local_engine(ray_runtime, tmp_path):

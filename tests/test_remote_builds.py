@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,9 @@ SMALL += ["--samples-per-shard", "4", "--no-progress"]
 # small stories in many shards: uploads take long enough that a kill lands mid-build
 KILLED = ["--num-stories", "60", "--min-words", "100", "--max-words", "900", "--seed", "5"]
 KILLED += ["--samples-per-shard", "2", "--no-progress"]
+# where AWS_ENDPOINT_URL points while only --storage-options name the server: nothing listens there, so an
+# option that did not arrive fails here instead of reaching a cloud endpoint
+DEAD_ENDPOINT = "http://127.0.0.1:9"
 
 
 def local_tree(directory: Path) -> dict[str, str]:
@@ -54,7 +58,7 @@ def remote_small(s3_server) -> tuple[str, str, str]:
     url = f"s3://{bucket}/lts"
     options = json.dumps({"endpoint_url": s3_server.endpoint})
     with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("AWS_ENDPOINT_URL")
+        patch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
         assert main(["stories", "--out", url, *SMALL, "--storage-options", options]) == 0
     return bucket, url, options
 
@@ -73,7 +77,7 @@ def test_stories_on_s3_equal_the_local_build(s3_server, local_small, remote_smal
     assert "nothing to do" in capsys.readouterr().out
     copy = tmp_path / "card.md"
     with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("AWS_ENDPOINT_URL")
+        patch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
         assert main(["card", url, "--output", str(copy), "--storage-options", options]) == 0
     assert copy.read_text() == (local_small / "README.md").read_text().replace(
         "](length_histogram.png)", "](card_length_histogram.png)"
@@ -153,7 +157,7 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     bucket, local, reference = c4_on_s3
     url = f"s3://{bucket}/c4-buckets"
     argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
-    assert main([*argv, "--tokenizer", str(local / "tok.json"), "--out", url]) == 0
+    assert main([*argv, "--tokenizer", f"s3://{bucket}/tok.json", "--out", url]) == 0  # everything remote
     built = remote_tree(s3_server.client(), f"{bucket}/c4-buckets")
     expected = local_tree(reference)
     assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
@@ -168,19 +172,30 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     assert not s3_server.client().find(f"{bucket}/c4-buckets/.ltsgen/chunks")  # removed at the end
 
 
-def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path):
+def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):
+    """train, evaluate and compare (its runs in worker processes) with the server named by --storage-options
+    alone give what they give from the local folder."""
     from test_training import write_tiny_dataset
 
     data = write_tiny_dataset(tmp_path / "lts")
     bucket = s3_server.bucket()
     s3_server.client().put(f"{data}/", f"{bucket}/lts/", recursive=True)
-    common = ["--encoding", "alibi", "--train-length", "32", "--steps", "3", "--batch-size", "4", "--d-model", "32",
-              "--layers", "2", "--heads", "2", "--vocab-size", "300", "--device", "cpu",
-              "--log-every", "1", "--no-progress"]  # fmt: skip
-    for name, where in (("local", str(data)), ("s3", f"s3://{bucket}/lts")):
-        assert main(["train", *common, "--data", where, "--out", str(tmp_path / name)]) == 0
-        assert main(["evaluate", "--run", str(tmp_path / name), "--data", where, "--lengths", "16,32",
-                     "--eval-sequences", "4", "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
+    common = ["--train-length", "32", "--steps", "3", "--batch-size", "4", "--d-model", "32", "--n-layers", "2",
+              "--heads", "2", "--vocab-size", "300", "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
+    evaluation = ["--eval-lengths", "16,32", "--eval-sequences", "4"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
+    remote = ["--storage-options", json.dumps({"endpoint_url": s3_server.endpoint})]
+    for name, where in (("local", [str(data)]), ("s3", [f"s3://{bucket}/lts", *remote])):
+        assert (
+            main(["train", "--encoding", "alibi", *common, "--data", *where, "--out", str(tmp_path / name)])
+            == 0
+        )
+        assert main(["evaluate", "--run", str(tmp_path / name), "--data", *where, *evaluation, "--device", "cpu",
+                     "--no-progress"]) == 0  # fmt: skip
+    # a run of compare in a worker process: --storage-options reach the processes a command starts
+    assert main(["compare", "--encodings", "alibi", *common, *evaluation, "--workers", "2", "--data", *where,
+                 "--out", str(tmp_path / "compare")]) == 0  # fmt: skip
+    assert "FSSPEC_S3" not in os.environ  # the options lasted as long as the command
     runs = [tmp_path / "local", tmp_path / "s3"]
     losses = [[m["loss"] for m in map(json.loads, (run / "metrics.jsonl").open())] for run in runs]
     assert losses[0] == losses[1] and len(losses[0]) == 3
@@ -188,3 +203,5 @@ def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path):
     assert [(r["eval_length"], r["loss"]) for r in results[0]] == [
         (r["eval_length"], r["loss"]) for r in results[1]
     ]
+    compared = tmp_path / "compare" / "runs" / "T32-seed0" / "alibi" / "metrics.jsonl"
+    assert [m["loss"] for m in map(json.loads, compared.open())] == losses[0]  # the same run as `train`'s

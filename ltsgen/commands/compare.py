@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import TYPE_CHECKING
 
-from ltsgen.commands import add_command, add_engine_arguments
+from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
 from ltsgen.commands.train import add_config_arguments, training_config
 
@@ -46,6 +46,7 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", default="0", metavar="S,...", help="seeds: initialisation and data order")
     parser.add_argument("--seed", dest="seeds", help=argparse.SUPPRESS)  # old spelling
     add_config_arguments(parser, exclude=("encoding", "train_length", "seed", "eval_sequences", "init_from"))
+    add_storage_argument(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
         "--finetune-steps", type=int, default=0, metavar="N",
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     train_lengths = parse_lengths(str(args.train_lengths), "--train-lengths")
     started = time.perf_counter()
     encodings = resolve_encodings(args.encodings)
-    with _run_engine(args) as engine:
+    with storage_defaults(args, args.data), _run_engine(args) as engine:
         results = compare(
             training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
             parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),

@@ -70,7 +70,8 @@ from ltsgen.loaders.contract import (
     shard_relpath,
     token_dtype,
 )
-from ltsgen.loaders.storage import Storage, as_storage
+from ltsgen.loaders.sources import join, read_bytes
+from ltsgen.loaders.storage import Storage, as_storage, is_url
 from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
@@ -208,8 +209,7 @@ def build_buckets(
     if engine is None:
         with make_engine("local", workers) as own:
             return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)
-    tokenizer = load_tokenizer(config.tokenizer)
-    tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
+    tokenizer, tokenizer_text = _load_tokenizer(config)
     tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
@@ -280,10 +280,18 @@ def _may_write(config: BucketConfig) -> Callable[[str], bool]:
     return may_write
 
 
-def _tokenizer_bytes(name: str, tokenizer) -> bytes:
+def _load_tokenizer(config: BucketConfig):
+    """``--tokenizer`` and the exact bytes the build keeps as ``DIR/tokenizer.json``: a file or a folder
+    holding one, local or at a URL (read with the inputs' storage options), or a Hugging Face Hub name."""
+    name = config.tokenizer
+    if is_url(name):
+        where = name if name.endswith(".json") else join(name, TOKENIZER_NAME)
+        text = read_bytes(where, storage_options=config.reader.storage_options)
+        return _parse_tokenizer(text.decode("utf-8", errors="replace"), where), text
+    tokenizer = load_tokenizer(name)
     path = Path(name)
     path = path / TOKENIZER_NAME if path.is_dir() else path
-    return path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
+    return tokenizer, path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
 
 
 # ---------------------------------------------------------------- pass 1: tokenize
@@ -510,15 +518,16 @@ def _chunk_version(spool: Storage, index: int) -> Any:
 @lru_cache(maxsize=4)
 def _tokenizer(directory: Storage):
     """The build's ``DIR/tokenizer.json``, loaded once per process."""
+    return _parse_tokenizer(directory.read_text(TOKENIZER_NAME), directory.location(TOKENIZER_NAME))
+
+
+def _parse_tokenizer(text: str, where: str):
     from tokenizers import Tokenizer
 
-    text = directory.read_text(TOKENIZER_NAME)
     try:
         return Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-        raise TokenizerError(
-            f"{directory.location(TOKENIZER_NAME)}: not a tokenizer.json ({error})"
-        ) from None
+        raise TokenizerError(f"{where}: not a tokenizer.json ({error})") from None
 
 
 def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:
