@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
 from ltsgen.commands.train import add_config_arguments, training_config
+
+if TYPE_CHECKING:
+    from ltsgen.engines import RayEngine
 
 HELP = "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
 
@@ -39,15 +46,24 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", default="0", metavar="S,...", help="seeds: initialisation and data order")
     parser.add_argument("--seed", dest="seeds", help=argparse.SUPPRESS)  # old spelling
     add_config_arguments(parser, exclude=("encoding", "train_length", "seed", "eval_sequences", "init_from"))
+    add_storage_argument(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
         "--finetune-steps", type=int, default=0, metavar="N",
         help="also fine-tune RoPE-PI and YaRN for N steps at each evaluation length beyond the training length",
     )  # fmt: skip
-    parser.add_argument(
-        "--workers", type=int, default=1, help="runs trained at once, each in its own process"
-    )
+    add_engine_arguments(parser, "runs trained")
     parser.add_argument("--jobs", type=int, dest="workers", help=argparse.SUPPRESS)  # old spelling
+    parser.add_argument(
+        "--cpus-per-run", type=float, default=1.0, help="with --engine ray: CPUs each run's task reserves"
+    )
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=0.0,
+        help="with --engine ray: GPUs each run's task reserves (use with --device cuda; 0.5 packs two runs "
+        "on one GPU)",
+    )
     parser.add_argument("--out", required=True, metavar="OUT", help="comparison folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -74,13 +90,15 @@ def run(args: argparse.Namespace) -> int:
     train_lengths = parse_lengths(str(args.train_lengths), "--train-lengths")
     started = time.perf_counter()
     encodings = resolve_encodings(args.encodings)
-    results = compare(
-        training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
-        parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
-        eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
-        finetune_steps=args.finetune_steps, workers=args.workers, train_tokenizer=train_tokenizer,
-        progress=not args.no_progress,
-    )  # fmt: skip
+    with storage_defaults(args, args.data), _run_engine(args) as engine:
+        results = compare(
+            training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
+            parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
+            eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
+            finetune_steps=args.finetune_steps, workers=args.workers or 1, train_tokenizer=train_tokenizer,
+            progress=not args.no_progress,
+            run_map=_threaded_map(engine, args.cpus_per_run) if engine is not None else None,
+        )  # fmt: skip
     trained = len(
         {run["train"]["encoding"] + str(run["train_length"]) + str(run["seed"]) for run in results["runs"]}
     )
@@ -89,3 +107,37 @@ def run(args: argparse.Namespace) -> int:
         f"report: {args.out}/report.md"
     )
     return 0
+
+
+@contextmanager
+def _run_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
+    """The Ray engine that carries each run as a task with its CPUs and GPUs; ``None`` for the local engine
+    (``compare`` runs in this process, or ``--workers`` processes)."""
+    from ltsgen.errors import UsageError
+
+    if args.engine != "ray":
+        if args.ray_address is not None:
+            raise UsageError("--ray-address needs --engine ray")
+        yield None
+        return
+    if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
+        raise UsageError("--cpus-per-run must be positive and --gpus-per-run at least 0")
+    from ltsgen.engines import RayEngine
+
+    resources = {"num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run}
+    with RayEngine(args.ray_address, args.workers, resources) as engine:
+        yield engine
+
+
+def _threaded_map(engine: RayEngine, cpus: float):
+    """``engine.map`` with torch in each task limited to the task's CPUs (a Ray worker keeps the thread
+    count it started with)."""
+    threads = max(1, int(cpus))
+    return lambda fn, specs: engine.map(partial(_with_threads, threads, fn), specs)
+
+
+def _with_threads(threads: int, fn, spec):
+    import torch
+
+    torch.set_num_threads(threads)
+    return fn(spec)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
 HELP = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
 
@@ -63,6 +63,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--run", required=True, metavar="RUN", help="run folder written by `ltsgen train`")
     parser.add_argument("--data", required=True, metavar="DIR", help="dataset directory (a path or URL)")
+    add_storage_argument(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
         "--as-encoding",
@@ -80,12 +81,13 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.training import evaluate_run
     from ltsgen.training.rundir import eval_name
 
-    report = evaluate_run(
-        args.run, args.data, parse_lengths(args.eval_lengths), max_sequences=args.eval_sequences,
-        batch_tokens=args.batch_tokens, device=args.device, eval_dtype=args.eval_dtype,
-        encoding=args.as_encoding, progress=not args.no_progress,
-        log=lambda line: print(f"ltsgen evaluate: note: {line}", file=sys.stderr),
-    )  # fmt: skip
+    with storage_defaults(args, args.data):
+        report = evaluate_run(
+            args.run, args.data, parse_lengths(args.eval_lengths), max_sequences=args.eval_sequences,
+            batch_tokens=args.batch_tokens, device=args.device, eval_dtype=args.eval_dtype,
+            encoding=args.as_encoding, progress=not args.no_progress,
+            log=lambda line: print(f"ltsgen evaluate: note: {line}", file=sys.stderr),
+        )  # fmt: skip
     scaling = f", {report['scaling']}" if report["scaling"] else ""
     print(
         f"{report['encoding']}{scaling} (trained as {report['trained_as']} at {report['train_length']} tokens, "

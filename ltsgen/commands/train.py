@@ -7,7 +7,7 @@ import os
 from dataclasses import MISSING, fields
 from typing import Any
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
 HELP = "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
 
@@ -82,6 +82,7 @@ def register(subparsers) -> None:
         ],
     )
     add_config_arguments(parser)
+    add_storage_argument(parser)
     parser.add_argument("--out", required=True, metavar="RUN", help="run folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in RUN from its checkpoint")
     parser.add_argument(
@@ -95,10 +96,11 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import train
 
-    summary = train(
-        training_config(args), resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress,
-        train_tokenizer=train_tokenizer,
-    )  # fmt: skip
+    with storage_defaults(args, args.data):
+        summary = train(
+            training_config(args), resume=args.resume, stop_after=args.stop_after,
+            progress=not args.no_progress, train_tokenizer=train_tokenizer,
+        )  # fmt: skip
     if int(os.environ.get("RANK", "0")) == 0:
         print(describe(summary, args.out))
     return 0
