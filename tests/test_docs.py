@@ -1,6 +1,6 @@
 """The README and docs/ hold together: every relative link names a file of the checkout (and a heading of
 it, for ``file.md#anchor``), every document in docs/ is linked from the README's table of documents, and
-no document names an option that the command line does not have."""
+no document names an option, a module or a test that is not there."""
 
 from __future__ import annotations
 
@@ -70,3 +70,45 @@ def test_documents_use_the_options_each_command_has():
                     if option not in options[command]
                 ]
     assert unknown == []
+
+
+def _resolves(name: str) -> bool:
+    """Whether the dotted ``ltsgen...`` name is a module, or an attribute of one."""
+    import importlib
+
+    parts = name.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
+    return False
+
+
+def test_documents_name_only_what_the_package_has():
+    names = {
+        f"{document.name}: {name}"
+        for document in DOCUMENTS
+        for name in re.findall(r"\bltsgen(?:\.[A-Za-z_]\w*)+", document.read_text(encoding="utf-8"))
+    }
+    assert sorted(entry for entry in names if not _resolves(entry.split(": ")[1])) == []
+
+
+def test_the_tests_the_documents_cite_exist():
+    cited = {
+        (document.name, path, name)
+        for document in DOCUMENTS
+        for path, name in re.findall(r"\b(test_\w+\.py)::(test_\w+)", document.read_text(encoding="utf-8"))
+    }
+    missing = [
+        f"{document}: {path}::{name}"
+        for document, path, name in sorted(cited)
+        if not (REPO / "tests" / path).is_file()
+        or not re.search(rf"^def {name}\(", (REPO / "tests" / path).read_text(encoding="utf-8"), re.M)
+    ]
+    assert cited and missing == []

@@ -15,7 +15,9 @@ from ltsgen.commands.train import add_config_arguments, training_config
 if TYPE_CHECKING:
     from ltsgen.engines import RayEngine
 
-HELP = "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
+SUMMARY = (
+    "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
+)
 
 
 def register(subparsers) -> None:
@@ -24,8 +26,9 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "compare",
-        summary=HELP,
-        description=HELP + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
+        summary=SUMMARY,
+        description=SUMMARY
+        + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
         "(means over seeds with 95% Student-t intervals), report.md (with the significance of each ranking), "
         "ppl_vs_length.png, entropy_vs_length.png and loss_vs_position.png (one panel per training length, "
         "bands over seeds); runs live in OUT/runs/T<length>-seed<seed>/<encoding>. RoPE, RoPE-PI and YaRN "
