@@ -27,7 +27,7 @@ _KINDS = {
 EXTENDABLE = {key: kind for kind, keys in _KINDS.items() for key in keys.split()}
 _CONNECTIVES = frozenset(("Now", "So", "And", "Then", "But", "Then,", "Soon,", "Next,", "Later,", "Still,"))
 _KEEP_CASE = frozenset(NAMES) | {"I", "I'm", "I'll"}
-JOIN_RATE = 0.35  # how often a short plain statement joins the plain statement before it ...
+JOIN_RATE = 0.5  # how often a short plain statement joins the plain statement before it ...
 _JOIN_WORDS = 12  # ... when it has at most this many words
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“])|(?<=[.!?][\"”])\s+(?=[A-Z\"“])").split
 
