@@ -1,23 +1,67 @@
 #!/usr/bin/env bash
-# The FIRE-paper-style run on a GPU: every encoding trained at 512 tokens, evaluated up to 8,192 (16x).
-# Usage: benchmarks/gpu_compare.sh [OUT]   (default runs/gpu-compare; about 1-2 hours on one recent GPU)
-# Needs CUDA; exits with status 1 and one line when there is none.
+# The papers' protocols on a GPU, each with 95% intervals over seeds:
+#   1. APE's figure grid: RoPE, ALiBi and APE trained at 64, 128 and 256 tokens on LongTinyStories, 3 seeds,
+#      evaluated from 64 to 4,096 tokens (perplexity and attention entropy against the evaluation length).
+#   2. FIRE's C4 setting: every encoding trained at 2,048 tokens on C4 length buckets, evaluated at 512 to
+#      8,192 on the buckets' exact-length sets (nested: the same documents at every length), 3 seeds.
+#
+# Usage: benchmarks/gpu_compare.sh [OUT]                      (default OUT: runs/gpu-compare)
+#   C4="c4/en/c4-train.0000*-of-01024.json.gz"  allenai/c4 files for part 2 (quote the glob; about 3.5M
+#                                               documents in ten files give 64 held-out ones of 8,192 tokens);
+#                                               without C4, part 2 is skipped with a line saying so
+#   TINY=1   every step at a toy size on the CPU (the repository's C4 sample), to check the script itself
+#   SEEDS=0,1,2   WORKERS=N (runs at once; default 1 on a GPU)   PYTHON, LTSGEN (default: .venv/bin/...)
+# Without CUDA (and without TINY=1) it stops with status 1 and one line. A rerun keeps what is finished.
 set -euo pipefail
 OUT=${1:-runs/gpu-compare}
 PY=${PYTHON:-.venv/bin/python}
 LTSGEN=${LTSGEN:-.venv/bin/ltsgen}
+SEEDS=${SEEDS:-0,1,2}
+WORKERS=${WORKERS:-1}
 
-if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "gpu_compare.sh: no CUDA device visible to torch ($("$PY" -c 'import torch; print(torch.__version__)')); this benchmark needs a GPU" >&2
-  exit 1
+if [[ "${TINY:-0}" == 1 ]]; then
+  DEVICE=cpu
+  C4=${C4:-tests/fixtures/c4_en/c4-train.00000-of-01024.first400.json.gz}
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+  STORIES=(--num-stories 120 --min-words 150 --max-words 1500 --splits train=0.9,validation=0.1)
+  VOCAB=512
+  APE_GRID=(--train-lengths 16,32 --eval-lengths 16,32,64,128 --steps 20 --batch-size 8)
+  C4_BUCKETS=(--lengths 64,128,256,512 --eval-lengths 64,128,256 --eval-per-length 4)
+  C4_RUN=(--train-lengths 64 --eval-lengths 64,128,256 --steps 20 --batch-size 8)
+  MODEL=(--d-model 32 --n-layers 2 --n-heads 2 --eval-sequences 4)
+else
+  if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "gpu_compare.sh: no CUDA device visible to torch ($("$PY" -c 'import torch; print(torch.__version__)')); this benchmark needs a GPU (TINY=1 runs it on the CPU at a toy size)" >&2
+    exit 1
+  fi
+  "$PY" -c "import torch; print('device:', torch.cuda.get_device_name(0), '| torch', torch.__version__)"
+  DEVICE=cuda
+  C4=${C4:-}
+  STORIES=(--num-stories 12000 --min-words 500 --max-words 32000 --splits train=0.98,validation=0.02)
+  VOCAB=8192
+  APE_GRID=(--train-lengths 64,128,256 --eval-lengths 64,128,256,512,1024,2048,4096 --steps 4000 --batch-size 64)
+  C4_BUCKETS=(--lengths 512,1024,2048,4096,8192,16384 --eval-lengths 512,1024,2048,4096,8192 --eval-per-length 64)
+  C4_RUN=(--train-lengths 2048 --eval-lengths 512,1024,2048,4096,8192 --steps 4000 --batch-size 16)
+  MODEL=(--d-model 384 --n-layers 6 --n-heads 6 --eval-sequences 64 --batch-tokens 65536 --compile)
 fi
-"$PY" -c "import torch; print('device:', torch.cuda.get_device_name(0), '| torch', torch.__version__)"
+COMMON=(--device "$DEVICE" --seeds "$SEEDS" --workers "$WORKERS" --vocab-size "$VOCAB" --lr 6e-4 "${MODEL[@]}")
 
-# stories long enough for 8,192-token evaluation sequences (about 6,500+ words at vocab 8192)
-"$LTSGEN" stories --out "$OUT/lts" --num-stories 12000 --min-words 500 --max-words 32000 \
-  --splits train=0.98,validation=0.02 --workers "$(nproc)" --seed 0
-"$LTSGEN" compare --data "$OUT/lts" --encodings all --vocab-size 8192 \
-  --train-length 512 --eval-lengths 512,1024,2048,4096,8192 \
-  --steps 4000 --batch-size 64 --lr 6e-4 --d-model 384 --layers 6 --heads 6 \
-  --eval-sequences 64 --batch-tokens 65536 --compile --device cuda --out "$OUT/compare"
-echo "report: $OUT/compare/report.md"
+# 1. APE's figure grid on LongTinyStories (long enough for 4,096-token evaluation sequences)
+"$LTSGEN" stories --out "$OUT/lts" "${STORIES[@]}" --seed 0 --no-progress
+"$LTSGEN" tokenizer --data "$OUT/lts" --vocab-size "$VOCAB" --out "$OUT/lts-tokenizer.json"
+"$LTSGEN" compare --data "$OUT/lts" --tokenizer "$OUT/lts-tokenizer.json" --encodings rope,alibi,ape \
+  "${APE_GRID[@]}" "${COMMON[@]}" --out "$OUT/ape-grid"
+echo "APE grid: $OUT/ape-grid/report.md"
+
+# 2. FIRE's C4 setting, from C4 length buckets with exact-length evaluation sets
+if [[ -z "$C4" ]]; then
+  echo "gpu_compare.sh: C4 is not set, so FIRE's C4 setting is skipped (C4=\"path/c4-train.*.json.gz\" runs it)" >&2
+  exit 0
+fi
+# shellcheck disable=SC2086  # C4 may be a glob or several files
+"$LTSGEN" tokenizer --source c4 --input $C4 --vocab-size "$VOCAB" --max-documents 200000 --out "$OUT/c4-tokenizer.json"
+# shellcheck disable=SC2086
+"$LTSGEN" buckets --source c4 --input $C4 --tokenizer "$OUT/c4-tokenizer.json" --out "$OUT/c4" \
+  "${C4_BUCKETS[@]}" --splits train=0.99,validation=0.01 --workers "$(nproc)" --no-progress
+"$LTSGEN" compare --data "$OUT/c4" --encodings all "${C4_RUN[@]}" "${COMMON[@]}" --out "$OUT/fire-c4"
+echo "FIRE's C4 setting: $OUT/fire-c4/report.md"

@@ -12,6 +12,11 @@ medians:
 - ltsgen rerun: the finished build run again (answers from the cache: no request sent).
 
 Usage: python benchmarks/llm.py [--stories 48] [--latency 0.1] [--concurrency 16] [--rounds 3]
+
+Acceptance of a real model: ``--acceptance URL=MODEL`` (repeatable, any OpenAI-compatible server) builds
+``--stories`` stories of ``--min-words``-``--max-words`` words with each model and the default filters, and
+prints per model the share of attempts the filters kept and the rejections by cause; the smallest model
+whose stories mostly pass is the one to use. ``make test-llm`` prints the same figures for SmolLM2-135M.
 """
 
 from __future__ import annotations
@@ -63,13 +68,54 @@ def sequential_peer(url: str, requests: list[dict]) -> float:
     return time.perf_counter() - started
 
 
+def acceptance(url: str, model: str, work: Path, args: argparse.Namespace) -> dict:
+    """Build ``args.stories`` stories with ``model`` and the default filters; the manifest's filter counts."""
+    from ltsgen.loaders.contract import read_manifest
+
+    out = work / model.replace("/", "_")
+    command = ["stories", "--backend", "openai", "--base-url", url, "--model", model, "--out", str(out)]
+    command += ["--cache-dir", str(work / "cache"), "--no-progress", "--seed", "1", "--splits", "train=1.0"]
+    command += ["--num-stories", str(args.stories), "--min-words", str(args.min_words)]
+    command += ["--max-words", str(args.max_words), "--chapter-words", str(args.chapter_words)]
+    command += ["--max-attempts", str(args.max_attempts), "--concurrency", str(args.concurrency)]
+    assert main(command) == 0
+    return read_manifest(out).extra["llm"]["filters"]
+
+
+def acceptance_table(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        for target in args.acceptance:
+            url, _, model = target.partition("=")
+            filters = acceptance(url, model, Path(tmp), args)
+            rows.append((model, filters))
+    print(
+        f"{args.stories} stories of {args.min_words}-{args.max_words} words, default filters, "
+        f"up to {args.max_attempts} attempts per story\n"
+    )
+    print("| model | stories kept | attempts | kept / attempts | rejected attempts by cause |")
+    print("|---|---:|---:|---:|---|")
+    for model, filters in rows:
+        causes = ", ".join(f"{n} {cause}" for cause, n in filters["rejected"].items() if n) or "none"
+        share = filters["kept"] / max(filters["attempts"], 1)
+        print(f"| {model} | {filters['kept']} | {filters['attempts']} | {share:.2f} | {causes} |")
+
+
 def main_benchmark() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stories", type=int, default=48)
     parser.add_argument("--latency", type=float, default=0.1, help="seconds the server takes per answer")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--acceptance", action="append", metavar="URL=MODEL", help="measure a real model")
+    parser.add_argument("--min-words", type=int, default=150)
+    parser.add_argument("--max-words", type=int, default=300)
+    parser.add_argument("--chapter-words", type=int, default=150)
+    parser.add_argument("--max-attempts", type=int, default=4)
     args = parser.parse_args()
+    if args.acceptance:
+        acceptance_table(args)
+        return
 
     server, url = start_server(args.latency)
     times: dict[str, list[float]] = {}

@@ -21,6 +21,7 @@ import torch
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.encodings import NAMES
+from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import TrainConfig, train
 from ltsgen.training.distributed import resolve_device
 
@@ -31,8 +32,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60, help="steps per encoding (default 60)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--n-layers", type=int, default=4)
+    parser.add_argument("--n-heads", type=int, default=4)
     parser.add_argument("--vocab-size", type=int, default=2048)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--encodings", default=",".join(NAMES))
@@ -42,7 +43,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ltsgen-bench-train-") as tmp:
         data = Path(tmp) / "lts"
         ltsgen(["stories", "--out", str(data), "--num-stories", "400", "--min-words", "200",
-                "--max-words", "3000", "--quiet"])  # fmt: skip
+                "--max-words", "3000", "--no-progress"])  # fmt: skip
         speeds: dict[str, list[float]] = {}
         tokenizer = None
         for repeat in range(args.repeats):  # rounds interleave the encodings, so load changes hit all alike
@@ -50,10 +51,10 @@ def main() -> None:
                 out = Path(tmp) / "runs" / f"{encoding}-{repeat}"
                 config = TrainConfig(
                     data=str(data), out=str(out), encoding=encoding, train_length=args.length, steps=args.steps,
-                    batch_size=args.batch_size, d_model=args.d_model, layers=args.layers, heads=args.heads,
+                    batch_size=args.batch_size, d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
                     vocab_size=args.vocab_size, device=args.device, log_every=5, tokenizer=tokenizer,
                 )  # fmt: skip
-                speed = train(config, progress=False)["tokens_per_s"]
+                speed = train(config, progress=False, train_tokenizer=train_tokenizer)["tokens_per_s"]
                 tokenizer = tokenizer or str(out / "tokenizer.json")
                 speeds.setdefault(encoding, []).append(speed)
                 print(f"round {repeat + 1}: {encoding:>13} {speed:>9,.0f} tokens/s", flush=True)
@@ -61,7 +62,7 @@ def main() -> None:
     device = resolve_device(args.device)
     print(
         f"\ntraining tokens/s (median of {args.repeats} interleaved rounds), length {args.length}, batch {args.batch_size}, d_model {args.d_model}, "
-        f"{args.layers} layers, {args.heads} heads, vocab {args.vocab_size}; {device}, torch {torch.__version__}, "
+        f"{args.n_layers} layers, {args.n_heads} heads, vocab {args.vocab_size}; {device}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), {platform.machine()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     )
     print("| encoding | tokens/s | vs NoPE |\n|---|---|---|")

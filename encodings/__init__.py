@@ -6,14 +6,15 @@ tests against reference implementations.
 """
 
 from .alibi import alibi_slopes
-from .base import PositionEncoding
+from .base import EncodingError, PositionEncoding
 from .fire import fire_normalized_distance
-from .registry import NAMES, build, options
+from .registry import NAMES, build, options, training_options
 from .rotary import rope_inv_freq, yarn_inv_freq
 from .t5 import t5_relative_position_bucket
 
 __all__ = [
     "NAMES",
+    "EncodingError",
     "PositionEncoding",
     "alibi_slopes",
     "build",
@@ -21,5 +22,6 @@ __all__ = [
     "options",
     "rope_inv_freq",
     "t5_relative_position_bucket",
+    "training_options",
     "yarn_inv_freq",
 ]

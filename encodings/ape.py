@@ -13,13 +13,15 @@ bounded however long the context. One module per layer.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .alibi import alibi_slopes
-from .base import PositionEncoding, distance_bias
-from .rotary import apply_rotary, rope_inv_freq
+from .base import PositionEncoding, RotaryTables, distance_bias
+from .rotary import rope_inv_freq, rotary_tables
 
 LINEAR_FLOOR = 1e-4
 
@@ -50,15 +52,29 @@ class APE(PositionEncoding):
         self.log = nn.Parameter(_inverse_softplus(torch.full((num_heads,), float(log_init))))
         self.sqrt = nn.Parameter(_inverse_softplus(torch.full((num_heads,), float(sqrt_init))))
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return apply_rotary(x, positions, self.inv_freq * self.log_frequency_scale.exp())
+    def rotary_tables(self, positions: torch.Tensor) -> RotaryTables:
+        return rotary_tables(positions, self.inv_freq * self.log_frequency_scale.exp())
+
+    def coefficients(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The decay coefficients (a, b, c) per head, each [H]."""
+        return F.softplus(self.linear) + LINEAR_FLOOR, F.softplus(self.log), F.softplus(self.sqrt)
 
     def decay(self, distances: torch.Tensor) -> torch.Tensor:
         """Bias values [H, M] at ``distances`` [M]: ``-(a n + b log(1 + n) + c sqrt(n))``."""
-        a = F.softplus(self.linear)[:, None] + LINEAR_FLOOR
-        b = F.softplus(self.log)[:, None]
-        c = F.softplus(self.sqrt)[:, None]
+        a, b, c = (value[:, None] for value in self.coefficients())
         return -(a * distances + b * torch.log1p(distances) + c * distances.sqrt())
+
+    @torch.no_grad()
+    def learned(self) -> dict[str, Any]:
+        """Per head: the decay coefficients, and the frequency multipliers omega (min, median, max)."""
+        a, b, c = self.coefficients()
+        omega = self.log_frequency_scale.exp()
+        return {
+            "linear": a.tolist(), "log": b.tolist(), "sqrt": c.tolist(),
+            "frequency_scale_min": omega.min(dim=1).values.tolist(),
+            "frequency_scale_median": omega.median(dim=1).values.tolist(),
+            "frequency_scale_max": omega.max(dim=1).values.tolist(),
+        }  # fmt: skip
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         return distance_bias(self.decay, q_positions, k_positions)

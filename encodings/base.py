@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
+
+from ltsgen.errors import LtsgenError
+
+#: cos and sin tables [T, D] (or [H, T, D] with per-head frequencies) that rotate q and k at T positions.
+RotaryTables = tuple[torch.Tensor, torch.Tensor]
+
+
+class EncodingError(LtsgenError, ValueError):
+    """An unknown encoding, option or option value; the message names it and what is accepted."""
 
 
 class PositionEncoding(nn.Module):
@@ -28,9 +38,45 @@ class PositionEncoding(nn.Module):
         self.num_heads = num_heads
         self.head_dim = head_dim
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Rotate queries or keys ``x`` [B, H, T, D] at ``positions`` [T]; the identity unless rotary."""
-        return x
+    @classmethod
+    def training_options(cls, train_length: int) -> dict[str, Any]:
+        """Options that depend on the training length (FIRE's threshold, T5's max distance, ...).
+
+        Args:
+            train_length: the context a model is trained at, in tokens.
+
+        Returns:
+            Option values that override the constructor's defaults when a model trains at ``train_length``.
+        """
+        return {}
+
+    def rotary_tables(self, positions: torch.Tensor) -> RotaryTables | None:
+        """cos and sin for ``positions`` [T], or None when the encoding does not rotate.
+
+        Computed once per forward and reused for q and k (and by every layer an encoding serves).
+        """
+        return None
+
+    def rotate(
+        self, x: torch.Tensor, positions: torch.Tensor, tables: RotaryTables | None = None
+    ) -> torch.Tensor:
+        """Rotate queries or keys ``x`` [B, H, T, D] at ``positions`` [T]; the identity unless rotary.
+
+        ``tables`` from ``rotary_tables(positions)`` spare recomputing them.
+        """
+        tables = self.rotary_tables(positions) if tables is None else tables
+        if tables is None:
+            return x
+        cos, sin = tables
+        first, second = x.chunk(2, dim=-1)
+        return (x * cos + torch.cat((-second, first), dim=-1) * sin).to(x.dtype)
+
+    def set_eval_length(self, length: int) -> None:
+        """Prepare to read ``length`` tokens (zero-shot rescaling for RoPE-PI and YaRN); a no-op otherwise."""
+
+    def learned(self) -> dict[str, Any]:
+        """The learned values worth reporting after training (plain floats and lists); empty when none."""
+        return {}
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor | None:
         """Additive bias [H, Tq, Tk] for queries at ``q_positions`` against keys at ``k_positions``, or None.

@@ -9,6 +9,8 @@ as a learnable multiplier of the initial value, as in the reference). One module
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
@@ -66,6 +68,18 @@ class FIRE(PositionEncoding):
         self.c = nn.Parameter(torch.tensor(float(c)))
         self.initial_threshold = threshold
         self.threshold_multiplier = None if threshold is None else nn.Parameter(torch.tensor(1.0))
+
+    @classmethod
+    def training_options(cls, train_length: int) -> dict[str, Any]:
+        """The threshold L starts at a quarter of the training length (the reference's 512 for 2,048), so that
+        training positions span the whole normalised range [0, 1] the MLP later reads."""
+        return {"threshold": train_length / 4}
+
+    @torch.no_grad()
+    def learned(self) -> dict[str, Any]:
+        """c and the threshold L as learned (L is None when disabled)."""
+        threshold = self.threshold
+        return {"c": float(self.c.abs()), "threshold": None if threshold is None else float(threshold)}
 
     @property
     def threshold(self) -> torch.Tensor | None:

@@ -9,6 +9,8 @@ gradient passed straight through, which gives the same forward and keeps paramet
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -36,14 +38,26 @@ class Kerple(PositionEncoding):
         self.scale = nn.Parameter(scale_init * torch.rand(num_heads))
         self.shape = nn.Parameter(shape_init * torch.rand(num_heads))
 
+    def parameters_in_use(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """r1 and r2 per head as the kernel uses them (clamped), each [H]."""
+        high = None if self.variant == "log" else MAX_POWER
+        return (
+            _clamp_straight_through(self.scale, MIN_PARAMETER),
+            _clamp_straight_through(self.shape, MIN_PARAMETER, high),
+        )
+
     def kernel(self, distances: torch.Tensor) -> torch.Tensor:
         """Bias values [H, M] at ``distances`` [M] (float, >= 0)."""
-        scale = _clamp_straight_through(self.scale, MIN_PARAMETER)[:, None]
+        scale, shape = (value[:, None] for value in self.parameters_in_use())
         if self.variant == "log":
-            shape = _clamp_straight_through(self.shape, MIN_PARAMETER)[:, None]
             return -scale * torch.log1p(shape * distances)
-        power = _clamp_straight_through(self.shape, MIN_PARAMETER, MAX_POWER)[:, None]
-        return -scale * distances.pow(power)
+        return -scale * distances.pow(shape)
+
+    @torch.no_grad()
+    def learned(self) -> dict[str, Any]:
+        """r1 and r2 per head (log: ``-r1 log(1 + r2 n)``; power: ``-r1 n^r2``)."""
+        scale, shape = self.parameters_in_use()
+        return {"r1": scale.tolist(), "r2": shape.tolist()}
 
     def bias(self, q_positions: torch.Tensor, k_positions: torch.Tensor) -> torch.Tensor:
         return distance_bias(self.kernel, q_positions, k_positions)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .alibi import ALiBi
 from .ape import APE
-from .base import NoPE, PositionEncoding
+from .base import EncodingError, NoPE, PositionEncoding
 from .fire import FIRE
 from .kerple import Kerple
 from .rotary import RoPE, RoPEPI, YaRN
@@ -35,10 +35,66 @@ NAMES: tuple[str, ...] = tuple(_BUILDERS)
 def options(name: str) -> dict[str, object]:
     """The keyword options of encoding ``name`` with their defaults."""
     builder = _builder(name)
-    func = builder.func if isinstance(builder, functools.partial) else builder
     fixed = builder.keywords if isinstance(builder, functools.partial) else {}
-    parameters = list(inspect.signature(func).parameters.values())[2:]  # after num_heads, head_dim
+    parameters = list(inspect.signature(_class(name)).parameters.values())[2:]  # after num_heads, head_dim
     return {p.name: p.default for p in parameters if p.name not in fixed}
+
+
+def training_options(
+    name: str, train_length: int, overrides: Mapping[str, object] | None = None
+) -> dict[str, object]:
+    """Every option of encoding ``name`` for a model trained at ``train_length`` tokens, defaults included.
+
+    The constructor's defaults, then the values the encoding sets for the training length (FIRE's threshold,
+    T5's max distance, RoPE-PI's and YaRN's training scale), then ``overrides``. Override values may be
+    text as typed on a command line (``"128"``, ``"none"``, ``"true"``): they take the type of the default.
+
+    Args:
+        name: one of ``NAMES``.
+        train_length: the training context in tokens.
+        overrides: option values to set, by name.
+
+    Returns:
+        A JSON-safe dict of every option, ready for ``build(name, heads, head_dim, **options)``.
+    """
+    resolved = {**options(name), **_class(name).training_options(train_length)}
+    for key, value in (overrides or {}).items():
+        if key not in resolved:
+            raise EncodingError(
+                f"encoding {name!r} has no option {key!r}; it takes {', '.join(sorted(resolved))}"
+            )
+        resolved[key] = _typed(name, key, value, options(name)[key])
+    return resolved
+
+
+def _typed(name: str, key: str, value: object, default: object) -> object:
+    """``value`` (text from a command line is parsed first) as the type of ``default``; None passes through
+    (it disables FIRE's threshold), and the constructor checks ranges."""
+    if isinstance(value, str):
+        value = _parse(value)
+    if value is None or default is None:
+        return value
+    if isinstance(default, float) and type(value) is int:
+        return float(value)
+    if type(default) is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if type(value) is not type(default):
+        raise EncodingError(f"{name} option {key}={value!r}: expected a value like {default!r}")
+    return value
+
+
+def _parse(text: str) -> object:
+    lowered = text.strip().lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for parse in (int, float):
+        try:
+            return parse(lowered)
+        except ValueError:
+            pass
+    return text
 
 
 def build(name: str, num_heads: int, head_dim: int, **options_: object) -> PositionEncoding:
@@ -46,7 +102,7 @@ def build(name: str, num_heads: int, head_dim: int, **options_: object) -> Posit
     builder = _builder(name)
     unknown = sorted(set(options_) - set(options(name)))
     if unknown:
-        raise ValueError(
+        raise EncodingError(
             f"encoding {name!r} has no option {', '.join(unknown)}; it takes {sorted(options(name))}"
         )
     return builder(num_heads, head_dim, **options_)
@@ -54,5 +110,10 @@ def build(name: str, num_heads: int, head_dim: int, **options_: object) -> Posit
 
 def _builder(name: str) -> Callable[..., PositionEncoding]:
     if name not in _BUILDERS:
-        raise ValueError(f"unknown encoding {name!r}; choose one of {', '.join(_BUILDERS)}")
+        raise EncodingError(f"unknown encoding {name!r}; choose one of {', '.join(_BUILDERS)}")
     return _BUILDERS[name]
+
+
+def _class(name: str) -> type[PositionEncoding]:
+    builder = _builder(name)
+    return builder.func if isinstance(builder, functools.partial) else builder

@@ -7,10 +7,11 @@ t + d/2. Keys are rotated at their own positions, so a key cache holds rotated k
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
-from .base import PositionEncoding
+from .base import PositionEncoding, RotaryTables
 
 
 def rope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -50,16 +51,11 @@ def yarn_inv_freq(
     return inv_freq, attention_scale
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    first, second = x.chunk(2, dim=-1)
-    return torch.cat((-second, first), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` [..., T, D] by ``positions`` [T] times ``inv_freq`` ([D/2], or [H, D/2] per head)."""
+def rotary_tables(positions: torch.Tensor, inv_freq: torch.Tensor) -> RotaryTables:
+    """cos and sin of ``positions`` [T] times ``inv_freq`` ([D/2], or [H, D/2] per head), each pair's angle twice."""
     angles = positions.to(torch.float32)[:, None] * inv_freq[..., None, :]  # [T, D/2] or [H, T, D/2]
     angles = torch.cat((angles, angles), dim=-1)
-    return (x * angles.cos() + rotate_half(x) * angles.sin()).to(x.dtype)
+    return angles.cos(), angles.sin()
 
 
 class RoPE(PositionEncoding):
@@ -70,14 +66,48 @@ class RoPE(PositionEncoding):
         self.base = base
         self.register_buffer("inv_freq", rope_inv_freq(head_dim, base).float(), persistent=False)
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return apply_rotary(x, positions, self.inv_freq)
+    def rotary_tables(self, positions: torch.Tensor) -> RotaryTables:
+        return rotary_tables(positions, self.inv_freq)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, base={self.base}"
 
 
-class RoPEPI(RoPE):
+class _Rescaled(RoPE):
+    """RoPE stretched by ``factor`` over ``original_length`` (the training length), rescaled zero-shot to read
+    longer inputs: ``set_eval_length(L)`` sets the factor to ``max(trained factor, L / original_length)``, so
+    a model trained at factor 1 reads L tokens as the papers' zero-shot baselines do, and one fine-tuned at
+    factor s keeps s up to ``s * original_length``."""
+
+    def __init__(self, num_heads: int, head_dim: int, factor: float, original_length: int, base: float):
+        super().__init__(num_heads, head_dim, base)
+        if factor <= 0 or original_length < 1:
+            raise ValueError(
+                f"{type(self).__name__.lower()} needs factor > 0 and original_length >= 1, got {factor}, {original_length}"
+            )
+        self.trained_factor = float(factor)
+        self.original_length = original_length
+        self.rescale(self.trained_factor)
+
+    @classmethod
+    def training_options(cls, train_length: int) -> dict[str, Any]:
+        return {"factor": 1.0, "original_length": train_length}
+
+    def set_eval_length(self, length: int) -> None:
+        self.rescale(max(self.trained_factor, length / self.original_length))
+
+    def rescale(self, factor: float) -> None:
+        """Use ``factor`` from now on (the frequencies and, for YaRN, the logit scale follow)."""
+        raise NotImplementedError
+
+    def _set_inv_freq(self, inv_freq: torch.Tensor) -> None:
+        self.inv_freq = inv_freq.to(device=self.inv_freq.device, dtype=torch.float32)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, factor={self.factor}, original_length={self.original_length}"
+
+
+class RoPEPI(_Rescaled):
     """RoPE with linear position interpolation: positions are divided by ``factor``.
 
     ``factor`` = target length / training length; ``original_length`` is the training length, kept so that
@@ -92,22 +122,18 @@ class RoPEPI(RoPE):
         original_length: int = 512,
         base: float = 10000.0,
     ):
-        super().__init__(num_heads, head_dim, base)
-        if factor <= 0:
-            raise ValueError(f"rope_pi factor must be positive, got {factor}")
+        super().__init__(num_heads, head_dim, factor, original_length, base)
+
+    def rescale(self, factor: float) -> None:
         self.factor = factor
-        self.original_length = original_length
-        self.inv_freq /= factor
+        self._set_inv_freq(rope_inv_freq(self.head_dim, self.base) / factor)
 
     @property
     def target_length(self) -> int:
         return round(self.factor * self.original_length)
 
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, factor={self.factor}, original_length={self.original_length}"
 
-
-class YaRN(RoPE):
+class YaRN(_Rescaled):
     """YaRN: RoPE with per-pair interpolation (``yarn_inv_freq``) and a logit temperature ``mscale**2``."""
 
     def __init__(
@@ -120,21 +146,17 @@ class YaRN(RoPE):
         beta_fast: float = 32.0,
         beta_slow: float = 1.0,
     ):
-        super().__init__(num_heads, head_dim, base)
-        if factor <= 0:
-            raise ValueError(f"yarn factor must be positive, got {factor}")
-        inv_freq, attention_scale = yarn_inv_freq(
-            head_dim, base, factor, original_length, beta_fast, beta_slow
-        )
-        self.inv_freq = inv_freq.float()
-        self.logit_scale = attention_scale**2
-        self.factor = factor
-        self.original_length = original_length
         self.beta_fast = beta_fast
         self.beta_slow = beta_slow
+        super().__init__(num_heads, head_dim, factor, original_length, base)
+
+    def rescale(self, factor: float) -> None:
+        inv_freq, attention_scale = yarn_inv_freq(
+            self.head_dim, self.base, factor, self.original_length, self.beta_fast, self.beta_slow
+        )
+        self.factor = factor
+        self._set_inv_freq(inv_freq)
+        self.logit_scale = attention_scale**2
 
     def extra_repr(self) -> str:
-        return (
-            f"{super().extra_repr()}, factor={self.factor}, original_length={self.original_length}, "
-            f"beta_fast={self.beta_fast}, beta_slow={self.beta_slow}"
-        )
+        return f"{super().extra_repr()}, beta_fast={self.beta_fast}, beta_slow={self.beta_slow}"

@@ -6,6 +6,7 @@ As in T5, one table serves every layer.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -42,6 +43,12 @@ class T5Bias(PositionEncoding):
         self.num_buckets = num_buckets
         self.max_distance = max_distance
         self.table = nn.Parameter(torch.randn(num_buckets, num_heads) * (num_heads * head_dim) ** -0.5)
+
+    @classmethod
+    def training_options(cls, train_length: int) -> dict[str, Any]:
+        """``max_distance`` = the training length (at least 32, past the 16 exact buckets), so every bucket
+        is trained rather than left at its initialisation."""
+        return {"max_distance": max(train_length, 32)}
 
     def lookup(self, distances: torch.Tensor) -> torch.Tensor:
         buckets = t5_relative_position_bucket(distances, self.num_buckets, self.max_distance)

@@ -62,8 +62,6 @@ def attach_tokenizer(
             record_outputs(store, [TOKENIZER_NAME])
     except LockHeld as error:
         raise BuildError(f"{store}: another build is running there ({error.reason})") from None
-    except OSError as error:
-        raise BuildError(
-            f"{store.location(TOKENIZER_NAME)}: cannot write ({error.strerror or error})"
-        ) from None
+    except OSError as error:  # the tokenizer, the manifest or the outputs record
+        raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
     return manifest.tokenizer, previous

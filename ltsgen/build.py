@@ -11,7 +11,7 @@ in a local folder or an object-store prefix (``ltsgen.loaders.storage``):
   arguments (that got as far as a shard) is refused unless ``overwrite``, which removes only what that
   build wrote (the shards of its manifest and journal, its manifest, the card, plots and tokenizer it
   recorded in ``.ltsgen/outputs.json``, and ``.ltsgen/``); a directory of other files is refused unless
-  ``overwrite``, which builds beside them and keeps them all;
+  ``overwrite``, which builds beside them and keeps them all (one where the new build writes is refused);
 - keeps every job that the journal ``DIR/.ltsgen/journal.jsonl`` records as done *and* whose shards still
   match their recorded size and sha256; hands the others to an engine (``ltsgen.engines``: this process,
   a local process pool or Ray tasks), which runs them and returns their results as they complete;
@@ -85,11 +85,14 @@ class BuildError(LtsgenError):
 @dataclass(frozen=True)
 class Job:
     """One unit of work. ``key`` is unique and stable across runs; ``payload`` is builder data (picklable);
-    ``weight`` is what the progress bar counts for it (e.g. its number of samples)."""
+    ``weight`` is what the progress bar counts for it (e.g. its number of samples); ``shards``: the
+    relative paths of the shards it writes, where known before it runs, so that a build refuses to start
+    where a file it did not write sits at one of them (rather than replace it)."""
 
     key: str
     payload: Any = None
     weight: int = 1
+    shards: tuple[str, ...] = ()
 
 
 @dataclass
@@ -269,7 +272,8 @@ def run_build(
     finished = finished_build(spec, card=card)
     if finished is not None:
         return finished
-    with claim(spec.directory, spec.builder, overwrite):
+    shards = {path for job in spec.jobs for path in job.shards}
+    with claim(spec.directory, spec.builder, overwrite, writes=shards.__contains__):
         return build_claimed(spec, engine=engine, progress=progress, card=card)
 
 
@@ -296,11 +300,17 @@ def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
 
 
 @contextmanager
-def claim(directory: Path | str | Storage, builder: dict[str, Any], overwrite: bool) -> Iterator[None]:
+def claim(
+    directory: Path | str | Storage,
+    builder: dict[str, Any],
+    overwrite: bool,
+    writes: Callable[[str], bool] | None = None,
+) -> Iterator[None]:
     """Hold the directory's lock with the directory made ours for ``builder`` (see the module docstring).
 
     The refusals that need no lock come first, so that a refused build writes nothing; the lock is taken
-    before anything is removed, and the directory is examined again under it.
+    before anything is removed, and the directory is examined again under it. ``writes(relpath)``: whether
+    the build may write that file; a file no build wrote where it does is refused, even with ``overwrite``.
     """
     store = as_storage(directory)
     wanted = json.loads(json.dumps(builder, sort_keys=True))
@@ -309,12 +319,12 @@ def claim(directory: Path | str | Storage, builder: dict[str, Any], overwrite: b
             store.check_writable()
             if store.is_local and store.root.exists() and not store.root.is_dir():
                 raise BuildError(f"{store}: exists and is not a directory")
-            _refuse(store, wanted, overwrite)
+            _refuse(store, wanted, overwrite, writes)
             try:
                 stack.enter_context(store.lock(LOCK_PATH))
             except LockHeld as error:
                 raise BuildError(f"{store}: another build is running there ({error.reason})") from None
-            _refuse(store, wanted, overwrite)
+            _refuse(store, wanted, overwrite, writes)
             previous = _previous_builder(store)
             if previous is not None and previous != wanted:
                 remove_build(store)
@@ -331,23 +341,33 @@ def claim(directory: Path | str | Storage, builder: dict[str, Any], overwrite: b
         yield
 
 
-def _refuse(store: Storage, wanted: dict[str, Any], overwrite: bool) -> None:
-    """Refuse, unless ``overwrite``, a directory with another build or with files no build wrote."""
-    if overwrite or not store.exists():
+def _refuse(
+    store: Storage, wanted: dict[str, Any], overwrite: bool, writes: Callable[[str], bool] | None
+) -> None:
+    """Refuse, unless ``overwrite``, a directory with another build or with files no build wrote; and, even
+    with it, a new build that would replace a file no build wrote (where ``writes`` says it may write)."""
+    if not store.exists():
         return
     previous = _previous_builder(store)
-    if previous is not None and previous != wanted and _holds_shards(store):
+    if previous == wanted:
+        return
+    if not overwrite and previous is not None and _holds_shards(store):
         raise BuildError(
             f"{store}: holds a build with other arguments ({_difference(previous, wanted)}); rerun with "
             "--overwrite to replace it (removes only the files that build wrote)"
         )
-    if previous is None:
-        foreign = next(iter(foreign_files(store)), None)
-        if foreign is not None:
-            raise BuildError(
-                f"{store}: is not empty and holds no ltsgen build ({foreign}, ...); choose a new or empty "
-                "directory, or --overwrite to build beside its files (they are kept)"
-            )
+    foreign = sorted(foreign_files(store))
+    if not overwrite and previous is None and foreign:
+        raise BuildError(
+            f"{store}: is not empty and holds no ltsgen build ({foreign[0]}, ...); choose a new or empty "
+            "directory, or --overwrite to build beside its files (they are kept)"
+        )
+    in_the_way = next((name for name in foreign if writes is not None and writes(name)), None)
+    if in_the_way is not None:
+        raise BuildError(
+            f"{store.location(in_the_way)}: not written by ltsgen, and this build writes there; move it "
+            "away (--overwrite keeps files of yours, it never replaces them)"
+        )
 
 
 def _holds_shards(store: Storage) -> bool:

@@ -326,13 +326,26 @@ class RayEngine(Engine):
                 where = self.address or "a local Ray runtime"
                 raise EngineError(f"--engine ray: cannot start or join {where} ({error})") from None
             self._started_here = True
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        self.workers = self._requested or max(1, cpus // max(1, int(self.resources["num_cpus"])))
+        if self._requested is None:  # as many tasks as the cluster can run at once
+            total = ray.cluster_resources()
+            slots = [
+                total.get(name, 0) / amount
+                for name, amount in (
+                    ("CPU", self.resources.get("num_cpus")),
+                    ("GPU", self.resources.get("num_gpus")),
+                )
+                if amount
+            ]
+            self.workers = max(1, int(min(slots, default=1)))
         return ray
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         ray = self._ray()
-        task = ray.remote(**self.resources)(_call)
+        options: dict[str, Any] = dict(self.resources)
+        fsspec_defaults = {name: value for name, value in os.environ.items() if name.startswith("FSSPEC_")}
+        if fsspec_defaults:  # a command's --storage-options (ltsgen.commands.storage_defaults), on every node
+            options["runtime_env"] = {"env_vars": fsspec_defaults}
+        task = ray.remote(**options)(_call)
         pending = iter(jobs)
         running: list = []
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -35,3 +38,20 @@ def still_alive(pids: list[int], seconds: float = 10.0) -> list[int]:
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.1)
     return [p for p in pids if alive(p)]
+
+
+def wait_until(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 120.0) -> None:
+    """Wait until ``ready()`` while ``process`` runs (a crash test's moment to kill it)."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, "the process ended before it could be killed"
+        assert time.monotonic() < deadline, "the process never got to the point to kill it"
+        time.sleep(0.02)
+
+
+def kill_9(process: subprocess.Popen) -> None:
+    """kill -9 ``process`` alone; its children (workers, a local Ray runtime) must end with it."""
+    workers = children(process.pid)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert still_alive(workers, seconds=30) == [], "child processes outlived the killed one"

@@ -1,4 +1,5 @@
-"""`ltsgen compare`: every report file produced and non-empty, a rerun skips finished work."""
+"""`ltsgen compare`: grids of training lengths and seeds, every row and report file, the RoPE family trained
+once, fine-tuning, a too-small evaluation split stopped before training, a rerun that skips finished work."""
 
 from __future__ import annotations
 
@@ -7,72 +8,138 @@ import json
 import math
 import pickle
 
+import pytest
 from test_training import write_tiny_dataset
 
 from ltsgen.cli import build_parser
 from ltsgen.cli import main as ltsgen
 from ltsgen.commands.train import training_config
 from ltsgen.training import compare
+from ltsgen.training.stats import mean_interval
 
-FILES = ("results.json", "results.csv", "report.md", "ppl_vs_length.png", "entropy_vs_length.png",
+FILES = ("results.json", "results.csv", "summary.csv", "report.md", "ppl_vs_length.png", "entropy_vs_length.png",
          "loss_vs_position.png")  # fmt: skip
+ENCODINGS = ("nope", "rope", "rope_pi", "alibi")
+LENGTHS = ("16", "32", "64")
+TINY = ["--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--heads", "2", "--vocab-size", "300",
+        "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
 
 
-def test_compare_writes_every_report_file_and_resumes(tmp_path, capsys):
-    data = write_tiny_dataset(tmp_path / "lts")
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return write_tiny_dataset(tmp_path_factory.mktemp("compare") / "lts")
+
+
+def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_path, capsys):
     out = tmp_path / "cmp"
-    args = ["compare", "--data", str(data), "--encodings", "nope,rope,rope_pi,alibi", "--train-length", "32",
-            "--eval-lengths", "16,32,128", "--steps", "3", "--batch-size", "4", "--d-model", "32", "--layers", "2",
-            "--heads", "2", "--vocab-size", "300", "--eval-sequences", "4", "--device", "cpu", "--log-every", "1", "--no-progress",
-            "--out", str(out)]  # fmt: skip
-    assert ltsgen([*args, "--workers", "2"]) == 0  # two encodings at a time, in worker processes
+    args = ["compare", "--data", str(data), "--encodings", ",".join(ENCODINGS), "--train-lengths", "16,32",
+            "--seeds", "0,1", "--eval-lengths", ",".join(LENGTHS), "--steps", "3", "--eval-sequences", "4",
+            "--encoding-option", "base=500", *TINY, "--out", str(out)]  # fmt: skip
+    assert ltsgen([*args, "--workers", "2"]) == 0  # two runs at a time, in worker processes
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
-    for name in FILES[3:]:
+    for name in FILES[4:]:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader((out / "results.csv").open()))
-    assert [(r["encoding"], r["eval_length"]) for r in rows] == [
-        (e, n) for e in ("nope", "rope", "rope_pi", "alibi") for n in ("16", "32", "128")
-    ]
+    assert [(r["encoding"], r["train_length"], r["seed"], r["eval_length"]) for r in rows] == [
+        (e, t, s, n) for t in ("16", "32") for s in ("0", "1") for e in ("nope", "rope", "rope_pi", "alibi")
+        for n in LENGTHS
+    ]  # fmt: skip
     for row in rows:
-        assert row["train_length"] == "32"
         assert math.isclose(float(row["perplexity"]), math.exp(float(row["loss"])), rel_tol=1e-9)
-        assert 0 < float(row["attention_entropy"]) < math.log(int(row["eval_length"]))
-        assert float(row["train_tokens_per_s"]) > 0
-    report = (out / "report.md").read_text()
-    for heading in ("## Perplexity by evaluation length", "## Speed and memory", "## The papers' claims"):
-        assert heading in report
-    assert "NoPE and RoPE degrade sharply" in report and "| alibi |" in report
-    results = json.loads((out / "results.json").read_text())
-    assert results["settings"]["encodings"] == ["nope", "rope", "rope_pi", "alibi"]
-    assert sorted(results["runs"]) == sorted(results["settings"]["encodings"])
-    # same seed, data order and budget: RoPE-PI trains at factor 1, which is RoPE, so its losses are RoPE's
+        assert 0 < float(row["attention_entropy_last"]) < math.log(int(row["eval_length"]))
+        assert float(row["train_tokens_per_s"]) > 0 and row["num_sequences"] == "4"
+        assert row["fact_recall"] == "" or 0 <= float(row["fact_recall"]) <= 1
+    # the RoPE family trains once: rope_pi is rope's weights read with another scaling
+    runs = sorted(p.name for p in (out / "runs" / "T16-seed0").iterdir())
+    assert runs == ["alibi", "nope", "rope"]
+    assert (out / "runs" / "T16-seed0" / "rope" / "eval-rope_pi.json").exists()
+    by_key = {(r["encoding"], r["train_length"], r["seed"], r["eval_length"]): r for r in rows}
+    for t, s in (("16", "0"), ("32", "1")):
+        assert by_key[("rope_pi", t, s, t)]["perplexity"] == by_key[("rope", t, s, t)]["perplexity"]
+        assert by_key[("rope_pi", t, s, "64")]["perplexity"] != by_key[("rope", t, s, "64")]["perplexity"]
+    # distinct seeds are distinct runs: other initialisation and data order
     losses = {
-        e: [m["loss"] for m in map(json.loads, (out / "runs" / e / "metrics.jsonl").open())]
-        for e in results["runs"]
+        s: [
+            json.loads(line)["loss"]
+            for line in (out / "runs" / f"T16-seed{s}" / "alibi" / "metrics.jsonl").open()
+        ]
+        for s in (0, 1)
     }
-    assert losses["rope_pi"] == losses["rope"] and len(losses["nope"]) == 3
+    assert len(losses[0]) == 3 and losses[0] != losses[1]
+    config = json.loads((out / "runs" / "T32-seed1" / "rope" / "config.json").read_text())
+    assert config["train"]["seed"] == 1 and config["model"]["encoding_options"] == {"base": 500.0}
+    # summary.csv: one row per (encoding, training length, length), the interval over both seeds
+    summary = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(summary) == len(ENCODINGS) * 2 * len(LENGTHS)
+    for row in summary:
+        values = [float(by_key[(row["encoding"], row["train_length"], s, row["eval_length"])]["perplexity"])
+                  for s in ("0", "1")]  # fmt: skip
+        expected = mean_interval(values)
+        assert row["n_seeds"] == "2"
+        assert [
+            float(row[k]) for k in ("perplexity_mean", "perplexity_ci_low", "perplexity_ci_high")
+        ] == pytest.approx(expected)
+    report = (out / "report.md").read_text()
+    for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Ranking at 64 tokens",
+                    "## Speed and memory", "### The papers' claims"):  # fmt: skip
+        assert heading in report
+    assert "rope_pi (zero-shot)" in report and "paired t over 2 seeds" in report and "95% Student-t" in report
+    assert (
+        "Evaluation documents: the validation split: the first 4 documents (in stored order) of at least 64"
+        in report
+    )
     capsys.readouterr()
 
+    # a rerun keeps every run; any engine's map can carry them (each spec survives pickling, any order)
     before = (out / "results.json").read_bytes()
-    assert ltsgen(args) == 0
-    log = capsys.readouterr().out
-    assert log.count("trained earlier, kept") == 4 and log.count("evaluated earlier, kept") == 4
-    assert (out / "results.json").read_bytes() == before
-
-    # any engine's map can carry the runs: each spec survives pickling, results may come back in any order
     seen = []
 
     def reversed_map(fn, specs):
         seen.extend(specs)
         return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
 
-    base = training_config(build_parser().parse_args(args[:1] + args[1:]), "nope")
-    compare(base, ["nope", "rope", "rope_pi", "alibi"], [16, 32, 128], eval_sequences=4, run_map=reversed_map,
-            progress=False, log=lambda line: None)  # fmt: skip
-    assert [spec.config.encoding for spec in seen] == ["nope", "rope", "rope_pi", "alibi"]
+    parsed = build_parser().parse_args(args)
+    base = training_config(parsed, encoding="rope", train_length=16)
+    compare(base, list(ENCODINGS), [16, 32, 64], train_lengths=[16, 32], seeds=[0, 1], eval_sequences=4,
+            run_map=reversed_map, progress=False, log=lambda line: None)  # fmt: skip
+    assert len(seen) == 2 * 2 * 3  # (training lengths) x (seeds) x (nope, rope family, alibi)
     assert (out / "results.json").read_bytes() == before
+    assert ltsgen(args) == 0
+    log = capsys.readouterr().out
+    assert log.count("trained earlier, kept") == 12 and log.count("evaluated earlier, kept") == 16
 
     assert ltsgen([*args[:-2], "--steps", "5", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "compare.json" in err and "steps: 3 -> 5" in err
+
+
+def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length(data, tmp_path):
+    out = tmp_path / "ft"
+    args = ["compare", "--data", str(data), "--encodings", "rope_pi,yarn", "--train-lengths", "16",
+            "--eval-lengths", "16,32", "--steps", "2", "--finetune-steps", "2", "--eval-sequences", "4", *TINY,
+            "--out", str(out)]  # fmt: skip
+    assert ltsgen(args) == 0
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [(r["encoding"], r["eval_length"]) for r in rows] == [
+        ("rope_pi", "16"), ("rope_pi", "32"), ("yarn", "16"), ("yarn", "32"),
+        ("rope_pi+finetuned", "32"), ("yarn+finetuned", "32"),
+    ]  # fmt: skip
+    assert all(r["train_length"] == "16" for r in rows)
+    tuned = json.loads((out / "runs" / "T16-seed0" / "yarn-finetuned-32" / "config.json").read_text())
+    assert tuned["train"]["init_from"].endswith("T16-seed0/rope") and tuned["train"]["train_length"] == 32
+    assert tuned["model"]["encoding_options"]["factor"] == 2.0
+    assert tuned["model"]["encoding_options"]["original_length"] == 16
+    assert "yarn (fine-tuned 2 steps)" in (out / "report.md").read_text()
+
+
+def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsys):
+    data = write_tiny_dataset(tmp_path / "few", validation=2)
+    out = tmp_path / "cmp"
+    args = ["compare", "--data", str(data), "--encodings", "nope", "--train-lengths", "16", "--eval-lengths",
+            "16,64", "--steps", "2", "--eval-sequences", "8", *TINY, "--out", str(out)]  # fmt: skip
+    assert ltsgen(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "validation: 2 of 2 documents reach 64 tokens" in err
+    assert "needs at least 4 (of --eval-sequences 8)" in err
+    assert not (out / "runs").exists()

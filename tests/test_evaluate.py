@@ -6,12 +6,13 @@ import math
 
 import pytest
 import torch
-from test_training import tiny_config, write_tiny_dataset
+from test_training import tiny_config, tiny_story, write_tiny_dataset
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.tokenizer import load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
-from ltsgen.training.data import DataError, _fact_positions, load_eval_sets
+from ltsgen.training.data import DataError, fact_uses, load_eval_sets
+from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import build_model, load_run
 
 LENGTHS = [16, 64, 256]
@@ -22,7 +23,9 @@ def trained(tmp_path_factory):
     """A rope_pi run (evaluated zero-shot with a rescaled factor beyond its training length)."""
     root = tmp_path_factory.mktemp("evaluate")
     data = write_tiny_dataset(root / "lts")
-    train(tiny_config(data, root / "run", "rope_pi", steps=6), progress=False)
+    train(
+        tiny_config(data, root / "run", "rope_pi", steps=6), progress=False, train_tokenizer=train_tokenizer
+    )
     return data, root / "run"
 
 
@@ -30,14 +33,15 @@ def test_numbers_are_finite_and_consistent(trained):
     data, run = trained
     report = evaluate_run(run, data, LENGTHS, max_sequences=5, progress=False)
     model_config, weights, config, tokenizer = load_run(run)
-    sets = load_eval_sets(data, LENGTHS, tokenizer, 5)
+    sets = load_eval_sets(data, LENGTHS, tokenizer, 5).sets
     assert [r["eval_length"] for r in report["results"]] == LENGTHS
+    model = build_model(model_config, weights, torch.device("cpu"))
     for result in report["results"]:
         length, count = result["eval_length"], result["num_sequences"]
         assert count == 5 and result["tokens"] == count * (length - 1)
         assert result["perplexity"] == pytest.approx(math.exp(result["loss"]), rel=1e-12)
         # the same mean loss from the model's own loss on the same sequences
-        model = build_model(model_config, weights, torch.device("cpu"), length)
+        model.set_eval_length(length)
         tokens = sets[length].input_ids
         with torch.no_grad():
             _, loss = model(tokens[:, :-1], tokens[:, 1:])
@@ -45,85 +49,197 @@ def test_numbers_are_finite_and_consistent(trained):
         curve = result["per_position"]
         assert len(curve["loss"]) == min(128, length - 1) and all(map(math.isfinite, curve["loss"]))
         assert 0 < result["attention_entropy"] < math.log(length)
+        assert 0 < result["attention_entropy_last"] < math.log(length)
+        if length <= 32:  # the last 32 queries are all of them
+            assert result["attention_entropy_last"] == pytest.approx(result["attention_entropy"], rel=1e-6)
         assert len(result["attention_entropy_per_layer"]) == 2
         assert result["peak_memory_mib"] >= 0 and result["seconds"] > 0
     facts = report["results"][-1]["facts"]
-    assert facts and all(math.isfinite(f["loss"]) and f["tokens"] > 0 for f in facts)
-    assert sum(f["tokens"] for f in facts) == sum(len(p) for p in sets[256].facts)
+    assert facts and all(math.isfinite(f["loss"]) and 0 <= f["recall"] <= 1 and f["uses"] > 0 for f in facts)
+    assert sum(f["uses"] for f in facts) == sum(len(p) for p in sets[256].facts)
+    beyond = [d for uses in sets[256].facts for _, d in uses if d > 32]
+    assert report["results"][-1]["fact_uses"] == len(beyond) > 0
+    assert 0 <= report["results"][-1]["fact_recall"] <= 1
+    assert "fact_recall" not in report["results"][0]  # 16 tokens: no fact is used again that soon
+
+
+def test_every_length_reads_the_same_documents_nested(trained):
+    data, run = trained
+    report = evaluate_run(run, data, [16, 64, 256], max_sequences=4, progress=False)
+    tokenizer = load_tokenizer(run / "tokenizer.json")
+    found = load_eval_sets(data, [16, 64, 256], tokenizer, 4)
+    documents = [r["documents"] for r in report["results"]]
+    assert documents[0] == documents[1] == documents[2] == found.documents and len(set(documents[0])) == 4
+    longest = found.sets[256].input_ids
+    for length in (16, 64):
+        assert torch.equal(found.sets[length].input_ids, longest[:, :length])
+        for short, long in zip(found.sets[length].facts, found.sets[256].facts, strict=True):
+            assert short == [(p, d) for p, d in long if p < length]
+    # the documents are the first validation stories (stored order) that reach 256 tokens
+    reaching = [
+        f"tiny-{i:05d}"
+        for i in range(40, 52)
+        if len(tokenizer.encode(tiny_story(i, 100 + (i * 37) % 300)["text"]).ids) >= 256
+    ]
+    assert documents[0] == reaching[:4]
+    assert report["notice"] is None
+
+
+def test_fewer_long_documents_than_asked_is_said_and_too_few_is_an_error(trained, capsys):
+    data, run = trained
+    tokenizer = load_tokenizer(run / "tokenizer.json")
+    sizes = [len(tokenizer.encode(tiny_story(i, 100 + (i * 37) % 300)["text"]).ids) for i in range(40, 52)]
+    reaching = sum(size >= 600 for size in sizes)
+    assert 6 <= reaching < 12  # the premise: some, not all, validation stories reach 600 tokens
+    lines = []
+    report = evaluate_run(run, data, [16, 600], max_sequences=12, progress=False, log=lines.append)
+    assert [r["num_sequences"] for r in report["results"]] == [reaching, reaching]
+    assert lines == [f"{run}: only {reaching} of the 12 requested documents reach 600 tokens; every length is "
+                     f"evaluated on these {reaching}"]  # fmt: skip
+    assert report["notice"] in lines[0]
+    too_long = max(sizes) + 1
+    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", f"16,{too_long}",
+                   "--eval-sequences", "4", "--no-progress"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert (
+        f"validation: 0 of 12 documents reach {too_long} tokens" in err and "test: not in the dataset" in err
+    )
 
 
 def test_rope_pi_is_rescaled_only_beyond_its_training_length(trained):
     _, run = trained
     model_config, weights, _, _ = load_run(run)
-    assert model_config["encoding_options"] == {"factor": 1.0, "original_length": 32}
-    factor = [
-        build_model(model_config, weights, torch.device("cpu"), n).blocks[0].attn.encoding.factor
-        for n in (32, 256)
-    ]
-    assert factor == [1.0, 8.0]
+    assert model_config["encoding_options"] == {"factor": 1.0, "original_length": 32, "base": 10000.0}
+    model = build_model(model_config, weights, torch.device("cpu"))
+    factors = []
+    for length in (32, 256, 16):
+        model.set_eval_length(length)
+        factors.append(model.blocks[0].attn.encoding.factor)
+    assert factors == [1.0, 8.0, 1.0]
 
 
-def test_fact_positions_point_at_the_value_tokens(trained):
+def test_fact_uses_point_at_the_first_token_of_each_value(trained):
     data, run = trained
     tokenizer = load_tokenizer(run / "tokenizer.json")
-    sets = load_eval_sets(data, [256], tokenizer, 5)
-    assert any(sets[256].facts)
-    for row, positions in zip(sets[256].input_ids, sets[256].facts, strict=True):
-        for position, distance in positions:
+    found = load_eval_sets(data, [256], tokenizer, 5).sets[256]
+    assert any(found.facts)
+    for row, uses in zip(found.input_ids, found.facts, strict=True):
+        for position, distance in uses:
             piece = tokenizer.decode([int(row[position])]).strip()
-            assert piece and any(piece in name for name in ("Bobo", "Lulu", "Tiki", "Momo", "Pip"))
-            assert distance > 0 and tokenizer.decode([int(row[position - distance])]).strip()
+            assert piece and any(name.startswith(piece) for name in ("Bobo", "Lulu", "Tiki", "Momo", "Pip"))
+            earlier = tokenizer.decode([int(row[position - distance])]).strip()
+            assert earlier == piece  # the nearest earlier occurrence starts with the same token
 
 
-def test_fact_mapping_by_hand():
-    tokenizer = train_tokenizer(
-        ["a cat named Bobo sat. Then Bobo ran far away from home."] * 20, vocab_size=300
-    )
-    text = "a cat named Bobo sat. Then Bobo ran."
+def test_fact_distances_by_hand_go_to_the_nearest_earlier_occurrence():
+    """A value first named early, repeated (unrecorded, in another case) in the middle, used at the end."""
+    text = "Zed had a kite. " + "Lo " * 40 + "zed flew it. " + "Lo " * 10 + "At last Zed came home."
+    first, repeat, use = text.index("Zed"), text.index("zed"), text.rindex("Zed")
     record = {
-        "meta": {"facts": [{"value": "Bobo", "first": text.index("Bobo"), "uses": [text.rindex("Bobo")]}]}
+        "text": text,
+        "meta": {"facts": [{"name": "owner", "value": "Zed", "first": first, "uses": [use]}]},
     }
-    encoding = tokenizer.encode(text)
-    positions = _fact_positions(record, encoding.offsets, len(encoding.ids))
-    first = next(i for i, (lo, hi) in enumerate(encoding.offsets) if lo <= text.index("Bobo") < hi)
-    used = [
-        i
-        for i, (lo, hi) in enumerate(encoding.offsets)
-        if lo < text.rindex("Bobo") + 4 and hi > text.rindex("Bobo")
-    ]
-    assert positions == [(i, i - first) for i in used]
-    assert "".join(tokenizer.decode([encoding.ids[i]]) for i in used).strip() == "Bobo"
-    assert _fact_positions(record, encoding.offsets, used[0]) == []  # beyond the limit: left out
+    offsets, position = [], 0  # a tokenizer of one token per word (space included): offsets are known
+    for word in text.split(" "):
+        offsets.append((position, position + len(word) + 1))
+        position += len(word) + 1
+    token = {char: i for i, (lo, hi) in enumerate(offsets) for char in range(lo, hi)}
+    assert (token[first], token[repeat], token[use]) == (0, 44, 59)
+    assert fact_uses(record, offsets, 100) == [(59, 15)]  # 15 tokens back to "zed", not 59 to the first
+    assert fact_uses(record, offsets, 59) == []  # the use lies beyond the limit
+    no_repeat = {"text": text.replace("zed", "she"), "meta": record["meta"]}
+    assert fact_uses(no_repeat, offsets, 100) == [(59, 59)]
+    embedded = {"text": text.replace("zed", "Zedd"), "meta": record["meta"]}  # not word-bounded: no match
+    assert fact_uses(embedded, offsets, 100) == [(59, 59)]
+    assert fact_uses({"text": text, "meta": {}}, offsets, 100) == []
 
 
-def test_bucketed_corpora_use_their_exact_length_sets(tmp_path):
+def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys):
     tokenizer = train_tokenizer(
         (f"story {i} about a dog and a cat in the park" for i in range(200)), vocab_size=300
     )
     data = write_tiny_dataset(tmp_path / "buckets", tokenizer=tokenizer, eval_lengths=(16, 64))
     train(tiny_config(data, tmp_path / "run", "alibi", steps=2), progress=False)
     assert (tmp_path / "run" / "tokenizer.json").read_bytes() == (data / "tokenizer.json").read_bytes()
-    report = evaluate_run(tmp_path / "run", data, [16, 64, 100], max_sequences=4, progress=False)
-    by_length = {r["eval_length"]: r for r in report["results"]}
-    assert by_length[16]["description"].startswith("eval/16:") and by_length[16]["num_sequences"] == 4
-    assert by_length[64]["description"].startswith("eval/64:")
-    assert by_length[100]["description"].startswith("validation split")  # no stored set: prefixes instead
+    report = evaluate_run(tmp_path / "run", data, [16, 64], max_sequences=4, progress=False)
+    assert report["documents_from"].startswith("the stored exact-length sets eval/<L>")
+    stored = [
+        f"tiny-{i:05d}"
+        for i in range(40, 52)
+        if len(tokenizer.encode(tiny_story(i, 100 + (i * 37) % 300)["text"]).ids) >= 64
+    ]
+    assert [r["documents"] for r in report["results"]] == [stored[:4], stored[:4]]  # eval/16's first 4 differ
+    mixed = evaluate_run(tmp_path / "run", data, [16, 64, 100], max_sequences=4, progress=False)
+    assert mixed["documents_from"].startswith(
+        "the validation split"
+    )  # no stored set at 100: prefixes for all
+    assert len({tuple(r["documents"]) for r in mixed["results"]}) == 1
     other = train_tokenizer(["other text entirely"] * 50, vocab_size=280)
     other.save(str(tmp_path / "other.json"))
     with pytest.raises(DataError, match="tokenized with another tokenizer"):
         train(tiny_config(data, tmp_path / "run2", tokenizer=str(tmp_path / "other.json")), progress=False)
+    # a run with another tokenizer than the data's token ids: one line before any id is misread
+    _, other_run = trained
+    assert ltsgen(["evaluate", "--run", str(other_run), "--data", str(data), "--eval-lengths", "16",
+                   "--no-progress"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert (
+        len(err.splitlines()) == 1 and "is tokenized with another tokenizer" in err and "Traceback" not in err
+    )
 
 
 def test_evaluate_cli(trained, tmp_path, capsys):
     data, run = trained
     assert (
-        ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--lengths", "16,32", "--no-progress"])
+        ltsgen(
+            [
+                "evaluate",
+                "--run",
+                str(run),
+                "--data",
+                str(data),
+                "--lengths",
+                "16,32",
+                "--eval-sequences",
+                "4",
+                "--no-progress",
+            ]
+        )
         == 0
-    )
+    )  # the old spelling of --eval-lengths still works
     out = capsys.readouterr().out
-    assert "rope_pi trained at 32 tokens" in out and "eval.json" in out
+    assert "rope_pi, zero-shot (trained as rope_pi at 32 tokens" in out and "eval.json" in out
     assert ltsgen(["evaluate", "--run", str(tmp_path / "nothing"), "--data", str(data)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config.json: not found" in err
-    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--lengths", "16,x"]) == 2
+    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "16,x"]) == 2
     assert "comma-separated integers" in capsys.readouterr().err
+    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_evaluation_is_float32_by_default_even_under_a_callers_bf16_autocast(trained):
+    data, run = trained
+    plain = evaluate_run(run, data, [64], max_sequences=2, progress=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        inside = evaluate_run(run, data, [64], max_sequences=2, progress=False)
+        low = evaluate_run(run, data, [64], max_sequences=2, eval_dtype="bfloat16", progress=False)
+    assert inside["results"][0]["loss"] == plain["results"][0]["loss"]
+    assert low["eval_dtype"] == "bfloat16" and low["results"][0]["loss"] != plain["results"][0]["loss"]
+    assert low["results"][0]["loss"] == pytest.approx(plain["results"][0]["loss"], rel=1e-2)
+
+
+def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path):
+    data = write_tiny_dataset(tmp_path / "lts")
+    train(
+        tiny_config(data, tmp_path / "rope", "rope", steps=3), progress=False, train_tokenizer=train_tokenizer
+    )
+    rope = evaluate_run(tmp_path / "rope", data, [32, 128], max_sequences=2, progress=False)
+    yarn = evaluate_run(tmp_path / "rope", data, [32, 128], max_sequences=2, encoding="yarn", progress=False)
+    assert (tmp_path / "rope" / "eval.json").exists() and (tmp_path / "rope" / "eval-yarn.json").exists()
+    assert yarn["encoding"] == "yarn" and yarn["trained_as"] == "rope" and yarn["scaling"] == "zero-shot"
+    assert yarn["results"][0]["loss"] == rope["results"][0]["loss"]  # at the training length: the same model
+    assert yarn["results"][1]["loss"] != rope["results"][1]["loss"]
+    with pytest.raises(TrainingError, match="only within rope, rope_pi, yarn"):
+        evaluate_run(tmp_path / "rope", data, [32], max_sequences=2, encoding="alibi", progress=False)

@@ -74,6 +74,50 @@ def test_overwrite_keeps_every_file_no_build_wrote(tmp_path):
     assert finished_manifest(out, read_manifest(out).builder) is not None
 
 
+def test_overwrite_refuses_a_file_of_yours_where_the_new_build_writes(tmp_path, capsys):
+    out = tmp_path / "X"
+    mine = {"train/shard-00000.parquet": b"my own parquet\n"}
+    put(out, mine)
+    assert main([*STORIES, "--out", str(out), "--overwrite", "--no-card"]) == 2
+    refused = capsys.readouterr().err
+    assert refused == (
+        f"ltsgen stories: error: {out / 'train/shard-00000.parquet'}: not written by ltsgen, and this build "
+        "writes there; move it away (--overwrite keeps files of yours, it never replaces them)\n"
+    )
+    assert sorted(tree(out, state=True)) == sorted(mine)  # nothing written, nothing replaced
+
+    # beside an earlier build: refused before that build is removed; its own shards it may replace
+    (out / "train/shard-00000.parquet").unlink()
+    assert main([*STORIES, "--out", str(out), "--no-card"]) == 0
+    before = {name: (out / name).read_bytes() for name in tree(out, state=True)}
+    put(out, {"train/shard-00002.parquet": b"mine too\n"})
+    more_shards = [*STORIES, "--out", str(out), "--samples-per-shard", "5", "--overwrite", "--no-card"]
+    assert main(more_shards) == 2
+    assert f"{out / 'train/shard-00002.parquet'}: not written by ltsgen" in capsys.readouterr().err
+    assert holds(out, {**before, "train/shard-00002.parquet": b"mine too\n"})  # the earlier build intact
+
+    (out / "train/shard-00002.parquet").unlink()
+    (out / "train/shard-00000.parquet").write_bytes(b"edited, but the earlier manifest lists it\n")
+    assert main(more_shards) == 0
+    assert finished_manifest(out, read_manifest(out).builder) is not None
+    assert len(read_manifest(out).splits["train"]) == 4
+
+    # a bucket build's shards are planned only after tokenizing: refused up front where one may go
+    corpus, tokenizer = corpus_and_tokenizer(tmp_path)
+    bucketed = ["buckets", "--source", "c4", "--input", str(corpus), "--tokenizer", str(tokenizer)]
+    bucketed += ["--out", str(out), "--bucket-lengths", "64", "--eval-sequences", "0", "--overwrite"]
+    for name in ("train/64-inf/shard-00000.parquet", "tokenizer.json"):
+        put(out, {name: b"mine\n"})
+        capsys.readouterr()
+        assert main([*bucketed, "--no-progress", "--no-card"]) == 2
+        assert capsys.readouterr().err.startswith(
+            f"ltsgen buckets: error: {out / name}: not written by ltsgen"
+        )
+        assert finished_manifest(out, read_manifest(out).builder) is not None  # the story build intact
+        (out / name).unlink()
+    assert main([*bucketed, "--no-progress", "--no-card"]) == 0
+
+
 def test_overwrite_replaces_the_card_ltsgen_wrote_and_keeps_an_edited_one(tmp_path, capsys):
     out = tmp_path / "lts"
     assert main([*STORIES, "--out", str(out)]) == 0

@@ -21,6 +21,7 @@ from test_training import metrics, tiny_config, write_tiny_dataset
 from ltsgen.cli import main
 from ltsgen.loaders import StreamingDataset
 from ltsgen.loaders.contract import ContractError, read_manifest
+from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import train
 
 
@@ -40,8 +41,8 @@ def test_a_deleted_shard_is_named_or_skipped_and_counted(tmp_path):
 
 def test_train_killed_five_times_resumes_to_the_same_losses(tmp_path):
     data = write_tiny_dataset(tmp_path / "lts", train=16, validation=4)
-    reference = tiny_config(data, tmp_path / "reference", steps=14, checkpoint_every=1, layers=1)
-    train(reference, progress=False)
+    reference = tiny_config(data, tmp_path / "reference", steps=14, checkpoint_every=1, n_layers=1)
+    train(reference, progress=False, train_tokenizer=train_tokenizer)
     run = tmp_path / "killed"
     args = ["train", "--data", data, "--tokenizer", tmp_path / "reference" / "tokenizer.json", "--out", run]
     args += [
@@ -56,7 +57,7 @@ def test_train_killed_five_times_resumes_to_the_same_losses(tmp_path):
         "--lr",
         "3e-3",
     ]
-    args += ["--d-model", "32", "--layers", "1", "--heads", "2", "--device", "cpu", "--log-every", "1"]
+    args += ["--d-model", "32", "--n-layers", "1", "--n-heads", "2", "--device", "cpu", "--log-every", "1"]
     args += ["--checkpoint-every", "1", "--no-progress"]
     for kill in range(5):
         steps_before = len(metrics(run)) if (run / "metrics.jsonl").exists() else 0

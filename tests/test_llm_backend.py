@@ -134,6 +134,11 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
 
         records = read_records(tmp_path / "out")
         assert [r["id"] for r in records] == [f"lts-3-{i:08d}" for i in range(8)]
+        # the card's variety row: cross-story reuse and repetition of these 8 stories, no n-grams (no text)
+        variety = manifest.extra["statistics"]["Variety: this build and real TinyStories at equal size"]
+        build, reference = variety["rows"]
+        assert build[1] == sum(r["num_words"] for r in records) and build[2:5] == ["-", "-", "-"]
+        assert build[5] == 8 and build[6].endswith("%") and reference[5] == "-"
         continued = recalls = 0
         for record in records:
             meta, seed = record["meta"], story_seed(int(record["id"][-8:]), 3, 150, 1200, 300)

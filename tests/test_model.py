@@ -10,8 +10,9 @@ import torch
 import torch.nn.functional as F
 
 from ltsgen.encodings import alibi_slopes
+from ltsgen.encodings.alibi import ALiBi
 from ltsgen.training import KVCache, ModelConfig, TransformerLM
-from ltsgen.training.model import _CPUBiasedAttention, attend
+from ltsgen.training.attention import _CPUBiasedAttention, attend
 
 
 def test_config_round_trips_through_json_with_encoding_options():
@@ -166,3 +167,74 @@ def test_attend_scales_logits_by_the_encodings_logit_scale():
     reference = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=yarn.logit_scale / math.sqrt(8))
     torch.testing.assert_close(out, reference)
     assert yarn.logit_scale > 1.2
+
+
+class _TwoKeyBias(ALiBi):
+    """A bias of -80.2 and -79.9 on two keys: 0.3 apart, which bf16 (spacing 0.5 at 80) rounds to equal."""
+
+    def bias(self, q_positions, k_positions):
+        return torch.tensor([-80.2, -79.9])[None, None, :].expand(self.num_heads, q_positions.numel(), 2)
+
+
+def test_the_bias_stays_float32_under_bf16_autocast():
+    encoding = _TwoKeyBias(1, 8)
+    q = torch.zeros(1, 1, 1, 8, dtype=torch.bfloat16)
+    k = torch.zeros(1, 1, 2, 8, dtype=torch.bfloat16)
+    v = torch.eye(2, 8)[None, None].to(torch.bfloat16)  # the output is the attention probabilities
+    expected = torch.softmax(torch.tensor([-80.2, -79.9]), dim=0)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = attend(q, k, v, torch.tensor([1]), torch.arange(2), encoding)
+        entropy = torch.zeros(1, 1)
+        explicit = attend(q, k, v, torch.tensor([1]), torch.arange(2), encoding, entropy)
+    for probabilities in (out[0, 0, 0, :2].float(), explicit[0, 0, 0, :2].float()):
+        torch.testing.assert_close(probabilities, expected, atol=4e-3, rtol=0)  # bf16 output rounding only
+        assert abs(float(probabilities[0]) - 0.5) > 0.07  # a bias rounded to bf16 would give 0.5 / 0.5
+
+
+@pytest.mark.parametrize("encoding", ["alibi", "kerple_log", "t5", "fire", "ape"])
+def test_training_under_cpu_bf16_autocast_keeps_gradients_close_to_float32(encoding):
+    torch.manual_seed(0)
+    model = TransformerLM(ModelConfig(vocab_size=50, d_model=32, n_layers=2, n_heads=2, encoding=encoding))
+    ids = torch.randint(0, 50, (2, 33))
+    _, loss = model(ids[:, :-1], ids[:, 1:])
+    loss.backward()
+    reference = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, low = model(ids[:, :-1], ids[:, 1:])
+    low.backward()
+    assert float(low.detach()) == pytest.approx(float(loss.detach()), rel=2e-3)
+    for name, parameter in model.named_parameters():
+        # the bias parameters get their float32 gradient (FIRE's output bias moves every key alike, which the
+        # softmax ignores: its gradient is rounding noise in both)
+        if ".encoding." in name and name in reference and float(reference[name].norm()) > 1e-8:
+            cosine = F.cosine_similarity(parameter.grad.flatten().float(), reference[name].flatten(), dim=0)
+            assert float(cosine) > 0.98, name
+
+
+def test_what_the_layers_share_is_computed_once_per_forward():
+    model = TransformerLM(ModelConfig(vocab_size=20, d_model=16, n_layers=3, n_heads=2, encoding="alibi"))
+    calls = {"bias": 0}
+    encoding = model.blocks[0].attn.encoding
+    original = encoding.bias
+
+    def counted(*args):
+        calls["bias"] += 1
+        return original(*args)
+
+    encoding.bias = counted
+    model(torch.randint(0, 20, (1, 40)))
+    assert calls["bias"] == 1  # one block of rows, one shared encoding: one bias for three layers
+    rope = TransformerLM(ModelConfig(vocab_size=20, d_model=16, n_layers=3, n_heads=2, encoding="rope"))
+    tables = {"n": 0}
+    rotary = rope.blocks[0].attn.encoding.rotary_tables
+
+    def counted_tables(positions):
+        tables["n"] += 1
+        return rotary(positions)
+
+    rope.blocks[0].attn.encoding.rotary_tables = counted_tables
+    rope(torch.randint(0, 20, (1, 40)))
+    assert tables["n"] == 1  # cos/sin once, for q and k of every layer
+    fire = TransformerLM(ModelConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, encoding="fire"))
+    assert len(fire.encodings) == 2 and len(model.encodings) == 1  # per-layer FIRE: its own bias per layer

@@ -2,7 +2,8 @@
 
 The test reads the fenced ``sh`` and ``python`` blocks of the README section "Quickstart" in order and runs
 them in one empty folder: every shell line (a ``\\``-continued command is one line) through the installed
-``ltsgen``, every Python block in a fresh interpreter. Before running, it makes the sizes small by plain
+``ltsgen``, every Python block in a fresh interpreter; then the block of "Loaders in your own training
+code" on the dataset the quickstart built. Before running, it makes the sizes small by plain
 text substitution, with the table ``SMALLER`` below: each entry must match the README at least once, so a
 quickstart edited without this table fails here instead of silently running at full size.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## Quickstart"
+LOADERS = "## Loaders in your own training code"
 BIN = Path(sys.executable).parent
 SMALLER = {
     "--num-stories 400": "--num-stories 40",
@@ -27,15 +29,15 @@ SMALLER = {
     "seq_len=128": "seq_len=32",
     "range(200)": "range(3)",
     "--steps 300": "--steps 2",
-    "--train-length 64": "--train-length 16",
+    "--train-lengths 64": "--train-lengths 16",
     "--eval-lengths 64,256,1024": "--eval-lengths 16,32",
     "--eval-sequences 12": "--eval-sequences 2",
 }
 
 
-def quickstart_blocks(readme: str) -> list[tuple[str, str]]:
-    """(language, code) of each fenced block of the quickstart section, in order."""
-    start = readme.index(f"\n{SECTION}")
+def section_blocks(readme: str, heading: str = SECTION) -> list[tuple[str, str]]:
+    """(language, code) of each fenced block of the README section ``heading``, in order."""
+    start = readme.index(f"\n{heading}\n")
     end = readme.find("\n## ", start + 1)
     section = readme[start : end if end != -1 else None]
     return re.findall(r"^```(\w+)\n(.*?)^```$", section, flags=re.M | re.S)
@@ -51,7 +53,7 @@ def test_readme_quickstart_runs(tmp_path):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     unused = [old for old in SMALLER if old not in readme[readme.index(SECTION) :]]
     assert unused == [], "the quickstart changed: update SMALLER"
-    blocks = quickstart_blocks(readme)
+    blocks = section_blocks(readme)
     assert [language for language, _ in blocks] == ["sh", "sh", "python", "sh"]
     env = {
         **os.environ,
@@ -76,3 +78,11 @@ def test_readme_quickstart_runs(tmp_path):
     assert re.search(r"^step 0: loss \d+\.\d\d$", outputs[2], flags=re.M), outputs[2]
     report = (tmp_path / "lts-compare" / "report.md").read_text(encoding="utf-8")
     assert all(encoding in report for encoding in ("rope", "alibi", "fire"))
+
+    # the loader section's block, on the quickstart's dataset: whole epochs of packed blocks, as it says
+    [(language, code)] = section_blocks(readme, LOADERS)
+    assert language == "python" and "seq_len=1024" in code
+    code = code.replace("seq_len=1024", "seq_len=64") + '\nprint(epoch, tuple(batch["input_ids"].shape))\n'
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1 (8, 65)\n"

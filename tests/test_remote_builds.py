@@ -6,14 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from process_tools import children, still_alive
+from process_tools import kill_9, wait_until
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
@@ -21,9 +19,12 @@ from ltsgen.loaders.contract import read_manifest
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
 SMALL += ["--samples-per-shard", "4", "--no-progress"]
-# enough work that a kill lands mid-build: ~300k words in 30 shards
-KILLED = ["--num-stories", "120", "--min-words", "1000", "--max-words", "6000", "--seed", "1"]
-KILLED += ["--samples-per-shard", "4", "--no-progress"]
+# small stories in many shards: uploads take long enough that a kill lands mid-build
+KILLED = ["--num-stories", "60", "--min-words", "100", "--max-words", "900", "--seed", "5"]
+KILLED += ["--samples-per-shard", "2", "--no-progress"]
+# where AWS_ENDPOINT_URL points while only --storage-options name the server: nothing listens there, so an
+# option that did not arrive fails here instead of reaching a cloud endpoint
+DEAD_ENDPOINT = "http://127.0.0.1:9"
 
 
 def local_tree(directory: Path) -> dict[str, str]:
@@ -50,10 +51,20 @@ def local_small(tmp_path_factory) -> Path:
     return out
 
 
-def test_stories_on_s3_equal_the_local_build(s3_server, local_small, capsys):
+@pytest.fixture(scope="module")
+def remote_small(s3_server) -> tuple[str, str, str]:
+    """SMALL built into s3://BUCKET/lts, the server named only by --storage-options: (bucket, url, options)."""
     bucket = s3_server.bucket()
     url = f"s3://{bucket}/lts"
-    assert main(["stories", "--out", url, *SMALL, "--workers", "2"]) == 0
+    options = json.dumps({"endpoint_url": s3_server.endpoint})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
+        assert main(["stories", "--out", url, *SMALL, "--storage-options", options]) == 0
+    return bucket, url, options
+
+
+def test_stories_on_s3_equal_the_local_build(s3_server, local_small, remote_small, tmp_path, capsys):
+    bucket, url, options = remote_small
     fs = s3_server.client()
     assert remote_tree(fs, f"{bucket}/lts") == local_tree(local_small)  # shards, manifest, card, plot
     manifest = read_manifest(url)
@@ -64,37 +75,25 @@ def test_stories_on_s3_equal_the_local_build(s3_server, local_small, capsys):
     capsys.readouterr()
     assert main(["stories", "--out", url, *SMALL]) == 0  # verified from the journal's version tags
     assert "nothing to do" in capsys.readouterr().out
-
-
-def test_storage_options_name_the_endpoint(s3_server, local_small, monkeypatch, tmp_path):
-    bucket = s3_server.bucket()
-    monkeypatch.delenv("AWS_ENDPOINT_URL")  # only --storage-options says where the server is
-    options = json.dumps({"endpoint_url": s3_server.endpoint})
-    url = f"s3://{bucket}/lts"
-    assert main(["stories", "--out", url, *SMALL, "--storage-options", options]) == 0
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    assert remote_tree(s3_server.client(), f"{bucket}/lts") == local_tree(local_small)
     copy = tmp_path / "card.md"
-    assert main(["card", url, "--output", str(copy), "--storage-options", options]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
+        assert main(["card", url, "--output", str(copy), "--storage-options", options]) == 0
     assert copy.read_text() == (local_small / "README.md").read_text().replace(
         "](length_histogram.png)", "](card_length_histogram.png)"
     )
 
 
-def test_bad_storage_options_and_urls_are_one_line(s3_server):
+def test_bad_storage_options_and_urls_are_one_line(s3_server, capsys):
     cases = [
-        (["--storage-options", "{nope"], "--storage-options: not valid JSON"),
-        (["--out", "hf://datasets/someone/lts"], "is read-only here"),
-    ]
+        (["--out", f"s3://{s3_server.bucket()}/lts", "--storage-options", "{nope"], "--storage-options: not valid JSON"),
+        (["--out", "hf://datasets/someone/lts"], "hf://datasets/someone/lts: hf:// is read-only here"),
+        (["--out", "s3://no-such-bucket-here/lts"], "s3://no-such-bucket-here/lts: cannot write there"),
+    ]  # fmt: skip
     for extra, message in cases:
-        args = ["stories", "--out", f"s3://{s3_server.bucket()}/lts", *SMALL, *extra]
-        result = subprocess.run([LTSGEN, *args], capture_output=True, text=True)
-        assert result.returncode == 2 and message in result.stderr, result.stderr
-        assert result.stderr.count("\n") == 1
-    missing = subprocess.run([LTSGEN, "stories", "--out", "s3://no-such-bucket-here/lts", *SMALL],
-                             capture_output=True, text=True)  # fmt: skip
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
-    assert "s3://no-such-bucket-here/lts: cannot write there" in missing.stderr
+        assert main(["stories", *SMALL, *extra]) == 2
+        error = capsys.readouterr().err
+        assert message in error and error.count("\n") == 1, error
 
 
 def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, capsys):
@@ -103,28 +102,17 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, cap
     bucket = s3_server.bucket()
     url, prefix = f"s3://{bucket}/lts", f"{bucket}/lts"
     fs = s3_server.client()
-    build = subprocess.Popen(
-        [LTSGEN, "stories", "--out", url, *KILLED, "--workers", "2"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    build = subprocess.Popen([LTSGEN, "stories", "--out", url, *KILLED, "--workers", "2"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) < 3:
-            assert build.poll() is None, "the build ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(build, lambda: len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) >= 3)
         # while it runs, a second build of the same directory is refused (its lease is live)
         assert main(["stories", "--out", url, *KILLED]) == 2
         assert "another build is running there (" in capsys.readouterr().err
-        workers = children(build.pid)
-        os.kill(build.pid, signal.SIGKILL)  # the driver only, mid-upload: its workers must follow it
-        build.wait(timeout=30)
-        assert still_alive(workers) == []
+        kill_9(build)  # the driver only, mid-upload: its workers must follow it
     finally:
         if build.poll() is None:
-            os.killpg(build.pid, signal.SIGKILL)
+            build.kill()
             build.wait()
     expected = local_tree(reference)
     left = remote_tree(fs, prefix)
@@ -155,14 +143,12 @@ def c4_on_s3(s3_server, real_data, tmp_path_factory):
     return bucket, local, reference
 
 
-def test_tokenizer_from_and_to_s3_equals_the_local_one(s3_server, c4_on_s3, local_small):
+def test_tokenizer_from_and_to_s3_equals_the_local_one(s3_server, c4_on_s3, local_small, remote_small):
     bucket, local, _ = c4_on_s3
     fs = s3_server.client()
     assert fs.cat_file(f"{bucket}/tok.json") == (local / "tok.json").read_bytes()
-    url = f"s3://{bucket}/lts-copy"
-    assert main(["stories", "--out", url, *SMALL]) == 0
     from_data = ["tokenizer", "--vocab-size", "300"]
-    assert main([*from_data, "--data", url, "--out", f"s3://{bucket}/lts-tok.json"]) == 0
+    assert main([*from_data, "--data", remote_small[1], "--out", f"s3://{bucket}/lts-tok.json"]) == 0
     assert main([*from_data, "--data", str(local_small), "--out", str(local / "lts-tok.json")]) == 0
     assert fs.cat_file(f"{bucket}/lts-tok.json") == (local / "lts-tok.json").read_bytes()
 
@@ -171,7 +157,7 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     bucket, local, reference = c4_on_s3
     url = f"s3://{bucket}/c4-buckets"
     argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
-    assert main([*argv, "--tokenizer", str(local / "tok.json"), "--out", url, "--workers", "2"]) == 0
+    assert main([*argv, "--tokenizer", f"s3://{bucket}/tok.json", "--out", url]) == 0  # everything remote
     built = remote_tree(s3_server.client(), f"{bucket}/c4-buckets")
     expected = local_tree(reference)
     assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
@@ -186,31 +172,36 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     assert not s3_server.client().find(f"{bucket}/c4-buckets/.ltsgen/chunks")  # removed at the end
 
 
-def test_buckets_killed_mid_upload_resume_to_the_same_bytes(s3_server, c4_on_s3, real_data, tmp_path):
-    bucket, local, reference = c4_on_s3
-    url, prefix = f"s3://{bucket}/killed", f"{bucket}/killed"
-    argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(local / "tok.json")]
-    fs = s3_server.client()
-    build = subprocess.Popen([LTSGEN, *argv, "--out", url, "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) < 3:
-            assert build.poll() is None, "the build ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-        workers = children(build.pid)
-        build.send_signal(signal.SIGKILL)
-        build.wait(timeout=30)
-        assert still_alive(workers) == []
-    finally:
-        if build.poll() is None:
-            build.kill()
-            build.wait()
-    assert not fs.exists(f"{prefix}/manifest.json")
-    expected = local_tree(reference)
-    assert all(expected[name] == digest for name, digest in remote_tree(fs, prefix).items())
-    rerun = subprocess.run([LTSGEN, *argv, "--out", url], capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr
-    assert "resumed" in rerun.stdout and "kept from an earlier run" in rerun.stdout
-    assert remote_tree(fs, prefix) == expected
-    assert not fs.find(f"{prefix}/.ltsgen/chunks")
+def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):
+    """train, evaluate and compare (its runs in worker processes) with the server named by --storage-options
+    alone give what they give from the local folder."""
+    from test_training import write_tiny_dataset
+
+    data = write_tiny_dataset(tmp_path / "lts")
+    bucket = s3_server.bucket()
+    s3_server.client().put(f"{data}/", f"{bucket}/lts/", recursive=True)
+    common = ["--train-length", "32", "--steps", "3", "--batch-size", "4", "--d-model", "32", "--n-layers", "2",
+              "--heads", "2", "--vocab-size", "300", "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
+    evaluation = ["--eval-lengths", "16,32", "--eval-sequences", "4"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
+    remote = ["--storage-options", json.dumps({"endpoint_url": s3_server.endpoint})]
+    for name, where in (("local", [str(data)]), ("s3", [f"s3://{bucket}/lts", *remote])):
+        assert (
+            main(["train", "--encoding", "alibi", *common, "--data", *where, "--out", str(tmp_path / name)])
+            == 0
+        )
+        assert main(["evaluate", "--run", str(tmp_path / name), "--data", *where, *evaluation, "--device", "cpu",
+                     "--no-progress"]) == 0  # fmt: skip
+    # a run of compare in a worker process: --storage-options reach the processes a command starts
+    assert main(["compare", "--encodings", "alibi", *common, *evaluation, "--workers", "2", "--data", *where,
+                 "--out", str(tmp_path / "compare")]) == 0  # fmt: skip
+    assert "FSSPEC_S3" not in os.environ  # the options lasted as long as the command
+    runs = [tmp_path / "local", tmp_path / "s3"]
+    losses = [[m["loss"] for m in map(json.loads, (run / "metrics.jsonl").open())] for run in runs]
+    assert losses[0] == losses[1] and len(losses[0]) == 3
+    results = [json.loads((run / "eval.json").read_text())["results"] for run in runs]
+    assert [(r["eval_length"], r["loss"]) for r in results[0]] == [
+        (r["eval_length"], r["loss"]) for r in results[1]
+    ]
+    compared = tmp_path / "compare" / "runs" / "T32-seed0" / "alibi" / "metrics.jsonl"
+    assert [m["loss"] for m in map(json.loads, compared.open())] == losses[0]  # the same run as `train`'s

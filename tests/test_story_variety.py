@@ -33,6 +33,14 @@ def test_sentence_counts_are_those_of_the_text(thousand):
         assert sentences == Counter(split_sentences(record["text"]))
 
 
+def test_cross_story_reuse_of_a_thousand_stories_is_within_tinystories(thousand):
+    from ltsgen.tinystories_reference import TINYSTORIES_REUSE
+
+    exact = reuse_of_texts(record["text"] for record, _ in thousand)
+    assert exact["stories"] == 1000 and exact["sentences"] > 10_000
+    assert exact["share"] <= TINYSTORIES_REUSE[789], exact
+
+
 def test_sampled_reuse_estimates_the_exact_share(thousand):
     stats: dict = {}
     for index, (record, sentences) in enumerate(thousand):

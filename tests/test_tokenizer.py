@@ -10,9 +10,11 @@ import pytest
 import torch
 from test_corpora import ARXIV, C4_GZ, CODE, json_lines
 
+from ltsgen.build import LOCK_PATH, output_state
 from ltsgen.cli import main
 from ltsgen.loaders.contract import ContractError, read_manifest, sha256_file
 from ltsgen.loaders.formats import read_shard
+from ltsgen.loaders.storage import Storage
 from ltsgen.tokenizer import TokenizerError, encode_arrays, eos_id, load_tokenizer, train_tokenizer
 
 
@@ -160,6 +162,14 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
     assert "(replacing the earlier one)" in capsys.readouterr().out
     assert read_manifest(stories).tokenizer["sha256"] == sha256_file(stories / "tokenizer.json") != first
     assert load_tokenizer(stories).get_vocab_size() == 300
+    assert output_state(stories, "tokenizer.json") == "ltsgen"  # so --overwrite removes it with the build
+
+    # not while a build holds the directory's lock: nothing changes
+    before = (stories / "manifest.json").read_bytes(), (stories / "tokenizer.json").read_bytes()
+    with Storage(stories).lock(LOCK_PATH):
+        assert main(["tokenizer", "--data", str(stories), "--vocab-size", "400", "--no-progress"]) == 2
+    assert capsys.readouterr().err.startswith(f"ltsgen tokenizer: error: {stories}: another build is running")
+    assert ((stories / "manifest.json").read_bytes(), (stories / "tokenizer.json").read_bytes()) == before
 
 
 def test_attach_refuses_token_ids_of_another_tokenizer(tmp_path, real_data, capsys):

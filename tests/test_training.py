@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -19,9 +20,10 @@ from ltsgen.cli import main as ltsgen
 from ltsgen.encodings import NAMES
 from ltsgen.loaders.contract import Manifest, sha256_file, shard_relpath, write_manifest
 from ltsgen.shards import ShardWriter
-from ltsgen.tokenizer import eos_id
+from ltsgen.tokenizer import eos_id, train_tokenizer
 from ltsgen.training import TrainConfig, train
-from ltsgen.training.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from ltsgen.training.checkpoint import CheckpointError, load_checkpoint
+from ltsgen.training.rundir import CHECKPOINT_NAME
 from ltsgen.training.schedule import WarmupCosine
 from ltsgen.training.train import TrainError
 
@@ -101,7 +103,7 @@ def write_tiny_dataset(
 def tiny_config(data: Path, out: Path, encoding: str = "rope", **overrides) -> TrainConfig:
     settings = dict(
         data=str(data), out=str(out), encoding=encoding, train_length=32, steps=4, batch_size=4, d_model=32,
-        layers=2, heads=2, vocab_size=300, device="cpu", log_every=1, lr=3e-3,
+        n_layers=2, n_heads=2, vocab_size=300, device="cpu", log_every=1, lr=3e-3,
     )  # fmt: skip
     settings.update(overrides)
     return TrainConfig(**settings)
@@ -116,7 +118,7 @@ def tiny_data(tmp_path_factory) -> Path:
 def tokenizer_path(tiny_data, tmp_path_factory) -> Path:
     """One tokenizer trained by a first run, reused by the others (the way `ltsgen compare` shares one)."""
     out = tmp_path_factory.mktemp("first") / "run"
-    train(tiny_config(tiny_data, out, steps=1), progress=False)
+    train(tiny_config(tiny_data, out, steps=1), progress=False, train_tokenizer=train_tokenizer)
     return out / "tokenizer.json"
 
 
@@ -200,17 +202,17 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
         train(replace(config, lr=0.01), resume=True, progress=False)
 
 
-def test_a_damaged_checkpoint_is_a_one_line_error(tmp_path):
+def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
     path = tmp_path / CHECKPOINT_NAME
     path.write_bytes(b"not a checkpoint")
-    with pytest.raises(CheckpointError, match="checkpoint.pt: not a readable checkpoint"):
+    with pytest.raises(CheckpointError, match="checkpoint.pt: no checksum beside it"):
         load_checkpoint(path)
 
 
 def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer_path, tmp_path):
     """Two ranks with half the batch each see the same global batches as one process: same weights."""
     common = ["--data", str(tiny_data), "--encoding", "alibi", "--train-length", "32", "--steps", "3",
-              "--d-model", "32", "--layers", "2", "--heads", "2", "--tokenizer", str(tokenizer_path),
+              "--d-model", "32", "--n-layers", "2", "--heads", "2", "--tokenizer", str(tokenizer_path),
               "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
@@ -226,16 +228,143 @@ def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer
         torch.testing.assert_close(ddp[key], single[key], rtol=1e-4, atol=1e-5)
 
 
-def test_cli_errors_are_one_line(tiny_data, tmp_path, capsys):
-    assert (
-        ltsgen(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r"), "--steps", "1"])
-        == 2
-    )
+def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, capsys):
+    run = tmp_path / "r"
+    assert ltsgen(["train", "--data", str(tmp_path / "missing"), "--out", str(run), "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "manifest.json" in err and "Traceback" not in err
-    assert (
-        ltsgen(["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--encoding", "xpos"]) == 2
-    )
-    assert "unknown encoding 'xpos'" in capsys.readouterr().err
-    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--d-model", "30"]) == 2
+    assert not run.exists()  # the failed run removed the folder it made
+    with pytest.raises(SystemExit) as refused:  # argparse's own one-line refusal (after the usage)
+        ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding", "xpos"])
+    assert refused.value.code == 2 and "invalid choice: 'xpos'" in capsys.readouterr().err
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--d-model", "30"]) == 2
     assert "--d-model 30" in capsys.readouterr().err
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--device 'cuda': CUDA is not available" in err
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding-option", "width=3"]) == 2
+    assert "encoding 'rope' has no option 'width'" in capsys.readouterr().err
+    assert not run.exists()
+
+
+def test_a_damaged_checkpoint_is_refused_by_resume_and_evaluate(tiny_data, tokenizer_path, tmp_path, capsys):
+    """One flipped byte anywhere (tensor data or zip header) changes the sha256 beside the checkpoint."""
+    config = tiny_config(tiny_data, tmp_path / "run", "alibi", steps=4, tokenizer=str(tokenizer_path))
+    train(config, stop_after=2, progress=False)
+    path = tmp_path / "run" / CHECKPOINT_NAME
+    intact = path.read_bytes()
+    assert load_checkpoint(path)["step"] == 2
+    for offset in (len(intact) // 2, 10):  # inside the tensors; inside the first zip header
+        flipped = bytearray(intact)
+        flipped[offset] ^= 0x01
+        path.write_bytes(bytes(flipped))
+        with pytest.raises(
+            CheckpointError, match=r"checkpoint.pt: damaged checkpoint \(its sha256 matches no"
+        ):
+            train(config, resume=True, progress=False)
+        assert ltsgen(["evaluate", "--run", str(tmp_path / "run"), "--data", str(tiny_data), "--eval-lengths",
+                       "16", "--eval-sequences", "2", "--no-progress"]) == 2  # fmt: skip
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"{path}: damaged checkpoint" in err
+    path.write_bytes(intact)
+    assert train(config, resume=True, progress=False)["step"] == 4
+
+
+def test_resume_removes_stale_temporary_files_and_a_finished_run_has_nothing_to_do(
+    tiny_data, tokenizer_path, tmp_path, capsys
+):
+    run = tmp_path / "run"
+    args = ["train", "--data", str(tiny_data), "--encoding", "fire", "--train-length", "32", "--steps", "3",
+            "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2", "--tokenizer",
+            str(tokenizer_path), "--device", "cpu", "--no-progress", "--out", str(run)]  # fmt: skip
+    assert ltsgen([*args, "--stop-after", "1"]) == 0
+    assert "stopped at step 1 (checkpointed): continue with --resume" in capsys.readouterr().out
+    stale = [
+        run / ".checkpoint.pt.k2j4.tmp",
+        run / ".checkpoint.pt.sha256.x1.tmp",
+        run / ".metrics.jsonl.a.tmp",
+    ]
+    for path in stale:
+        path.write_bytes(b"half a file")
+    assert ltsgen([*args, "--resume"]) == 0
+    out = capsys.readouterr().out
+    assert not any(path.exists() for path in stale) and not list(run.glob(".*.tmp"))
+    # a human summary, not JSON: what was trained, how it went, and what FIRE learned per layer
+    assert out.startswith("fire at 32 tokens: step 3, loss ") and "{" not in out
+    assert re.search(
+        r"\n  learned \(layer 0\): c 0\.\d+, threshold [78]\.\d+\n  learned \(layer 1\): c ", out
+    )
+    assert ltsgen([*args, "--resume"]) == 0
+    assert capsys.readouterr().out.strip() == f"{run}: finished earlier at step 3; nothing to do"
+
+
+def test_config_records_resolved_encoding_options_and_the_summary_what_was_learned(
+    tiny_data, tokenizer_path, tmp_path
+):
+    fire = train(
+        tiny_config(tiny_data, tmp_path / "fire", "fire", tokenizer=str(tokenizer_path)), progress=False
+    )
+    options = json.loads((tmp_path / "fire" / "config.json").read_text())["model"]["encoding_options"]
+    assert options == {
+        "threshold": 8.0,
+        "c": 0.1,
+        "mlp_width": 32,
+        "mlp_layers": 2,
+        "share_across_layers": False,
+    }
+    assert [sorted(layer) for layer in fire["learned"]] == [["c", "threshold"], ["c", "threshold"]]
+    assert json.loads((tmp_path / "fire" / "train_summary.json").read_text())["learned"] == fire["learned"]
+    t5 = tiny_config(
+        tiny_data,
+        tmp_path / "t5",
+        "t5",
+        tokenizer=str(tokenizer_path),
+        encoding_options={"num_buckets": "16"},
+    )
+    train(t5, progress=False)
+    options = json.loads((tmp_path / "t5" / "config.json").read_text())["model"]["encoding_options"]
+    assert options == {"num_buckets": 16, "max_distance": 32}  # max_distance = the training length
+    kerple = train(
+        tiny_config(tiny_data, tmp_path / "k", "kerple_power", tokenizer=str(tokenizer_path)), progress=False
+    )
+    assert len(kerple["learned"]) == 1 and len(kerple["learned"][0]["r1"]) == 2  # shared: one entry, per head
+
+
+def _limited(command: list[str], max_bytes: int) -> subprocess.CompletedProcess:
+    """``command`` with every file it writes limited to ``max_bytes`` (``ulimit -f``): writes beyond fail."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+
+
+def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_nothing_half_written(
+    tiny_data, tokenizer_path, tmp_path
+):
+    run = tmp_path / "run"
+    args = [sys.executable, "-m", "ltsgen", "train", "--data", str(tiny_data), "--encoding", "alibi",
+            "--train-length", "32", "--steps", "4", "--lr", "0.003", "--batch-size", "4", "--d-model", "32", "--n-layers", "2",
+            "--n-heads", "2", "--tokenizer", str(tokenizer_path), "--device", "cpu", "--no-progress",
+            "--out", str(run)]  # fmt: skip
+    # a new run whose first checkpoint cannot be written: one line, exit 2, the run folder gone
+    done = _limited(args, 100_000)  # the checkpoint needs about 450 kB, every other file a few kB
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"ltsgen train: error: {run / CHECKPOINT_NAME}: cannot write the checkpoint (File too large)"
+    ]
+    assert not run.exists()
+    # a resumed run: the failed write leaves the previous checkpoint whole and verified, and no temporary file
+    config = tiny_config(tiny_data, run, "alibi", steps=4, tokenizer=str(tokenizer_path), log_every=10)
+    train(config, stop_after=2, progress=False)
+    before = (run / CHECKPOINT_NAME).read_bytes()
+    done = _limited([*args, "--resume"], 100_000)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert "cannot write the checkpoint (File too large)" in done.stderr
+    assert (run / CHECKPOINT_NAME).read_bytes() == before and load_checkpoint(run / CHECKPOINT_NAME)[
+        "step"
+    ] == 2
+    assert not list(run.glob(".*.tmp")) and not (run / "train_summary.json").exists()
+    assert train(config, resume=True, progress=False)["step"] == 4

@@ -1,11 +1,14 @@
-"""Checkpoints: plain state dicts written atomically, read back with ``weights_only=True``.
+"""Checkpoints: plain state dicts written atomically, verified by sha256 and read with ``weights_only=True``.
 
 A checkpoint holds tensors, numbers and strings only (configs and loader state as JSON text), so loading
-one never runs code from the file.
+one never runs code from the file. ``checkpoint.pt.sha256`` beside it lists the digests it may have; a
+checkpoint whose bytes match none of them is refused, so a flipped byte never reaches the optimizer.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import pickle
 import random
@@ -14,34 +17,75 @@ from typing import Any
 
 import torch
 
-from ltsgen.loaders.contract import atomic_path
+from ltsgen.loaders.contract import atomic_path, sha256_file
 from ltsgen.training.errors import TrainingError
-
-CHECKPOINT_NAME = "checkpoint.pt"
 
 
 class CheckpointError(TrainingError):
-    """A checkpoint that cannot be read; the message names the file."""
+    """A checkpoint that cannot be written, or read and verified; the message names the file."""
+
+
+def digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
 
 
 def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write ``state`` to ``path`` through a temporary file and a rename: a crash never leaves half a file."""
+    """Write ``state`` to ``path`` through a temporary file and a rename, and its sha256 beside it.
+
+    While the new file replaces the old one, the digest file accepts both, so a crash at any moment leaves
+    a checkpoint that verifies. A full disk or a file-size limit is a one-line ``CheckpointError``; the
+    previous checkpoint stays as it was.
+    """
     path = Path(path)
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    digests = digest_path(path)
+    buffer = io.BytesIO()  # serialised in memory, written here: a failed write is a plain OSError
+    torch.save(state, buffer)
+    data = buffer.getbuffer()
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        with atomic_path(path) as tmp:
+            with tmp.open("wb") as handle:
+                handle.write(data)
+            _write_digests(digests, [digest, *_read_digests(digests)[:1]])
+        _write_digests(digests, [digest])
+    except OSError as error:
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({error.strerror or error})") from None
     return path
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a checkpoint on the CPU with ``weights_only=True``, with a one-line error naming the file."""
+    """Verify a checkpoint against its sha256, then read it on the CPU with ``weights_only=True``."""
     path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    accepted = _read_digests(digest_path(path))
+    if not accepted:
+        raise CheckpointError(f"{path}: no checksum beside it ({digest_path(path).name}); cannot verify it")
+    if sha256_file(path) not in accepted:
+        raise CheckpointError(
+            f"{path}: damaged checkpoint (its sha256 matches no digest in {digest_path(path).name})"
+        )
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: checkpoint not found") from None
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"{path}: not a readable checkpoint ({first_line})") from None
+        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
+
+
+def _read_digests(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="ascii").split()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
+
+
+def _write_digests(path: Path, digests: list[str]) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(digests) + "\n", encoding="ascii")
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def rng_state() -> dict[str, Any]:

@@ -1,13 +1,18 @@
-"""Train every encoding with the same seed, data order and budget, evaluate each, write the report.
+"""Train every encoding alike at each training length and seed, evaluate each, write the report.
 
-OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs; OUT/runs/<encoding>/ holds
-each run. A rerun skips what is finished (a trained run with a train summary, an evaluation at the same
-lengths) and resumes an interrupted training from its checkpoint.
+OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs; OUT/runs/T<length>-seed<s>/
+holds one folder per encoding. RoPE, RoPE-PI and YaRN train the same model (RoPE at factor 1), so the family
+is trained once, as ``rope``, and its weights are evaluated under each scaling (zero-shot). With
+``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from those weights at each evaluation length beyond
+the training length (factor = length / training length), as their papers do, and evaluated there.
+
+Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through a ``RunMap``
+(this process, a local process pool, or any engine's ``map``). A rerun skips what is finished and resumes
+an interrupted training from its checkpoint.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -15,18 +20,25 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ltsgen.encodings import options as encoding_options
 from ltsgen.errors import require
-from ltsgen.loaders.contract import atomic_path
-from ltsgen.training.data import resolve_tokenizer
+from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
-from ltsgen.training.evaluate import EVAL_NAME, evaluate_run
+from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
 from ltsgen.training.report import PLOTS, write_report
-from ltsgen.training.train import SUMMARY_NAME, TrainConfig, train
+from ltsgen.training.rundir import SUMMARY_NAME, eval_name, read_json, write_json
+from ltsgen.training.train import TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
-# settings a rerun may change without invalidating finished runs
-FREE_SETTINGS = ("encodings", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every")
+#: settings a rerun may change without invalidating finished runs (new runs or evaluations are made)
+FREE_SETTINGS = (
+    "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
+    "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
+)  # fmt: skip
+SCALED = ("rope_pi", "yarn")  # evaluated zero-shot on RoPE's weights, optionally fine-tuned
+FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
+FINETUNED = "+finetuned"  # label suffix of the fine-tuned variants
 
 
 class CompareError(TrainingError):
@@ -48,38 +60,31 @@ def resolve_encodings(spec: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _check_settings(path: Path, settings: dict[str, Any]) -> None:
-    if not path.exists():
-        return
-    saved = json.loads(path.read_text(encoding="utf-8"))
-    changed = [
-        key
-        for key in set(saved) | set(settings)
-        if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)
-    ]
-    changed = [key for key in changed if key != "eval_lengths"]  # new lengths only re-run the evaluations
-    if changed:
-        diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
-        raise CompareError(
-            f"{path}: an earlier comparison here used other settings ({diffs}); use another --out"
-        )
+@dataclass(frozen=True)
+class Evaluation:
+    """One evaluation of a run's weights: reported as ``label``, read as ``encoding`` (None: as trained)."""
 
-
-def _write_json(path: Path, data: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    label: str
+    lengths: tuple[int, ...]
+    encoding: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()  # encoding options of ``encoding``
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a comparison: train (or resume, or keep) ``config`` and evaluate it; picklable, so that any
-    engine (a local process pool, Ray) can carry it to a worker and call ``run_job`` on it there."""
+    """One run of a comparison: train (or resume, or keep) ``config``, then make its evaluations.
+
+    Picklable, so that any engine (a local process pool, Ray) can carry it to a worker and call
+    ``run_job`` on it there.
+    """
 
     config: TrainConfig  # encoding, train_length, seed and out (the run folder) set
     tag: str  # how the log names this run
-    eval_lengths: tuple[int, ...]
+    train_length: int  # the comparison's training length (a fine-tune trains longer, from a run of this one)
+    evaluations: tuple[Evaluation, ...]
     eval_sequences: int
     batch_tokens: int
+    eval_dtype: str = "float32"
     progress: bool = False
 
 
@@ -88,41 +93,46 @@ RunMap = Callable[[Callable[[RunSpec], dict[str, Any]], list[RunSpec]], Iterable
 
 
 def run_job(spec: RunSpec) -> dict[str, Any]:
-    """Train (or resume, or keep) and evaluate one run; returns ``{"tag", "train", "eval", "lines"}``.
+    """Train (or resume, or keep) and evaluate one run.
 
     A top-level function of plain inputs, so that it runs the same in this process, a worker process or a
     Ray task.
+
+    Returns:
+        ``{"tag", "train": train summary, "evals": {label: evaluation}, "lines": log lines}``.
     """
     config = spec.config
     run_dir = Path(config.out)
-    summary_path, eval_path = run_dir / SUMMARY_NAME, run_dir / EVAL_NAME
     lines = []
-    if summary_path.exists():
+    if (run_dir / SUMMARY_NAME).exists():
         lines.append(f"{spec.tag}: trained earlier, kept")
     else:
         summary = train(config, resume=True, progress=spec.progress)
         lines.append(f"{spec.tag}: trained {summary['step']} steps, loss {summary['last_loss']:.3f}, "
                      f"{summary['tokens_per_s'] or 0:,.0f} tokens/s")  # fmt: skip
-    summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    evaluation = json.loads(eval_path.read_text(encoding="utf-8")) if eval_path.exists() else None
-    if (
-        evaluation is not None
-        and [r["eval_length"] for r in evaluation["results"]] == list(spec.eval_lengths)
-        and evaluation.get("step") == summary["step"]
-    ):
-        lines.append(f"{spec.tag}: evaluated earlier, kept")
-    else:
-        evaluation = evaluate_run(
-            run_dir, config.data, list(spec.eval_lengths), max_sequences=spec.eval_sequences,
-            batch_tokens=spec.batch_tokens, device=config.device, progress=spec.progress,
+    summary = read_json(run_dir / SUMMARY_NAME)
+    evals = {}
+    for evaluation in spec.evaluations:
+        path = run_dir / eval_name(evaluation.encoding)
+        kept = read_json(path) if path.exists() else None
+        if kept is not None and (
+            [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths)
+            and (kept.get("step"), kept.get("requested_sequences"), kept.get("eval_dtype"))
+            == (summary["step"], spec.eval_sequences, spec.eval_dtype)
+        ):
+            lines.append(f"{spec.tag}: {evaluation.label} evaluated earlier, kept")
+            evals[evaluation.label] = kept
+            continue
+        report = evaluate_run(
+            run_dir, config.data, list(evaluation.lengths), max_sequences=spec.eval_sequences,
+            batch_tokens=spec.batch_tokens, device=config.device, eval_dtype=spec.eval_dtype,
+            encoding=evaluation.encoding, encoding_options=dict(evaluation.options), progress=spec.progress,
+            log=lines.append,
         )  # fmt: skip
-        shown = ", ".join(
-            f"{r['eval_length']}: {r['perplexity']:.2f}"
-            for r in evaluation["results"]
-            if r.get("num_sequences")
-        )
-        lines.append(f"{spec.tag}: perplexity {shown}")
-    return {"tag": spec.tag, "train": summary, "eval": evaluation, "lines": lines}
+        shown = ", ".join(f"{r['eval_length']}: {r['perplexity']:.2f}" for r in report["results"])
+        lines.append(f"{spec.tag}: {evaluation.label} perplexity {shown}")
+        evals[evaluation.label] = report
+    return {"tag": spec.tag, "train": summary, "evals": evals, "lines": lines}
 
 
 def serial_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
@@ -155,72 +165,175 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def run_folder(out: Path, train_length: int, seed: int, name: str) -> Path:
+    """OUT/runs/T<train_length>-seed<seed>/<name>."""
+    return out / "runs" / f"T{train_length}-seed{seed}" / name
+
+
 def compare(
     base: TrainConfig,
     encodings: list[str],
     eval_lengths: list[int],
     *,
+    train_lengths: list[int] | None = None,
+    seeds: list[int] | None = None,
     eval_sequences: int = 32,
     batch_tokens: int = 16384,
+    eval_dtype: str = "float32",
+    finetune_steps: int = 0,
     workers: int = 1,
     run_map: RunMap | None = None,
+    train_tokenizer: TokenizerTrainer | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run the comparison in ``base.out`` (``base.encoding`` is ignored); returns results.json's content.
+    """Run the comparison in ``base.out``; returns results.json's content.
 
-    Runs go through ``run_map`` (any engine's ``map``); by default one after another in this process, or with
-    ``workers`` > 1 that many at once in worker processes, each with an equal share of the CPU threads
-    (progress bars off). Every run is the same wherever it runs.
+    Args:
+        base: the settings every run shares (its encoding, train_length and seed are replaced per run;
+            its ``encoding_options`` apply to every encoding that has the option).
+        encodings: names from ``ltsgen.encodings.NAMES``.
+        eval_lengths: evaluation lengths in tokens.
+        train_lengths, seeds: the grid (default: ``base``'s training length and seed).
+        eval_sequences, batch_tokens, eval_dtype: as ``evaluate_run``'s.
+        finetune_steps: also fine-tune RoPE-PI and YaRN for this many steps at each evaluation length
+            beyond the training length (0: zero-shot only).
+        workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
+            in this process, or with ``workers`` > 1 that many at once in worker processes, each with an
+            equal share of the CPU threads (progress bars off). Every run is the same wherever it runs.
+        train_tokenizer: trains the shared tokenizer when the data has none and none is given.
+        progress, log: progress bars, and where the per-run lines go.
     """
     require("matplotlib", "train", PLOTS)  # missing: say so before training, not after
     out = Path(base.out)
     eval_lengths = sorted(set(eval_lengths))
-    settings = {**asdict(base), "encodings": encodings, "eval_lengths": eval_lengths,
-                "eval_sequences": eval_sequences}  # fmt: skip
-    settings.pop("encoding")
-    settings.pop("tokenizer")
+    train_lengths = sorted(set(train_lengths or [base.train_length]))
+    seeds = list(dict.fromkeys(seeds if seeds is not None else [base.seed]))
+    _check_options(encodings, base.encoding_options)
+    settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
+                "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
+                "batch_tokens": batch_tokens, "finetune_steps": finetune_steps}  # fmt: skip
+    for key in ("encoding", "tokenizer", "train_length", "seed", "init_from"):
+        settings.pop(key)
     _check_settings(out / SETTINGS_NAME, settings)
     out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / SETTINGS_NAME, settings)
-    _, tokenizer_path = resolve_tokenizer(
-        base.data, out, tokenizer_path=base.tokenizer, vocab_size=base.vocab_size
+    write_json(out / SETTINGS_NAME, settings)
+    tokenizer, tokenizer_path = resolve_tokenizer(
+        base.data,
+        out,
+        tokenizer_path=base.tokenizer,
+        vocab_size=base.vocab_size,
+        train_tokenizer=train_tokenizer,
     )
+    held_out = load_eval_sets(base.data, eval_lengths, tokenizer, eval_sequences)  # refuses too few, now
+    log(f"evaluation documents: {held_out.description}")
+    if held_out.notice:
+        log(f"note: {held_out.notice}")
 
     in_process = run_map is None and workers <= 1
     if run_map is None:
         run_map = serial_map if in_process else process_pool_map(workers)
-    specs = [
-        RunSpec(
-            replace(base, encoding=encoding, out=str(out / "runs" / encoding), tokenizer=str(tokenizer_path)),
-            f"[{i}/{len(encodings)}] {encoding}",
-            tuple(eval_lengths),
-            eval_sequences,
-            batch_tokens,
-            progress=progress and in_process,
-        )
-        for i, encoding in enumerate(encodings, 1)
-    ]
-    by_tag = {}
-    with tqdm(total=len(specs), desc=f"compare ({workers} at once)", unit="run",
-              disable=not progress or in_process) as bar:  # fmt: skip
-        for result in run_map(run_job, specs):
-            by_tag[result["tag"]] = result
-            for line in result["lines"]:
-                bar.write(line) if progress and not in_process else log(line)
-            bar.update(1)
-    runs = {
-        spec.config.encoding: {"train": by_tag[spec.tag]["train"], "eval": by_tag[spec.tag]["eval"]}
-        for spec in specs
-    }
+    shared = replace(base, tokenizer=str(tokenizer_path))
+    common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
+                  progress=progress and in_process)  # fmt: skip
+    specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
+    results = list(_dispatch(run_map, specs, progress and not in_process, log))
+    finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
+    results += _dispatch(run_map, finetunes, progress and not in_process, log)
 
-    results = {"settings": settings, "runs": runs}
-    _write_json(out / RESULTS_NAME, results)
-    write_report(out, {key: settings[key] for key in _REPORTED if key in settings}, runs)
-    return results
+    by_tag = {result["tag"]: result for result in results}
+    runs = [
+        {"encoding": evaluation.label, "train_length": spec.train_length, "seed": spec.config.seed,
+         "train": by_tag[spec.tag]["train"], "eval": by_tag[spec.tag]["evals"][evaluation.label]}
+        for spec in specs + finetunes
+        for evaluation in spec.evaluations
+    ]  # fmt: skip
+    results_json = {"settings": settings, "evaluation_documents": held_out.description, "runs": runs}
+    write_json(out / RESULTS_NAME, results_json)
+    reported = {key: settings[key] for key in _REPORTED if key in settings}
+    write_report(out, reported, runs, documents=held_out.description, notice=held_out.notice)
+    return results_json
+
+
+def _base_specs(base, encodings, train_lengths, seeds, eval_lengths, common) -> list[RunSpec]:
+    """One training per (encoding, training length, seed); the RoPE family shares one."""
+    trained = [e for e in dict.fromkeys("rope" if e in ROTARY_FAMILY else e for e in encodings)]
+    specs = []
+    for train_length in train_lengths:
+        for seed in seeds:
+            for name in trained:
+                family = [e for e in encodings if e in ROTARY_FAMILY] if name == "rope" else [name]
+                evaluations = tuple(
+                    Evaluation(e, tuple(eval_lengths), None if e == name else e, _options_of(e, base))
+                    for e in family
+                )
+                config = replace(base, encoding=name, train_length=train_length, seed=seed,
+                                 out=str(run_folder(Path(base.out), train_length, seed, name)),
+                                 encoding_options=dict(_options_of(name, base)))  # fmt: skip
+                tag = f"{'+'.join(family)} T={train_length} seed={seed}"
+                specs.append(RunSpec(config, tag, train_length, evaluations, **common))
+    return specs
+
+
+def _finetune_specs(base, encodings, train_lengths, seeds, eval_lengths, steps, common) -> list[RunSpec]:
+    """RoPE-PI and YaRN fine-tuned from the RoPE run at each evaluation length beyond the training length."""
+    if steps <= 0:
+        return []
+    specs = []
+    for train_length in train_lengths:
+        for seed in seeds:
+            for name in (e for e in encodings if e in SCALED):
+                for length in (n for n in eval_lengths if n > train_length):
+                    scale = {"factor": length / train_length, "original_length": train_length}
+                    config = replace(
+                        base, encoding=name, train_length=length, seed=seed, steps=steps, warmup=None,
+                        lr=base.lr * FINETUNE_LR_RATIO, batch_size=max(1, base.batch_size * train_length // length),
+                        init_from=str(run_folder(Path(base.out), train_length, seed, "rope")),
+                        encoding_options={**dict(_options_of(name, base)), **scale},
+                        out=str(run_folder(Path(base.out), train_length, seed, f"{name}-finetuned-{length}")),
+                    )  # fmt: skip
+                    evaluation = Evaluation(name + FINETUNED, (length,))
+                    tag = f"{name} fine-tuned at {length} T={train_length} seed={seed}"
+                    specs.append(RunSpec(config, tag, train_length, (evaluation,), **common))
+    return specs
+
+
+def _options_of(encoding: str, base: TrainConfig) -> tuple[tuple[str, Any], ...]:
+    """The given encoding options that ``encoding`` has."""
+    return tuple((k, v) for k, v in base.encoding_options.items() if k in encoding_options(encoding))
+
+
+def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
+    unused = [key for key in given if not any(key in encoding_options(e) for e in encodings)]
+    if unused:
+        raise CompareError(f"--encoding-option {', '.join(unused)}: no compared encoding has such an option")
+
+
+def _dispatch(run_map: RunMap, specs: list[RunSpec], bar: bool, log) -> Iterator[dict[str, Any]]:
+    if not specs:
+        return
+    with tqdm(total=len(specs), desc="compare", unit="run", disable=not bar) as progress:
+        for result in run_map(run_job, specs):
+            for line in result["lines"]:
+                progress.write(line) if bar else log(line)
+            progress.update(1)
+            yield result
+
+
+def _check_settings(path: Path, settings: dict[str, Any]) -> None:
+    if not path.exists():
+        return
+    saved = read_json(path)
+    changed = [key for key in set(saved) | set(settings)
+               if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)]  # fmt: skip
+    if changed:
+        diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
+        raise CompareError(
+            f"{path}: an earlier comparison here used other settings ({diffs}); use another --out"
+        )
 
 
 _REPORTED = (
-    "data", "train_length", "eval_lengths", "steps", "batch_size", "lr", "warmup", "d_model", "layers", "heads",
-    "seed", "eval_sequences", "device",
+    "data", "train_lengths", "seeds", "eval_lengths", "steps", "batch_size", "lr", "warmup", "d_model",
+    "n_layers", "n_heads", "encoding_options", "eval_sequences", "eval_dtype", "finetune_steps", "device",
 )  # fmt: skip

@@ -1,97 +1,153 @@
-"""What the trainer reads: the run's tokenizer, packed training batches, exact-length evaluation sets."""
+"""What the trainer reads: the run's tokenizer, packed training batches, and evaluation sets that hold the
+same documents at every length.
+
+Every dataset access goes through ``ltsgen.loaders`` (manifest, shards, exact-length sets), so a dataset
+may be a local folder or any URL the loaders read.
+"""
 
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
-import shutil
-from collections.abc import Iterator
+import math
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 
 from ltsgen.loaders.contract import (
     EVAL_SPLIT,
+    MANIFEST_NAME,
     TEST_SPLIT,
     TOKENIZER_NAME,
     TRAIN_SPLIT,
     VALIDATION_SPLIT,
     ContractError,
+    Manifest,
     atomic_path,
-    read_manifest,
+    parse_manifest,
     sha256_file,
 )
+from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
 
-PREFIX_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
+HELD_OUT_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 TOKENIZER_TRAINING_CHARS = 50_000_000  # enough text for a small BPE; bounds the time spent training one
+#: An evaluation needs at least this fraction of the asked documents at its longest length (fewer: an error;
+#: between this and all of them: it goes on with those it has and says so).
+MIN_EVAL_FRACTION = 0.5
+
+#: Trains a tokenizer: ``(texts, vocab_size) -> tokenizers.Tokenizer``; ``ltsgen.tokenizer.train_tokenizer``.
+TokenizerTrainer = Callable[[Iterable[str], int], Tokenizer]
 
 
 class DataError(TrainingError):
     """A dataset or tokenizer the trainer cannot use; the message names the file."""
 
 
+def open_manifest(data_dir: str | Path) -> Manifest:
+    """The manifest of a dataset directory or URL, read through the loaders."""
+    where = join(str(data_dir), MANIFEST_NAME)
+    return parse_manifest(read_bytes(where), where)
+
+
 # --------------------------------------------------------------------------------------------------
 # tokenizer
 
 
-def resolve_tokenizer(data_dir, run_dir, *, tokenizer_path=None, vocab_size=2048, placement=None):
+def read_tokenizer(path: str | Path) -> Tokenizer:
+    """A ``tokenizer.json`` file, with a one-line error naming it."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as error:  # tokenizers raises a bare Exception on a missing or malformed file
+        text = str(error).strip().splitlines()
+        raise DataError(
+            f"{path}: not a readable tokenizer.json ({text[0] if text else type(error).__name__})"
+        ) from None
+
+
+def resolve_tokenizer(
+    data_dir,
+    run_dir,
+    *,
+    tokenizer_path=None,
+    vocab_size: int = 2048,
+    placement=None,
+    train_tokenizer: TokenizerTrainer | None = None,
+) -> tuple[Tokenizer, Path]:
     """The run's tokenizer, saved as RUN/tokenizer.json; returns ``(tokenizer, path in RUN)``.
 
-    Taken from, in order: ``tokenizer_path``; the dataset's own ``DIR/tokenizer.json``; one trained
-    earlier for this run (RUN/tokenizer.json); else a byte-level BPE of ``vocab_size`` trained on the
-    training split's text. Under torchrun only rank 0 trains or copies; the others wait and load.
+    Taken from, in order: ``tokenizer_path``; the dataset's own ``DIR/tokenizer.json``; one kept earlier for
+    this run (RUN/tokenizer.json); else ``train_tokenizer`` trains one of ``vocab_size`` on the training
+    split's text. Under torchrun only rank 0 trains or copies; the others wait and load.
     """
-    from ltsgen.tokenizer import load_tokenizer, train_tokenizer
     from ltsgen.training import distributed
 
-    data_dir, run_dir = Path(data_dir), Path(run_dir)
+    run_dir = Path(run_dir)
     target = run_dir / TOKENIZER_NAME
-    own = data_dir / TOKENIZER_NAME
-    source = Path(tokenizer_path) if tokenizer_path else (own if own.exists() else None)
+    manifest = open_manifest(data_dir)
+    own = (
+        join(str(data_dir), (manifest.tokenizer or {}).get("path", TOKENIZER_NAME))
+        if manifest.tokenizer
+        else None
+    )
     is_main = placement is None or placement.is_main
-    if source is not None and not source.exists():
-        raise DataError(f"{source}: tokenizer not found")
-    if source is not None and source != own:
-        _check_matches_tokenized_data(data_dir, source)
+    if tokenizer_path is not None and not Path(tokenizer_path).exists():
+        raise DataError(f"{tokenizer_path}: tokenizer not found")
+    if tokenizer_path is not None:
+        check_tokenizer_matches(data_dir, tokenizer_path, manifest)
+    source = tokenizer_path or own
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         if source is not None and not target.exists():
             with atomic_path(target) as tmp:
-                shutil.copyfile(source, tmp)
-        elif source is not None and sha256_file(target) != sha256_file(source):
+                tmp.write_bytes(read_bytes(source))
+        elif source is not None and sha256_file(target) != _sha256_of(source):
             raise DataError(
                 f"{target}: the run has another tokenizer than {source}; a run keeps its tokenizer"
             )
         elif not target.exists():
-            tokenizer = train_tokenizer(_training_texts(data_dir), vocab_size)
+            if train_tokenizer is None:
+                raise DataError(
+                    f"{join(str(data_dir), MANIFEST_NAME)}: no tokenizer given and none stored with the data; "
+                    "pass a tokenizer.json"
+                )
+            tokenizer = train_tokenizer(_training_texts(data_dir, manifest), vocab_size)
             with atomic_path(target) as tmp:
                 tokenizer.save(str(tmp))
     if placement is not None:
         distributed.barrier(placement)
-    return load_tokenizer(str(target)), target
+    return read_tokenizer(target), target
 
 
-def _check_matches_tokenized_data(data_dir: Path, source: Path) -> None:
-    """Token ids stored in the dataset only mean something with the tokenizer that made them."""
-    manifest = read_manifest(data_dir)
+def _sha256_of(location: str | Path) -> str:
+    return hashlib.sha256(read_bytes(location)).hexdigest()
+
+
+def check_tokenizer_matches(data_dir, tokenizer_path, manifest: Manifest | None = None) -> None:
+    """Token ids stored in a dataset (tokenized shards, exact-length sets) only mean something with the
+    tokenizer that made them: a tokenizer whose sha256 differs from the manifest's is an error."""
+    manifest = manifest or open_manifest(data_dir)
     stored = manifest.tokenizer or {}
     tokenized = any(shard.tokens is not None for shards in manifest.splits.values() for shard in shards)
-    if tokenized and stored.get("sha256") and stored["sha256"] != sha256_file(source):
+    if tokenized and stored.get("sha256") and stored["sha256"] != _sha256_of(tokenizer_path):
         raise DataError(
-            f"{source}: {data_dir} is tokenized with another tokenizer ({stored.get('path')}); omit --tokenizer"
+            f"{tokenizer_path}: {data_dir} is tokenized with another tokenizer ({stored.get('path')}, sha256 "
+            f"{stored['sha256'][:12]}...); its token ids would be read as other tokens"
         )
 
 
-def _training_texts(data_dir: Path) -> Iterator[str]:
+def _training_texts(data_dir, manifest: Manifest) -> Iterator[str]:
     from ltsgen.loaders.formats import read_shard
 
-    manifest = read_manifest(data_dir)
     budget = TOKENIZER_TRAINING_CHARS
     for shard in manifest.shards(TRAIN_SPLIT):
-        for record in read_shard(str(data_dir / shard.path), manifest.format, columns=["text"]):
+        for record in read_shard(join(str(data_dir), shard.path), manifest.format, columns=["text"]):
             yield record["text"]
             budget -= len(record["text"])
             if budget <= 0:
@@ -111,12 +167,12 @@ class TrainingBatches:
     (seed, epoch, samples consumed), so a resumed run continues with the very next batch.
     """
 
-    def __init__(self, data_dir, *, seq_len, batch_size, seed, tokenizer, eos, rank=0, world_size=1) -> None:
+    def __init__(self, data_dir, *, seq_len, batch_size, seed, tokenizer, rank=0, world_size=1) -> None:
         from ltsgen.loaders import StreamingDataset
 
         self.blocks = StreamingDataset(
             str(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
-            batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer, eos_id=eos,
+            batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer,
         )  # fmt: skip
         self.batch_size = batch_size
 
@@ -143,106 +199,195 @@ class TrainingBatches:
 
 @dataclass
 class EvalSet:
-    """``input_ids`` [N, L]: N sequences of exactly L tokens, and where their long-range facts sit.
+    """``input_ids`` [N, L]: the first L tokens of each of N documents, and where their facts are recalled.
 
-    ``facts[i]`` lists ``(position, distance)`` for sequence i: a token of a fact's value at a later use,
-    and its distance in tokens to the fact's first mention.
+    ``facts[i]`` lists ``(position, distance)`` for sequence i: the first token of a later use of a fact's
+    value, and its distance in tokens to the nearest earlier occurrence of that value.
     """
 
     length: int
     input_ids: torch.Tensor
-    description: str
+    documents: list[str]
     facts: list[list[tuple[int, int]]] = field(default_factory=list)
 
 
-def load_eval_sets(data_dir, lengths, tokenizer, max_sequences: int) -> dict[int, EvalSet]:
-    """Exact-length evaluation sets, up to ``max_sequences`` per length.
+@dataclass
+class EvalSets:
+    """One exact-length set per evaluation length, all cut from the same documents in the same order."""
 
-    The dataset's own set ``DIR/eval/<L>/`` when it has one (bucketed corpora); otherwise the first L tokens
-    of the documents (in stored order) of the validation split (else test) that have at least L tokens.
-    A length no document reaches gets an empty set.
+    sets: dict[int, EvalSet]
+    description: str  # where the documents come from
+    requested: int  # the number of documents asked for
+    notice: str | None = None  # set when fewer than ``requested`` documents reach the longest length
+
+    @property
+    def documents(self) -> list[str]:
+        return next(iter(self.sets.values())).documents
+
+
+def load_eval_sets(data_dir, lengths, tokenizer: Tokenizer, max_sequences: int) -> EvalSets:
+    """Up to ``max_sequences`` documents, the same at every length: sequence i at length L is the first L
+    tokens of document i.
+
+    From the dataset's stored exact-length sets ``DIR/eval/<L>/`` when it has one for every length (the
+    documents of the longest length, found at each shorter one, as the bucket pipeline nests them);
+    otherwise the first documents (in stored order) of at least ``max(lengths)`` tokens of the first held-out
+    split (validation, then test) that has enough of them. Fewer than ``max_sequences`` documents: a notice;
+    fewer than ``MIN_EVAL_FRACTION`` of them: a ``DataError`` naming each split and its counts.
     """
-    from ltsgen.loaders import load_eval_set
-
-    data_dir = Path(data_dir)
-    manifest = read_manifest(data_dir)
+    lengths = sorted(set(lengths))
+    manifest = open_manifest(data_dir)
     stored = {shard.bucket for shard in manifest.splits.get(EVAL_SPLIT, [])}
-    sets: dict[int, EvalSet] = {}
-    for length in lengths:
-        if str(length) in stored:
-            tokens = load_eval_set(data_dir, length)[:max_sequences]
-            sets[length] = EvalSet(
-                length, tokens, f"{EVAL_SPLIT}/{length}: {len(tokens)} sequences of {length} tokens"
-            )
-    remaining = [length for length in lengths if length not in sets]
-    if remaining:
-        split = next((name for name in PREFIX_SPLITS if name in manifest.splits), None)
-        if split is None:
-            raise DataError(f"{data_dir / 'manifest.json'}: no validation or test split to evaluate on")
-        sets.update(_prefix_eval_sets(data_dir, manifest, split, remaining, tokenizer, max_sequences))
-    return sets
-
-
-def _prefix_eval_sets(data_dir, manifest, split, lengths, tokenizer, max_sequences) -> dict[int, EvalSet]:
-    from ltsgen.loaders.formats import read_shard
-
-    rows: dict[int, list[torch.Tensor]] = {length: [] for length in lengths}
-    facts: dict[int, list[list[tuple[int, int]]]] = {length: [] for length in lengths}
-    longest = max(lengths)
+    needed = max(1, math.ceil(max_sequences * MIN_EVAL_FRACTION))
     try:
-        for shard in manifest.shards(split):
-            for record in read_shard(str(data_dir / shard.path), manifest.format):
-                open_lengths = [length for length in lengths if len(rows[length]) < max_sequences]
-                if not open_lengths:
-                    break
-                encoding = tokenizer.encode(record["text"], add_special_tokens=False)
-                ids = encoding.ids
-                if len(ids) < min(open_lengths):
-                    continue
-                positions = _fact_positions(record, encoding.offsets, min(len(ids), longest))
-                for length in open_lengths:
-                    if len(ids) >= length:
-                        rows[length].append(torch.tensor(ids[:length], dtype=torch.long))
-                        facts[length].append([(pos, dist) for pos, dist in positions if pos < length])
-            else:
-                continue
-            break
+        if all(str(length) in stored for length in lengths):
+            found = _stored_eval_sets(data_dir, lengths, max_sequences, needed)
+        else:
+            found = _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed)
     except ContractError as error:
         raise DataError(str(error)) from None
-    return {
-        length: EvalSet(
-            length,
-            torch.stack(rows[length]) if rows[length] else torch.empty(0, length, dtype=torch.long),
-            f"{split} split: first {length} tokens of {len(rows[length])} documents of at least {length} tokens",
-            facts[length],
+    count = len(found.documents)
+    if count < max_sequences:
+        found.notice = (
+            f"only {count} of the {max_sequences} requested documents reach {lengths[-1]} tokens; "
+            f"every length is evaluated on these {count}"
         )
-        for length in lengths
-    }
+    return found
 
 
-def _fact_positions(
-    record: dict[str, Any], offsets: list[tuple[int, int]], limit: int
-) -> list[tuple[int, int]]:
-    """Token positions (< ``limit``) of each fact value's later uses, with their distance to the first mention.
+def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: int) -> EvalSets:
+    from ltsgen.loaders import StreamingDataset
 
-    ``meta["facts"]`` gives character offsets; the tokenizer's offsets map them to tokens: the first mention
-    is the token holding its first character, a use covers every token overlapping the value's characters.
+    rows: dict[int, dict[str, torch.Tensor]] = {}
+    for length in lengths:
+        dataset = StreamingDataset(
+            str(data_dir), EVAL_SPLIT, bucket=str(length), shuffle=False, rank=0, world_size=1,
+            columns=("id", "input_ids", "meta"),
+        )  # fmt: skip
+        rows[length] = {}
+        for record in dataset:
+            ids = record["input_ids"]
+            if len(ids) != length:
+                raise DataError(
+                    f"{dataset.root}: {EVAL_SPLIT}/{length} record {record['id']} has {len(ids)} tokens"
+                )
+            rows[length][_document_id(record, length)] = torch.as_tensor(ids.astype("int64"))
+    documents = list(rows[lengths[-1]])[:max_sequences]
+    if len(documents) < needed:
+        raise DataError(
+            f"{join(str(data_dir), EVAL_SPLIT)}/{lengths[-1]}: {len(documents)} sequences of {lengths[-1]} "
+            f"tokens; an evaluation needs at least {needed} (of --eval-sequences {max_sequences}): lower "
+            "--eval-sequences"
+        )
+    sets = {}
+    for length in lengths:
+        missing = [document for document in documents if document not in rows[length]]
+        if missing:
+            raise DataError(
+                f"{join(str(data_dir), EVAL_SPLIT)}/{length}: lacks document {missing[0]} of "
+                f"{EVAL_SPLIT}/{lengths[-1]}; the exact-length sets are not nested"
+            )
+        sets[length] = EvalSet(length, torch.stack([rows[length][d] for d in documents]), documents)
+    description = f"the stored exact-length sets {EVAL_SPLIT}/<L>: {len(documents)} documents at every length"
+    return EvalSets(sets, description, max_sequences)
+
+
+def _document_id(record: dict[str, Any], length: int) -> str:
+    meta = record.get("meta") or {}
+    if isinstance(meta, str):
+        meta = json.loads(meta)
+    suffix = f"-{length}"
+    fallback = record["id"][: -len(suffix)] if record["id"].endswith(suffix) else record["id"]
+    return str(meta.get("document_id", fallback)) if isinstance(meta, dict) else fallback
+
+
+def _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed) -> EvalSets:
+    longest = lengths[-1]
+    counts = []
+    for split in HELD_OUT_SPLITS:
+        if split not in manifest.splits:
+            counts.append(f"{split}: not in the dataset")
+            continue
+        if not manifest.splits[split]:
+            counts.append(f"{split}: no shards (0 documents)")
+            continue
+        documents, rows, facts, seen = _long_documents(data_dir, split, tokenizer, longest, max_sequences)
+        if len(documents) >= needed:
+            sets = {
+                length: EvalSet(
+                    length,
+                    torch.stack([row[:length] for row in rows]),
+                    documents,
+                    [[(p, d) for p, d in uses if p < length] for uses in facts],
+                )
+                for length in lengths
+            }
+            description = (
+                f"the {split} split: the first {len(documents)} documents (in stored order) of at least "
+                f"{longest} tokens, cut to each length"
+            )
+            return EvalSets(sets, description, max_sequences)
+        counts.append(f"{split}: {len(documents)} of {seen} documents reach {longest} tokens")
+    raise DataError(
+        f"{join(str(data_dir), MANIFEST_NAME)}: too few held-out documents to evaluate at {longest} tokens "
+        f"({'; '.join(counts)}); an evaluation needs at least {needed} (of --eval-sequences {max_sequences}): "
+        "lower the longest evaluation length or --eval-sequences, or build more or longer held-out documents"
+    )
+
+
+def _long_documents(data_dir, split, tokenizer, length, wanted):
+    """The first ``wanted`` documents of ``split`` with at least ``length`` tokens: (ids, first ``length``
+    tokens, fact uses within them, documents read)."""
+    from ltsgen.loaders import StreamingDataset
+
+    dataset = StreamingDataset(
+        str(data_dir), split, shuffle=False, rank=0, world_size=1, columns=("id", "text", "meta")
+    )
+    documents, rows, facts, seen = [], [], [], 0
+    for record in dataset:
+        seen += 1
+        encoding = tokenizer.encode(record["text"], add_special_tokens=False)
+        if len(encoding.ids) < length:
+            continue
+        documents.append(record["id"])
+        rows.append(torch.tensor(encoding.ids[:length], dtype=torch.long))
+        facts.append(fact_uses(record, encoding.offsets, length))
+        if len(documents) == wanted:
+            break
+    return documents, rows, facts, seen
+
+
+def fact_uses(record: dict[str, Any], offsets: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
+    """Each later use of a fact's value within the first ``limit`` tokens: ``(position, distance)``.
+
+    ``meta["facts"]`` records ``{"value", "first", "uses"}`` with character offsets. A use is scored at its
+    first token (the token holding its first character); its distance is counted in tokens back to the
+    nearest earlier occurrence of the value anywhere in the text (word-bounded, any case), recorded or not,
+    so that a value repeated in between makes the distance short. Uses with no earlier occurrence are left out.
     """
     meta = record.get("meta") or {}
     if isinstance(meta, str):
         meta = json.loads(meta)
-    found: list[tuple[int, int]] = []
     if not isinstance(meta, dict) or not meta.get("facts"):
-        return found
+        return []
+    text = record["text"]
     ends = [end for _, end in offsets]
+
+    def token_at(char: int) -> int:
+        return bisect.bisect_right(ends, char)
+
+    nearest: dict[int, int] = {}
     for fact in meta["facts"]:
-        width = max(1, len(str(fact.get("value", ""))))
-        first = bisect.bisect_right(ends, int(fact["first"]))
-        for use in fact.get("uses", []):
-            use = int(use)
-            token = bisect.bisect_right(ends, use)
-            while token < limit and offsets[token][0] < use + width:
-                if token > first:
-                    found.append((token, token - first))
-                token += 1
-    return sorted(set(found))
+        value = str(fact.get("value", ""))
+        if not value:
+            continue
+        pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)", re.IGNORECASE)
+        occurrences = sorted({match.start() for match in pattern.finditer(text)} | {int(fact["first"])})
+        for use in map(int, fact.get("uses", [])):
+            earlier = bisect.bisect_left(occurrences, use) - 1
+            if earlier < 0:
+                continue
+            position, previous = token_at(use), token_at(occurrences[earlier])
+            if previous < position < limit:
+                nearest[position] = min(nearest.get(position, position), position - previous)
+    return sorted(nearest.items())

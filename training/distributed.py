@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from ltsgen.training.errors import TrainingError
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -30,9 +32,14 @@ def resolve_device(name: str = "auto") -> torch.device:
     """``auto`` picks CUDA when present, else the CPU."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise TrainingError(f"--device {name!r}: not a device (auto, cpu, cuda, cuda:1, ...)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
+        raise TrainingError(
+            f"--device {name!r}: CUDA is not available here (torch {torch.__version__}); use --device cpu"
+        )
     return device
 
 

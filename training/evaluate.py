@@ -1,18 +1,20 @@
-"""Evaluation of a trained run at many lengths: perplexity, per-position loss, attention entropy, facts.
+"""Evaluation of a trained run at many lengths: perplexity, per-position loss, attention entropy, fact recall.
 
-A sequence of L tokens gives L-1 next-token predictions; the loss at length L is their mean over the
-evaluation set and the perplexity is ``exp`` of it. Long sequences are evaluated in batches sized by a
-token budget (the model itself computes attention in blocks of query rows), so 8,192 tokens fit in memory.
+Every length reads the same documents (sequence i at length L is the first L tokens of document i), so the
+numbers change with length alone. A sequence of L tokens gives L-1 next-token predictions; the loss at
+length L is their mean over the set and the perplexity is ``exp`` of it. Evaluation runs in float32 by
+default. Long sequences are evaluated in batches sized by a token budget (the model attends in blocks of
+query rows), so 8,192 tokens fit in memory.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +22,19 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path
-from ltsgen.training.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from ltsgen.training.data import EvalSet, load_eval_sets
+from ltsgen.encodings import training_options
+from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.data import EvalSet, check_tokenizer_matches, load_eval_sets, read_tokenizer
 from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
-from ltsgen.training.train import SCALED_ENCODINGS
+from ltsgen.training.precision import EVAL_DTYPES, eval_precision
+from ltsgen.training.rundir import CHECKPOINT_NAME, CONFIG_NAME, eval_name, read_json, write_json
 
-EVAL_NAME = "eval.json"
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
 FACT_BIN_EDGES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+#: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
+ROTARY_FAMILY = ("rope", "rope_pi", "yarn")
 
 
 class EvaluateError(TrainingError):
@@ -94,60 +99,74 @@ def _release_free_heap() -> None:
 
 def load_run(run_dir):
     """RUN's model config (a dict), trained weights, config.json (with the step reached) and tokenizer."""
-    from ltsgen.tokenizer import load_tokenizer
-
     run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
+    config_path = run_dir / CONFIG_NAME
     if not config_path.exists():
         raise EvaluateError(f"{config_path}: not found (is {run_dir} a training run?)")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config = read_json(config_path)
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
     config["step"] = int(checkpoint["step"])
     model_config = json.loads(checkpoint["model_config"])
-    return model_config, checkpoint["model"], config, load_tokenizer(str(run_dir / TOKENIZER_NAME))
+    return model_config, checkpoint["model"], config, read_tokenizer(run_dir / TOKENIZER_NAME)
 
 
-def build_model(model_config: dict, weights: dict, device: torch.device, length: int) -> torch.nn.Module:
-    """The trained model, set up to read ``length`` tokens.
+def as_encoding(
+    model_config: dict[str, Any], encoding: str, train_length: int, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The model config of a RoPE-family run read as ``encoding`` (RoPE, RoPE-PI or YaRN at its training
+    scale, with ``overrides`` of its options): the weights are the same, only the rescaling beyond the
+    training length differs."""
+    trained = model_config["encoding"]
+    options = model_config.get("encoding_options", {})
+    if trained not in ROTARY_FAMILY or encoding not in ROTARY_FAMILY or options.get("factor", 1.0) != 1.0:
+        raise EvaluateError(
+            f"a {trained} run can be evaluated as another encoding only within {', '.join(ROTARY_FAMILY)} and "
+            f"at training factor 1 (asked: {encoding})"
+        )
+    base = {"base": options["base"]} if "base" in options else {}
+    return {
+        **model_config,
+        "encoding": encoding,
+        "encoding_options": training_options(encoding, train_length, base),
+    }
 
-    RoPE-PI and YaRN are trained at scale 1 (plain RoPE); beyond their training length they are evaluated
-    zero-shot with ``factor = length / training length``, as the FIRE paper compares them.
-    """
+
+def build_model(model_config: dict, weights: dict, device: torch.device) -> torch.nn.Module:
+    """The trained model on ``device``, in evaluation mode (call ``set_eval_length`` before each length)."""
     from ltsgen.training.model import ModelConfig, TransformerLM
 
-    config = ModelConfig.from_dict(model_config)
-    if config.encoding in SCALED_ENCODINGS:
-        original = int(config.encoding_options["original_length"])
-        config.encoding_options["factor"] = max(1.0, length / original)
-    model = TransformerLM(config)
+    model = TransformerLM(ModelConfig.from_dict(model_config))
     model.load_state_dict(weights)
     return model.to(device).eval()
 
 
 @torch.no_grad()
-def token_losses(model: torch.nn.Module, tokens: torch.Tensor, device: torch.device, batch_size: int):
-    """Next-token loss of every prediction: [N, L-1] float32 on the CPU."""
-    out = []
+def token_scores(
+    model: torch.nn.Module, tokens: torch.Tensor, device: torch.device, batch_size: int, dtype: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Next-token loss and top-1 correctness of every prediction: two [N, L-1] tensors on the CPU."""
+    losses, correct = [], []
     for start in range(0, tokens.shape[0], batch_size):
         batch = tokens[start : start + batch_size].to(device)
-        with (
-            torch.autocast("cuda", dtype=torch.bfloat16)
-            if device.type == "cuda"
-            else contextlib.nullcontext()
-        ):
+        with eval_precision(device, dtype):
             logits = model(batch[:, :-1])
-        losses = F.cross_entropy(logits.float().transpose(1, 2), batch[:, 1:], reduction="none")
-        out.append(losses.cpu())
+        targets = batch[:, 1:]
+        losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none").cpu())
+        correct.append((logits.argmax(dim=-1) == targets).cpu())
         del logits
-    return torch.cat(out)
+    return torch.cat(losses), torch.cat(correct)
 
 
 @torch.no_grad()
-def attention_entropy(model: torch.nn.Module, tokens: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """Mean attention entropy [n_layers, n_heads] (nats) over ``tokens``, one sequence at a time."""
+def attention_entropy(
+    model: torch.nn.Module, tokens: torch.Tensor, device: torch.device, dtype: str
+) -> torch.Tensor:
+    """Mean attention entropy [n_layers, n_heads, L] (nats) of every query position over ``tokens``, one
+    sequence at a time."""
     total = None
     for row in tokens:
-        entropy = model.attention_entropy(row[None].to(device)).float().cpu()
+        with eval_precision(device, dtype):
+            entropy = model.attention_entropy_by_position(row[None].to(device)).float().cpu()
         total = entropy if total is None else total + entropy
     return total / tokens.shape[0]
 
@@ -162,58 +181,73 @@ def per_position_curve(losses: torch.Tensor, points: int = CURVE_POINTS) -> dict
     }
 
 
-def facts_by_distance(losses: torch.Tensor, facts: list[list[tuple[int, int]]]) -> list[dict[str, Any]]:
-    """Loss on the tokens of long-range facts' later uses, grouped by distance to the first mention."""
-    sums: dict[int, list[float]] = {}
-    for row, positions in enumerate(facts):
-        for position, distance in positions:
-            if position < 1:
-                continue
+def fact_scores(
+    losses: torch.Tensor, correct: torch.Tensor, facts: list[list[tuple[int, int]]], train_length: int
+) -> dict[str, Any]:
+    """Recall of facts: loss and top-1 accuracy on the first token of each later use of a value.
+
+    Returns ``facts`` (by distance in tokens to the nearest earlier occurrence, one entry per occupied bin),
+    and ``fact_recall``, ``fact_loss``, ``fact_uses`` over the uses whose nearest earlier occurrence lies
+    beyond ``train_length`` (recall the model never saw at that distance; None when there are none).
+    """
+    bins: dict[int, list[float]] = {}
+    beyond = [0.0, 0.0, 0]
+    for row, uses in enumerate(facts):
+        for position, distance in uses:
+            loss, hit = float(losses[row, position - 1]), float(correct[row, position - 1])
             edge = max(i for i, lo in enumerate(FACT_BIN_EDGES) if lo <= distance)
-            entry = sums.setdefault(edge, [0.0, 0])
-            entry[0] += float(losses[row, position - 1])
-            entry[1] += 1
-    return [
-        {
-            "distance_lo": FACT_BIN_EDGES[edge],
-            "distance_hi": FACT_BIN_EDGES[edge + 1] if edge + 1 < len(FACT_BIN_EDGES) else None,
-            "loss": total / count,
-            "tokens": count,
-        }
-        for edge, (total, count) in sorted(sums.items())
-    ]
+            entry = bins.setdefault(edge, [0.0, 0.0, 0])
+            for totals in (entry, beyond) if distance > train_length else (entry,):
+                totals[0] += loss
+                totals[1] += hit
+                totals[2] += 1
+    return {
+        "facts": [
+            {
+                "distance_lo": FACT_BIN_EDGES[edge],
+                "distance_hi": FACT_BIN_EDGES[edge + 1] if edge + 1 < len(FACT_BIN_EDGES) else None,
+                "loss": loss / count,
+                "recall": hits / count,
+                "uses": count,
+            }
+            for edge, (loss, hits, count) in sorted(bins.items())
+        ],
+        "fact_loss": beyond[0] / beyond[2] if beyond[2] else None,
+        "fact_recall": beyond[1] / beyond[2] if beyond[2] else None,
+        "fact_uses": beyond[2],
+    }
 
 
 def evaluate_length(
-    model, eval_set: EvalSet, device: torch.device, *, batch_tokens: int, entropy_sequences: int
-):
+    model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int,
+    entropy_sequences: int, dtype: str,
+) -> dict[str, Any]:  # fmt: skip
     """Every number for one evaluation length (see the module docstring)."""
     length = eval_set.length
-    count = eval_set.input_ids.shape[0]
+    started = time.perf_counter()
+    model.set_eval_length(length)
+    with PeakMemory(device) as memory:
+        losses, correct = token_scores(
+            model, eval_set.input_ids, device, max(1, batch_tokens // length), dtype
+        )
+        entropy = attention_entropy(model, eval_set.input_ids[:entropy_sequences], device, dtype)
+    loss = float(losses.double().mean())
     result: dict[str, Any] = {
         "eval_length": length,
-        "num_sequences": count,
-        "description": eval_set.description,
+        "num_sequences": eval_set.input_ids.shape[0],
+        "documents": eval_set.documents,
+        "loss": loss,
+        "perplexity": math.exp(loss),
+        "tokens": int(losses.numel()),
+        "attention_entropy": float(entropy.mean()),
+        "attention_entropy_last": float(entropy[..., -min(train_length, length) :].mean()),
+        "attention_entropy_per_layer": [float(v) for v in entropy.mean(dim=(1, 2))],
+        "per_position": per_position_curve(losses),
+        "peak_memory_mib": memory.peak_mib,
+        "seconds": time.perf_counter() - started,
     }
-    if count == 0:
-        return result
-    started = time.perf_counter()
-    with PeakMemory(device) as memory:
-        losses = token_losses(model, eval_set.input_ids, device, max(1, batch_tokens // length))
-        entropy = attention_entropy(model, eval_set.input_ids[:entropy_sequences], device)
-    loss = float(losses.double().mean())
-    result.update(
-        loss=loss,
-        perplexity=math.exp(loss),
-        tokens=int(losses.numel()),
-        attention_entropy=float(entropy.mean()),
-        attention_entropy_per_layer=[float(v) for v in entropy.mean(dim=1)],
-        per_position=per_position_curve(losses),
-        peak_memory_mib=memory.peak_mib,
-        seconds=time.perf_counter() - started,
-    )
-    if eval_set.facts:
-        result["facts"] = facts_by_distance(losses, eval_set.facts)
+    if any(eval_set.facts):
+        result.update(fact_scores(losses, correct, eval_set.facts, train_length))
     return result
 
 
@@ -226,33 +260,89 @@ def evaluate_run(
     batch_tokens: int = 16384,
     entropy_sequences: int = 4,
     device: str = "auto",
+    eval_dtype: str = "float32",
+    encoding: str | None = None,
+    encoding_options: dict[str, Any] | None = None,
     progress: bool = True,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Evaluate RUN on DIR at each length; writes and returns RUN/eval.json."""
+    """Evaluate RUN on DIR at each length; writes and returns RUN/eval.json.
+
+    Args:
+        run_dir, data_dir: the run (from ``train``) and the dataset to evaluate on.
+        lengths: evaluation lengths in tokens.
+        max_sequences: documents per length (the same documents at every length).
+        batch_tokens: tokens per evaluation batch.
+        entropy_sequences: sequences whose attention entropy is measured per length.
+        device: ``auto``, ``cpu``, ``cuda``, ...
+        eval_dtype: ``float32`` (the default: bias and softmax at full precision) or ``bfloat16`` autocast.
+        encoding: evaluate a RoPE-family run as ``rope_pi`` or ``yarn`` (zero-shot rescaling of the same
+            weights); the result goes to RUN/eval-<encoding>.json.
+        encoding_options: options of ``encoding`` (YaRN's ``beta_fast``, ...); its defaults otherwise.
+        progress: a progress bar over lengths.
+        log: where the notice goes when fewer documents than asked reach the longest length.
+
+    Returns:
+        The content of the eval file: run, data, encoding, train_length, step, documents, notice and one
+        entry of ``results`` per length.
+    """
+    if eval_dtype not in EVAL_DTYPES:
+        raise EvaluateError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
     resolved = resolve_device(device)
+    run_dir = Path(run_dir)
     model_config, weights, config, tokenizer = load_run(run_dir)
-    lengths = sorted(set(lengths))
+    check_tokenizer_matches(data_dir, run_dir / TOKENIZER_NAME)
+    train_length = config["train"]["train_length"]
+    trained = model_config["encoding"]
+    if encoding is not None and encoding != trained:
+        model_config = as_encoding(model_config, encoding, train_length, encoding_options)
+    else:
+        encoding = None
     sets = load_eval_sets(data_dir, lengths, tokenizer, max_sequences)
-    results = []
-    for length in tqdm(
-        lengths, desc=f"evaluate {config['train']['encoding']}", unit="length", disable=not progress
-    ):
-        model = build_model(model_config, weights, resolved, length)
-        results.append(
-            evaluate_length(
-                model, sets[length], resolved, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences
-            )
-        )
+    if sets.notice:
+        log(f"{run_dir}: {sets.notice}")
+    model = build_model(model_config, weights, resolved)
+    results = [
+        evaluate_length(
+            model,
+            sets.sets[length],
+            resolved,
+            train_length=train_length,
+            batch_tokens=batch_tokens,
+            entropy_sequences=entropy_sequences,
+            dtype=eval_dtype,
+        )  # fmt: skip
+        for length in tqdm(
+            sorted(sets.sets),
+            desc=f"evaluate {model_config['encoding']}",
+            unit="length",
+            disable=not progress,
+        )  # fmt: skip
+    ]
     report = {
         "run": str(run_dir),
         "data": str(data_dir),
-        "encoding": config["train"]["encoding"],
-        "train_length": config["train"]["train_length"],
+        "encoding": model_config["encoding"],
+        "trained_as": trained,
+        "scaling": scaling(model_config),
+        "train_length": train_length,
         "step": config["step"],
         "parameters": config.get("parameters"),
         "device": str(resolved),
+        "eval_dtype": eval_dtype,
+        "documents_from": sets.description,
+        "requested_sequences": max_sequences,
+        "notice": sets.notice,
         "results": results,
     }
-    with atomic_path(Path(run_dir) / EVAL_NAME) as tmp:
-        tmp.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_json(run_dir / eval_name(encoding), report)
     return report
+
+
+def scaling(model_config: dict[str, Any]) -> str | None:
+    """How a RoPE-PI or YaRN model reads lengths beyond its training: ``zero-shot`` (trained at factor 1) or
+    ``fine-tuned at factor s``; None for the other encodings."""
+    if model_config["encoding"] not in ("rope_pi", "yarn"):
+        return None
+    factor = model_config.get("encoding_options", {}).get("factor", 1.0)
+    return "zero-shot" if factor == 1.0 else f"fine-tuned at factor {factor:g}"

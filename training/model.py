@@ -1,27 +1,27 @@
 """A compact decoder-only transformer in the spirit of nanoGPT, with a pluggable position encoding.
 
-Pre-norm blocks, SDPA attention with the encoding's bias as an additive float mask, tied embeddings and no
-absolute position embedding. Long inputs are attended in blocks of query rows (each block only against the
-keys it can see), so the bias is never built for all layers, or for all rows of a long input, at once.
+Pre-norm blocks, SDPA attention with the encoding's bias as an additive float mask (``attention.attend``),
+tied embeddings and no absolute position embedding. What the layers of one encoding share is computed once
+per forward: the rotary cos/sin tables and, when they fit, the bias masks of a shared encoding.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ltsgen.encodings import NAMES, PositionEncoding, build
+from ltsgen.encodings.base import RotaryTables
+from ltsgen.training.attention import BLOCK_ELEMENTS, attend
 
-#: Upper bound on batch * heads * query rows * keys of one attention block (64 Mi floats = 256 MiB).
-BLOCK_ELEMENTS = 1 << 24
-#: Query rows per chunk when the mask gradient is recomputed (chunks skip the keys their rows cannot see).
-MASK_GRAD_ROWS = 128
-#: The fused CPU attention kernel and its backward (private ATen ops of torch 2.x); public SDPA otherwise.
-_FUSED_CPU = hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward")
+#: Largest heads * query rows * keys of the masks one forward keeps for the layers of a shared encoding
+#: (64 MiB of float32): training lengths fit; long evaluation inputs rebuild each block's mask per layer.
+SHARED_MASK_ELEMENTS = 1 << 24
 
 
 @dataclass(init=False)
@@ -106,113 +106,12 @@ class KVCache:
         return keys, values
 
 
-def attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    q_positions: torch.Tensor,
-    k_positions: torch.Tensor,
-    encoding: PositionEncoding,
-    entropy: torch.Tensor | None = None,
-    block_elements: int = BLOCK_ELEMENTS,
-) -> torch.Tensor:
-    """Causal attention of q [B, H, Tq, D] against k, v [B, H, Tk, D] with ``encoding``'s scale and bias.
+@dataclass
+class _Shared:
+    """What the layers using one encoding module share within one forward."""
 
-    Queries are processed in blocks of rows bounded by ``block_elements``; each block sees only keys up to
-    its last position. When ``entropy`` ([H]) is given, probabilities are computed explicitly and the sum over
-    batch and query rows of each head's attention entropy is added to it.
-    """
-    batch, heads, num_queries, head_dim = q.shape
-    num_keys = k.shape[2]
-    scale = encoding.logit_scale / math.sqrt(head_dim)
-    rows = max(1, block_elements // (batch * heads * num_keys))
-    first_key = int(k_positions[0])
-    outputs = []
-    for start in range(0, num_queries, rows):
-        block_positions = q_positions[start : start + rows]
-        visible = min(num_keys, int(block_positions[-1]) - first_key + 1)
-        keys, values, key_positions = k[:, :, :visible], v[:, :, :visible], k_positions[:visible]
-        bias = encoding.bias(block_positions, key_positions)
-        future = key_positions[None, :] > block_positions[:, None]
-        # a square block from the first key: the kernels' own (top-left) causal mask fits
-        square = int(block_positions[0]) == first_key and block_positions.numel() == visible
-        mask: torch.Tensor | None
-        if bias is not None:
-            mask = bias.to(q.dtype).masked_fill(future, float("-inf"))[None]
-        else:
-            mask = None if square else ~future
-        block_q = q[:, :, start : start + rows]
-        if entropy is not None:
-            outputs.append(_explicit_attention(block_q, keys, values, mask, future, scale, entropy))
-        elif mask is not None and mask.is_floating_point() and q.device.type == "cpu" and _FUSED_CPU:
-            outputs.append(_CPUBiasedAttention.apply(block_q, keys, values, mask, scale, square))
-        else:
-            outputs.append(
-                F.scaled_dot_product_attention(
-                    block_q, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale
-                )
-            )
-    return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
-
-
-class _CPUBiasedAttention(torch.autograd.Function):
-    """SDPA's fused CPU kernel with a float mask [1, H, Tq, Tk] (-inf on future keys) that may need a gradient.
-
-    Queries are the last Tq key positions. Public SDPA cannot tell its kernel that a square block is causal
-    when it also has a mask, so it computes the future half too, and it falls back to the unfused math path
-    (several times slower) when the mask needs a gradient. Here the kernel skips future key blocks of square
-    blocks, q, k and v take its fused backward, and the mask gradient (the gradient of the logits, summed over
-    the batch) is recomputed from the saved log-sum-exp, per batch row and chunk of query rows, each chunk only
-    against the keys it can see.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, mask, scale, causal):
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, causal, attn_mask=mask, scale=scale
-        )
-        ctx.save_for_backward(q, k, v, mask, out, lse)
-        ctx.scale = scale
-        ctx.causal = causal
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        q, k, v, mask, out, lse = ctx.saved_tensors
-        grad_out = grad_out.contiguous()
-        grad_q, grad_k, grad_v = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
-            grad_out, q, k, v, out, lse, 0.0, ctx.causal, attn_mask=mask, scale=ctx.scale
-        )
-        if not ctx.needs_input_grad[3]:
-            return grad_q, grad_k, grad_v, None, None, None
-        grad_mask = torch.zeros_like(mask)
-        row_dot = (grad_out * out).sum(-1, keepdim=True)
-        num_queries, num_keys = mask.shape[-2:]
-        for start in range(0, num_queries, MASK_GRAD_ROWS):
-            end = min(start + MASK_GRAD_ROWS, num_queries)
-            seen = num_keys - num_queries + end  # keys visible to the last row of this chunk
-            chunk_mask = mask[0, :, start:end, :seen]
-            chunk_grad = grad_mask[0, :, start:end, :seen]
-            for b in range(q.shape[0]):
-                keys, values = k[b, :, :seen].transpose(-1, -2), v[b, :, :seen].transpose(-1, -2)
-                probs = torch.baddbmm(chunk_mask, q[b, :, start:end], keys, alpha=ctx.scale)
-                # probabilities below e^-87 (~1e-38, where float32 underflows) are raised to it: exp's
-                # underflow path is several times slower, and the difference is far below float32 precision
-                probs.sub_(lse[b, :, start:end, None]).clamp_(min=-87.0).exp_()
-                grad_probs = torch.bmm(grad_out[b, :, start:end], values).sub_(row_dot[b, :, start:end])
-                chunk_grad.addcmul_(probs, grad_probs)
-        return grad_q, grad_k, grad_v, grad_mask, None, None
-
-
-def _explicit_attention(q, k, v, mask, future, scale, entropy):
-    logits = (q @ k.transpose(-1, -2)) * scale
-    if mask is not None and mask.dtype != torch.bool:
-        logits = logits + mask
-    else:
-        logits = logits.masked_fill(future, float("-inf"))
-    p = torch.softmax(logits, dim=-1)
-    entropy += torch.special.entr(p).sum(-1).sum(dim=(0, 2))
-    return p @ v
+    tables: RotaryTables | None  # cos/sin at the query positions
+    masks: dict[int, torch.Tensor | None] | None  # each block's mask, kept when the layers can reuse it
 
 
 class Attention(nn.Module):
@@ -223,15 +122,15 @@ class Attention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.encoding = encoding
 
-    def forward(self, x, positions, layer, cache, entropy, block_elements):
+    def forward(self, x, positions, layer, cache, entropy, block_elements, shared: _Shared):
         batch, time, channels = x.shape
         q, k, v = self.qkv(x).view(batch, time, 3, self.n_heads, -1).permute(2, 0, 3, 1, 4)
-        q = self.encoding.rotate(q, positions)
-        k = self.encoding.rotate(k, positions)
+        q = self.encoding.rotate(q, positions, shared.tables)
+        k = self.encoding.rotate(k, positions, shared.tables)
         if cache is not None:
             k, v = cache.extend(layer, k, v)
         k_positions = torch.arange(k.shape[2], device=x.device)
-        y = attend(q, k, v, positions, k_positions, self.encoding, entropy, block_elements)
+        y = attend(q, k, v, positions, k_positions, self.encoding, entropy, block_elements, shared.masks)
         return self.proj(y.transpose(1, 2).reshape(batch, time, channels))
 
 
@@ -247,8 +146,8 @@ class Block(nn.Module):
             nn.Linear(config.mlp_ratio * config.d_model, config.d_model, bias=False),
         )
 
-    def forward(self, x, positions, layer, cache, entropy, block_elements):
-        x = x + self.attn(self.ln_1(x), positions, layer, cache, entropy, block_elements)
+    def forward(self, x, positions, layer, cache, entropy, block_elements, shared: _Shared):
+        x = x + self.attn(self.ln_1(x), positions, layer, cache, entropy, block_elements, shared)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -285,6 +184,34 @@ class TransformerLM(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=std)
         nn.init.normal_(self.wte.weight, mean=0.0, std=0.02)
 
+    @property
+    def encodings(self) -> list[PositionEncoding]:
+        """The distinct encoding modules, in layer order (one when it is shared across layers)."""
+        return list({id(block.attn.encoding): block.attn.encoding for block in self.blocks}.values())
+
+    def configure_optimizer(
+        self, lr: float, weight_decay: float, betas: tuple[float, float], fused: bool
+    ) -> torch.optim.AdamW:
+        """AdamW that decays matrices (weights, embeddings) and leaves gains, biases and every position-encoding
+        parameter alone (decay would pull a T5 table towards zero and APE's frequencies back to plain RoPE)."""
+        encoding_params = {id(param) for encoding in self.encodings for param in encoding.parameters()}
+        decay, no_decay = [], []
+        for param in self.parameters():
+            if param.requires_grad:
+                wanted = param.dim() >= 2 and id(param) not in encoding_params
+                (decay if wanted else no_decay).append(param)
+        groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused)
+
+    def set_eval_length(self, length: int) -> None:
+        """Prepare every encoding to read ``length`` tokens (zero-shot rescaling of RoPE-PI and YaRN)."""
+        for encoding in self.encodings:
+            encoding.set_eval_length(length)
+
+    def learned_encoding_values(self) -> list[dict[str, Any]]:
+        """What each distinct encoding module learned (one entry per layer, or one when shared)."""
+        return [encoding.learned() for encoding in self.encodings]
+
     def forward(
         self,
         input_ids: torch.Tensor,
@@ -306,17 +233,35 @@ class TransformerLM(nn.Module):
     @torch.no_grad()
     def attention_entropy(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Attention entropy in nats [n_layers, n_heads], averaged over batch and query positions."""
-        entropy = torch.zeros(self.config.n_layers, self.config.n_heads, device=input_ids.device)
+        return self.attention_entropy_by_position(input_ids).mean(dim=-1)
+
+    @torch.no_grad()
+    def attention_entropy_by_position(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Attention entropy in nats [n_layers, n_heads, T] of every query position, averaged over the batch."""
+        length = input_ids.shape[1]
+        entropy = torch.zeros(self.config.n_layers, self.config.n_heads, length, device=input_ids.device)
         self._hidden(input_ids, None, entropy)
-        return entropy / input_ids.numel()
+        return entropy / input_ids.shape[0]
 
     def _hidden(self, input_ids, cache, entropy):
         start = 0 if cache is None else cache.length
-        positions = torch.arange(start, start + input_ids.shape[1], device=input_ids.device)
+        length = input_ids.shape[1]
+        positions = torch.arange(start, start + length, device=input_ids.device)
+        layers_of: dict[int, int] = {}
+        for block in self.blocks:
+            layers_of[id(block.attn.encoding)] = layers_of.get(id(block.attn.encoding), 0) + 1
+        shared: dict[int, _Shared] = {}
         x = self.wte(input_ids)
         for layer, block in enumerate(self.blocks):
+            encoding = block.attn.encoding
+            if id(encoding) not in shared:
+                reuse = (
+                    layers_of[id(encoding)] > 1
+                    and self.config.n_heads * length * (start + length) <= SHARED_MASK_ELEMENTS
+                )
+                shared[id(encoding)] = _Shared(encoding.rotary_tables(positions), {} if reuse else None)
             layer_entropy = None if entropy is None else entropy[layer]
-            x = block(x, positions, layer, cache, layer_entropy, self.block_elements)
+            x = block(x, positions, layer, cache, layer_entropy, self.block_elements, shared[id(encoding)])
         return x
 
     def num_parameters(self) -> int:

@@ -3,16 +3,17 @@
 One process trains alone; under ``torchrun`` every rank reads its own slice of each global batch
 (``ltsgen.loaders`` splits by rank) and DDP averages the gradients. A checkpoint holds the model,
 optimizer, scheduler, random generators and loader state, so ``resume=True`` continues the very run
-that was interrupted: same batches, same losses.
+that was interrupted: same batches, same losses. A run that fails before its first checkpoint removes
+what it wrote; one that fails later keeps its last checkpoint to resume from.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
+import shutil
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,121 +21,131 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from ltsgen.encodings import PositionEncoding
+from ltsgen.encodings import NAMES, training_options
 from ltsgen.loaders.contract import atomic_path
 from ltsgen.training import distributed
-from ltsgen.training.checkpoint import (
-    CHECKPOINT_NAME,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
-from ltsgen.training.data import TrainingBatches, load_eval_sets, resolve_tokenizer
+from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.precision import training_precision
+from ltsgen.training.rundir import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    METRICS_NAME,
+    RUN_FILES,
+    SUMMARY_NAME,
+    read_json,
+    remove_temporaries,
+    write_json,
+)
 from ltsgen.training.schedule import WarmupCosine
 
-CONFIG_NAME = "config.json"
-METRICS_NAME = "metrics.jsonl"
-SUMMARY_NAME = "train_summary.json"
-SCALED_ENCODINGS = ("rope_pi", "yarn")  # trained at factor 1; rescaled by evaluation length / training length
+BETAS = (0.9, 0.95)
 
 
 class TrainError(TrainingError):
     """A training run that cannot start or continue; the message names the file or option."""
 
 
+def _option(default: Any = None, help: str = "", **cli: Any) -> Any:
+    """A config field and how the command line offers it (``metadata["cli"]``: argparse settings)."""
+    factory = {"default_factory": default} if callable(default) else {"default": default}
+    return field(**factory, metadata={"cli": {"help": help, **cli}})
+
+
 @dataclass
 class TrainConfig:
-    """Everything that defines a run (saved as RUN/config.json)."""
+    """Everything that defines a run (saved as RUN/config.json); ``ltsgen train`` offers every field with
+    ``cli`` metadata as an option of the same name."""
 
-    data: str
-    out: str
-    encoding: str = "rope"
-    train_length: int = 128
-    steps: int = 1000
-    batch_size: int = 16  # sequences per process and step
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
-    warmup: int | None = None  # default: 10% of the steps, at most 200
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    d_model: int = 128
-    layers: int = 4
-    heads: int = 4
-    vocab_size: int = 2048  # only used when a tokenizer has to be trained
-    tokenizer: str | None = None
-    seed: int = 0
-    device: str = "auto"
-    compile: bool = False
-    eval_every: int = 0  # validation loss at the training length every N steps (0: never)
-    eval_sequences: int = 16
-    checkpoint_every: int = 0  # 0: only at the end (and with every validation)
-    log_every: int = 10
+    data: str = field(metadata={"cli": {"help": "dataset directory built by ltsgen (a path or URL)",
+                                        "metavar": "DIR", "required": True}})  # fmt: skip
+    out: str = field(metadata={})  # the run folder: each command names it itself
+    encoding: str = _option("rope", "position encoding", choices=NAMES)
+    encoding_options: dict[str, Any] = _option(
+        dict, "set an option of the encoding (repeatable), e.g. threshold=128 or max_distance=256; every "
+        "option and its default is in ltsgen.encodings.options(NAME), and config.json records them all",
+        flag="--encoding-option", metavar="KEY=VALUE",
+    )  # fmt: skip
+    train_length: int = _option(128, "training context in tokens", metavar="T")
+    steps: int = _option(1000, "optimizer steps")
+    batch_size: int = _option(16, "sequences per process and step")
+    lr: float = _option(1e-3, "peak learning rate")
+    min_lr_ratio: float = _option(0.1, "final learning rate as a fraction of the peak")
+    warmup: int | None = _option(None, "warm-up steps; without it 10%% of the steps, at most 200", type=int)
+    weight_decay: float = _option(0.1, "AdamW weight decay of the weight matrices and embeddings")
+    grad_clip: float = _option(1.0, "clip the gradient norm at this value")
+    d_model: int = _option(128, "model width")
+    n_layers: int = _option(4, "transformer blocks", aliases=("--layers",))
+    n_heads: int = _option(4, "attention heads", aliases=("--heads",))
+    vocab_size: int = _option(2048, "vocabulary of the tokenizer trained when the data has none")
+    tokenizer: str | None = _option(
+        None, "tokenizer.json to use; without it the dataset's own, else one trained on the training split",
+        metavar="PATH",
+    )  # fmt: skip
+    init_from: str | None = _option(
+        None, "start from the weights of this run's checkpoint (fine-tuning: same model shape)", metavar="RUN"
+    )
+    seed: int = _option(0, "initialisation and data order")
+    device: str = _option("auto", "auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    compile: bool = _option(False, "torch.compile the model (best on CUDA)")
+    eval_every: int = _option(
+        0, "validation loss at the training length every N steps; 0: never", metavar="N"
+    )
+    eval_sequences: int = _option(16, "validation sequences (with --eval-every)", metavar="N")
+    checkpoint_every: int = _option(
+        0, "checkpoint every N steps; 0: at the end and at validations only", metavar="N"
+    )
+    log_every: int = _option(10, "a metrics line every N steps", metavar="N")
+
+    #: the settings that must match when resuming (the rest may change, e.g. the device)
+    RESUME_KEYS = (
+        "data", "encoding", "encoding_options", "train_length", "steps", "batch_size", "lr", "min_lr_ratio",
+        "warmup", "weight_decay", "grad_clip", "d_model", "n_layers", "n_heads", "init_from", "seed",
+    )  # fmt: skip
+    #: names of earlier releases, read from old config files
+    RENAMED = {"layers": "n_layers", "heads": "n_heads"}
 
     @property
     def warmup_steps(self) -> int:
         return self.warmup if self.warmup is not None else min(200, self.steps // 10)
 
     def check(self) -> None:
-        for name in ("train_length", "steps", "batch_size", "d_model", "layers", "heads", "log_every"):
+        for name in ("train_length", "steps", "batch_size", "d_model", "n_layers", "n_heads", "log_every"):
             if getattr(self, name) < 1:
                 raise TrainError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
-        if self.d_model % self.heads or (self.d_model // self.heads) % 2:
-            raise TrainError(f"--d-model {self.d_model} must split into {self.heads} heads of even size")
+        if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
+            raise TrainError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         if self.lr <= 0:
             raise TrainError(f"--lr must be positive (got {self.lr})")
+        if self.encoding not in NAMES:
+            raise TrainError(f"unknown encoding {self.encoding!r}; choose one of {', '.join(NAMES)}")
+        self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
 
-    # the settings that must match when resuming (the rest may change, e.g. the device)
-    RESUME_KEYS = (
-        "data", "encoding", "train_length", "steps", "batch_size", "lr", "min_lr_ratio", "warmup",
-        "weight_decay", "grad_clip", "d_model", "layers", "heads", "seed",
-    )  # fmt: skip
+    def encoding_options_resolved(self) -> dict[str, Any]:
+        """Every option of the encoding for this training length, defaults included (``encoding_options``
+        overrides them)."""
+        return training_options(self.encoding, self.train_length, self.encoding_options)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        data = {cls.RENAMED.get(key, key): value for key, value in data.items()}
         names = {f.name for f in fields(cls)}
         return cls(**{key: value for key, value in data.items() if key in names})
 
 
 def model_config(config: TrainConfig, vocab_size: int):
-    """The model a run trains (RoPE-PI and YaRN train at scale 1: they only rescale when evaluated longer)."""
+    """The model a run trains, its encoding options resolved for the training length."""
     from ltsgen.training.model import ModelConfig
 
-    options = (
-        {"factor": 1.0, "original_length": config.train_length} if config.encoding in SCALED_ENCODINGS else {}
-    )
     return ModelConfig(
         vocab_size=vocab_size,
         d_model=config.d_model,
-        n_layers=config.layers,
-        n_heads=config.heads,
+        n_layers=config.n_layers,
+        n_heads=config.n_heads,
         encoding=config.encoding,
-        **options,
+        **config.encoding_options_resolved(),
     )
-
-
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay matrices (weights, embeddings); leave gains, biases and every position-encoding parameter
-    alone (decay would pull a T5 table towards zero and APE's frequencies back towards plain RoPE)."""
-    encoding_params = {
-        id(param)
-        for module in model.modules()
-        if isinstance(module, PositionEncoding)
-        for param in module.parameters()
-    }
-    decay, no_decay = [], []
-    for param in model.parameters():
-        if param.requires_grad:
-            wanted = param.dim() >= 2 and id(param) not in encoding_params
-            (decay if wanted else no_decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def _autocast(device: torch.device):
-    if device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 class _Metrics:
@@ -148,8 +159,11 @@ class _Metrics:
         kept = []
         if resume_step is not None and path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip() and json.loads(line).get("step", 0) <= resume_step:
-                    kept.append(line)
+                try:
+                    if json.loads(line).get("step", 0) <= resume_step:
+                        kept.append(line)
+                except json.JSONDecodeError:  # empty, or the half-written last line of a write that failed
+                    continue
         with atomic_path(path) as tmp:
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         self.handle = path.open("a", encoding="utf-8")
@@ -162,11 +176,6 @@ class _Metrics:
     def close(self) -> None:
         if self.enabled:
             self.handle.close()
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _gather_loader_states(state: dict[str, Any], placement: distributed.Placement) -> list[dict[str, Any]]:
@@ -186,7 +195,7 @@ def validation_loss(
     total, count = 0.0, 0
     for start in range(0, tokens.shape[0], batch_size):
         batch = tokens[start : start + batch_size].to(device)
-        with _autocast(device):
+        with training_precision(device):
             _, loss = model(batch[:, :-1], batch[:, 1:])
         total += float(loss) * batch.shape[0]
         count += batch.shape[0]
@@ -194,191 +203,274 @@ def validation_loss(
     return total / count
 
 
-def train(config: TrainConfig, *, resume: bool = False, stop_after: int | None = None, progress: bool = True):
-    """Train (or continue) the run in ``config.out``; returns the summary dict (also RUN/train_summary.json).
+def train(
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    stop_after: int | None = None,
+    progress: bool = True,
+    train_tokenizer: TokenizerTrainer | None = None,
+) -> dict[str, Any]:
+    """Train (or continue) the run in ``config.out``; returns the summary (also RUN/train_summary.json).
 
-    ``stop_after`` ends this invocation after that many optimizer steps (a checkpoint is written), as a
-    time-sliced job would; the schedule still spans ``config.steps``.
+    Args:
+        config: the run.
+        resume: continue from RUN/checkpoint.pt (a finished run returns its summary with ``nothing_to_do``).
+        stop_after: end this invocation after that many optimizer steps (a checkpoint is written), as a
+            time-sliced job would; the schedule still spans ``config.steps``.
+        progress: a tqdm bar with loss and tokens/s.
+        train_tokenizer: trains a tokenizer when neither ``config.tokenizer`` nor the dataset has one
+            (``ltsgen.tokenizer.train_tokenizer``); without it such a run is an error.
     """
     config.check()
     placement = distributed.setup(config.device)
     if placement.device.type == "cpu":
         torch.set_flush_denormal(True)  # large negative biases make denormals, which are slow on CPU
+    run_dir = Path(config.out)
+    created = not run_dir.exists()
     try:
-        return _train(config, placement, resume, stop_after, progress)
+        return _train(config, placement, resume, stop_after, progress, train_tokenizer)
+    except BaseException as error:
+        if placement.is_main:
+            _clean_up_failed(run_dir, created)
+        if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
+            raise TrainError(f"{error.filename or run_dir}: {error.strerror or error}") from None
+        raise
     finally:
         distributed.teardown(placement)
 
 
-def _train(config: TrainConfig, placement, resume: bool, stop_after: int | None, progress: bool):
-    from ltsgen.tokenizer import eos_id
-    from ltsgen.training.model import ModelConfig, TransformerLM
+def _clean_up_failed(run_dir: Path, created: bool) -> None:
+    """After a failure: remove temporary files; without a checkpoint to resume from, remove the run's files
+    too (and the folder, when this invocation made it)."""
+    remove_temporaries(run_dir)
+    if (run_dir / CHECKPOINT_NAME).exists():
+        return
+    if created:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
 
+
+def _train(config: TrainConfig, placement, resume, stop_after, progress, train_tokenizer) -> dict[str, Any]:
     run_dir = Path(config.out)
-    checkpoint_path = run_dir / CHECKPOINT_NAME
-    checkpoint = None
-    if checkpoint_path.exists():
-        if not resume:
-            raise TrainError(
-                f"{checkpoint_path}: a run is already there; pass --resume or choose another --out"
-            )
-        checkpoint = load_checkpoint(checkpoint_path)
-        saved = json.loads(checkpoint["train_config"])
-        changed = [key for key in TrainConfig.RESUME_KEYS if saved.get(key) != getattr(config, key)]
-        if changed:
-            diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
-            raise TrainError(f"{checkpoint_path}: cannot resume with other settings ({diffs})")
-    if placement.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    distributed.barrier(placement)
-
+    checkpoint = open_run(run_dir, config, resume, placement)
+    if (
+        checkpoint is not None
+        and int(checkpoint["step"]) == config.steps
+        and (run_dir / SUMMARY_NAME).exists()
+    ):
+        return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
     tokenizer, _ = resolve_tokenizer(
-        config.data,
-        run_dir,
-        tokenizer_path=config.tokenizer,
-        vocab_size=config.vocab_size,
-        placement=placement,
-    )
-    torch.manual_seed(config.seed)
-    if checkpoint is not None:
-        model_cfg = ModelConfig.from_dict(json.loads(checkpoint["model_config"]))
-    else:
-        model_cfg = model_config(config, tokenizer.get_vocab_size())
-    raw_model = TransformerLM(model_cfg).to(placement.device)
-    optimizer = torch.optim.AdamW(
-        _param_groups(raw_model, config.weight_decay),
-        lr=config.lr,
-        betas=(0.9, 0.95),
-        fused=placement.device.type == "cuda",
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, WarmupCosine(config.warmup_steps, config.steps, config.min_lr_ratio)
-    )
+        config.data, run_dir, tokenizer_path=config.tokenizer, vocab_size=config.vocab_size,
+        placement=placement, train_tokenizer=train_tokenizer,
+    )  # fmt: skip
+    val_tokens = validation_tokens(config, tokenizer)
+    model, model_cfg = build_model(config, tokenizer.get_vocab_size(), checkpoint, placement.device)
+    optimizer, scheduler = make_optimizer(model, config, placement.device)
     batches = TrainingBatches(
-        config.data,
-        seq_len=config.train_length,
-        batch_size=config.batch_size,
-        seed=config.seed,
-        tokenizer=tokenizer,
-        eos=eos_id(tokenizer),
-        rank=placement.rank,
-        world_size=placement.world_size,
+        config.data, seq_len=config.train_length, batch_size=config.batch_size, seed=config.seed,
+        tokenizer=tokenizer, rank=placement.rank, world_size=placement.world_size,
+    )  # fmt: skip
+    start_step = (
+        0 if checkpoint is None else restore(checkpoint, model, optimizer, scheduler, batches, placement)
     )
-    start_step = 0
-    if checkpoint is not None:
-        raw_model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        scheduler.load_state_dict(checkpoint["scheduler"])
-        loader_states = json.loads(checkpoint["loader_states"])
-        try:
-            batches.load_state_dict(loader_states[placement.rank % len(loader_states)])
-        except ValueError as error:  # e.g. another world size changed the global batch
-            raise TrainError(f"{checkpoint_path}: cannot resume the data order ({error})") from None
-        set_rng_state(checkpoint["rng"])
-        start_step = int(checkpoint["step"])
-
-    model: torch.nn.Module = raw_model
-    if config.compile:
-        model = torch.compile(model)
-    if placement.distributed:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[placement.device.index] if placement.device.type == "cuda" else None
-        )
-
-    val_tokens = None
-    if config.eval_every:
-        sets = load_eval_sets(config.data, [config.train_length], tokenizer, config.eval_sequences)
-        val_tokens = sets[config.train_length].input_ids
-
-    parameters = sum(p.numel() for p in raw_model.parameters())
+    runner = wrap_model(model, config, placement)
     if placement.is_main:
-        _write_json(
-            run_dir / CONFIG_NAME,
-            {"train": asdict(config), "model": model_cfg.to_dict(), "parameters": parameters,
-             "world_size": placement.world_size, "tokenizer": "tokenizer.json"},
-        )  # fmt: skip
-    metrics = _Metrics(
-        run_dir / METRICS_NAME, start_step if checkpoint is not None else None, placement.is_main
-    )
+        write_json(run_dir / CONFIG_NAME, {"train": asdict(config), "model": model_cfg.to_dict(),
+                                           "parameters": model.num_parameters(), "world_size": placement.world_size,
+                                           "tokenizer": "tokenizer.json"})  # fmt: skip
+    metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)
 
     def save(step: int) -> None:
         states = _gather_loader_states(batches.state_dict(), placement)
         if placement.is_main:
-            save_checkpoint(
-                checkpoint_path,
-                {"step": step, "model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "rng": rng_state(),
-                 "loader_states": json.dumps(states), "model_config": json.dumps(model_cfg.to_dict()),
-                 "train_config": json.dumps(asdict(config))},
+            save_checkpoint(run_dir / CHECKPOINT_NAME,
+                {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "scheduler": scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
+                 "model_config": json.dumps(model_cfg.to_dict()), "train_config": json.dumps(asdict(config))},
             )  # fmt: skip
         distributed.barrier(placement)
 
     end_step = config.steps if stop_after is None else min(config.steps, start_step + stop_after)
-    tokens_per_step = config.batch_size * config.train_length * placement.world_size
-    bar = tqdm(
-        total=config.steps,
-        initial=start_step,
-        desc=f"train {config.encoding}",
-        unit="step",
-        disable=not (progress and placement.is_main),
-        dynamic_ncols=True,
-    )
-    speeds: list[float] = []
-    last_loss = math.nan
-    started = time.perf_counter()
-    window_start, window_steps = time.perf_counter(), 0
-    model.train()
+    meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
+    bar = tqdm(total=config.steps, initial=start_step, desc=f"train {config.encoding}", unit="step",
+               disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
     stream = iter(batches)
+    runner.train()
     for step in range(start_step, end_step):
-        batch = next(stream).to(placement.device, non_blocking=True)
-        with _autocast(placement.device):
-            _, loss = model(batch[:, :-1], batch[:, 1:])
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(raw_model.parameters(), config.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        window_steps += 1
+        loss, grad_norm = train_step(
+            runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
+        )
         done = step + 1
+        meter.count_step()
         if done % config.log_every == 0 or done == end_step:
-            last_loss = float(distributed.mean_across_ranks(loss.detach().float(), placement))
-            elapsed = time.perf_counter() - window_start
-            speed = window_steps * tokens_per_step / elapsed
-            speeds.append(speed)
-            metrics.write(
-                {"step": done, "loss": last_loss, "lr": scheduler.get_last_lr()[0],
-                 "grad_norm": float(grad_norm), "tokens_per_s": speed,
-                 "elapsed_s": time.perf_counter() - started}
-            )  # fmt: skip
-            bar.set_postfix(loss=f"{last_loss:.3f}", tok_s=f"{speed:,.0f}")
-            window_start, window_steps = time.perf_counter(), 0
+            record = meter.record(
+                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
+            )
+            metrics.write(record)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
-        at_eval = bool(config.eval_every) and done % config.eval_every == 0
-        at_checkpoint = bool(config.checkpoint_every) and done % config.checkpoint_every == 0
-        if at_eval and val_tokens is not None:
-            val = validation_loss(raw_model, val_tokens, placement.device, config.batch_size)
+        at_eval = val_tokens is not None and done % config.eval_every == 0
+        if at_eval:
+            val = validation_loss(model, val_tokens, placement.device, config.batch_size)
             metrics.write({"step": done, "val_loss": val, "val_perplexity": math.exp(val)})
             bar.write(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.2f})")
-        if (at_eval or at_checkpoint) and done != end_step:
+        if (
+            at_eval or (config.checkpoint_every and done % config.checkpoint_every == 0)
+        ) and done != end_step:
             save(done)
     bar.close()
-    wall = time.perf_counter() - started
     if end_step > start_step:
         save(end_step)
     metrics.close()
-    # the first window includes start-up work (allocation, compilation): leave it out when others exist
-    steady = speeds[1:] if len(speeds) > 1 else speeds
+    summary = summarise(config, model, meter, end_step, placement)
+    if placement.is_main and summary["finished"]:
+        write_json(run_dir / SUMMARY_NAME, summary)
+    return summary
+
+
+def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dict[str, Any] | None:
+    """Check the run folder and make it; returns the checkpoint to resume from, or None for a new run.
+
+    A checkpoint without ``resume`` is an error, as is resuming with other settings. Temporary files of an
+    interrupted write are removed.
+    """
+    path = run_dir / CHECKPOINT_NAME
+    checkpoint = None
+    if path.exists():
+        if not resume:
+            raise TrainError(f"{path}: a run is already there; pass --resume or choose another --out")
+        checkpoint = load_checkpoint(path)
+        saved = asdict(TrainConfig.from_dict({"out": config.out, **json.loads(checkpoint["train_config"])}))
+        changed = [key for key in TrainConfig.RESUME_KEYS if saved.get(key) != getattr(config, key)]
+        if changed:
+            diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
+            raise TrainError(f"{path}: cannot resume with other settings ({diffs})")
+    if placement.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(run_dir)
+    distributed.barrier(placement)
+    return checkpoint
+
+
+def validation_tokens(config: TrainConfig, tokenizer) -> torch.Tensor | None:
+    """The validation sequences at the training length (with ``eval_every``), checked before training."""
+    if not config.eval_every:
+        return None
+    sets = load_eval_sets(config.data, [config.train_length], tokenizer, config.eval_sequences)
+    return sets.sets[config.train_length].input_ids
+
+
+def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.device):
+    """The model (seeded), with the checkpoint's config when resuming and the weights of ``init_from``."""
+    from ltsgen.training.model import ModelConfig, TransformerLM
+
+    torch.manual_seed(config.seed)
+    if checkpoint is not None:
+        model_cfg = ModelConfig.from_dict(json.loads(checkpoint["model_config"]))
+    else:
+        model_cfg = model_config(config, vocab_size)
+    model = TransformerLM(model_cfg).to(device)
+    if checkpoint is None and config.init_from:
+        source = Path(config.init_from) / CHECKPOINT_NAME
+        try:
+            model.load_state_dict(load_checkpoint(source)["model"])
+        except RuntimeError as error:
+            first = str(error).strip().splitlines()[0]
+            raise TrainError(f"{source}: its weights do not fit this model ({first})") from None
+    return model, model_cfg
+
+
+def make_optimizer(model, config: TrainConfig, device: torch.device):
+    """AdamW (``model.configure_optimizer``) and the warm-up + cosine schedule."""
+    optimizer = model.configure_optimizer(config.lr, config.weight_decay, BETAS, fused=device.type == "cuda")
+    schedule = WarmupCosine(config.warmup_steps, config.steps, config.min_lr_ratio)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def restore(checkpoint, model, optimizer, scheduler, batches, placement) -> int:
+    """Load every state of the checkpoint; returns the step it was written at."""
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    scheduler.load_state_dict(checkpoint["scheduler"])
+    loader_states = json.loads(checkpoint["loader_states"])
+    try:
+        batches.load_state_dict(loader_states[placement.rank % len(loader_states)])
+    except ValueError as error:  # e.g. another world size changed the global batch
+        raise TrainError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
+    set_rng_state(checkpoint["rng"])
+    return int(checkpoint["step"])
+
+
+def wrap_model(model, config: TrainConfig, placement) -> torch.nn.Module:
+    """What the loop calls: the model, compiled and in DDP as asked."""
+    runner = torch.compile(model) if config.compile else model
+    if placement.distributed:
+        device_ids = [placement.device.index] if placement.device.type == "cuda" else None
+        runner = torch.nn.parallel.DistributedDataParallel(runner, device_ids=device_ids)
+    return runner
+
+
+def train_step(
+    runner, model, optimizer, scheduler, batch: torch.Tensor, grad_clip: float, device: torch.device
+):
+    """One optimizer step on ``batch`` [B, T + 1]; returns (loss, gradient norm) as tensors."""
+    batch = batch.to(device, non_blocking=True)
+    with training_precision(device):
+        _, loss = runner(batch[:, :-1], batch[:, 1:])
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach().float(), grad_norm
+
+
+class _Throughput:
+    """Tokens per second over each logging window, and the metrics line of a logged step."""
+
+    def __init__(self, tokens_per_step: int) -> None:
+        self.tokens_per_step = tokens_per_step
+        self.started = self.window_start = time.perf_counter()
+        self.window_steps = 0
+        self.speeds: list[float] = []
+        self.last_loss = math.nan
+
+    def count_step(self) -> None:
+        self.window_steps += 1
+
+    def record(self, step: int, loss: float, grad_norm, scheduler) -> dict[str, Any]:
+        now = time.perf_counter()
+        speed = self.window_steps * self.tokens_per_step / (now - self.window_start)
+        self.speeds.append(speed)
+        self.window_start, self.window_steps, self.last_loss = now, 0, loss
+        return {"step": step, "loss": loss, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+                "tokens_per_s": speed, "elapsed_s": now - self.started}  # fmt: skip
+
+    def median_speed(self) -> float | None:
+        # the first window includes start-up work (allocation, compilation): leave it out when others exist
+        steady = self.speeds[1:] if len(self.speeds) > 1 else self.speeds
+        return sorted(steady)[len(steady) // 2] if steady else None
+
+
+def summarise(config: TrainConfig, model, meter: _Throughput, step: int, placement) -> dict[str, Any]:
+    """The run's summary: where it stopped, its last loss and speed, and what its encoding learned."""
     summary = {
         "encoding": config.encoding,
-        "step": end_step,
-        "finished": end_step == config.steps,
-        "last_loss": last_loss,
-        "tokens_per_s": sorted(steady)[len(steady) // 2] if steady else None,
-        "wall_s": wall,
-        "parameters": parameters,
+        "train_length": config.train_length,
+        "seed": config.seed,
+        "step": step,
+        "finished": step == config.steps,
+        "last_loss": meter.last_loss,
+        "tokens_per_s": meter.median_speed(),
+        "wall_s": time.perf_counter() - meter.started,
+        "parameters": model.num_parameters(),
         "world_size": placement.world_size,
         "device": str(placement.device),
     }
-    if placement.is_main and summary["finished"]:
-        _write_json(run_dir / SUMMARY_NAME, summary)
+    learned = model.learned_encoding_values()
+    if any(learned):
+        summary["learned"] = learned
     return summary

@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _STATES_DEFAULT = re.compile(r"\(default\b")
 
@@ -107,3 +111,35 @@ def storage_options(args: argparse.Namespace) -> dict:
     from ltsgen.loaders.storage import parse_storage_options
 
     return parse_storage_options(getattr(args, "storage_options", None))
+
+
+@contextmanager
+def storage_defaults(args: argparse.Namespace, url: str) -> Iterator[None]:
+    """While a command runs, ``--storage-options`` as fsspec's own defaults for ``url``'s scheme: in this
+    process (``fsspec.config.conf``) and, through fsspec's ``FSSPEC_<SCHEME>`` variable, in every process it
+    starts (DataLoader workers, runs in worker processes or Ray tasks). For commands whose library code opens
+    ``url`` by name (train, evaluate, compare); the builders hand a ``Storage`` with its options instead."""
+    from ltsgen.loaders.storage import scheme_of
+
+    options, scheme = storage_options(args), scheme_of(url)
+    if not options or scheme in ("", "file"):
+        yield
+        return
+    import fsspec.config
+
+    variable = f"FSSPEC_{scheme.upper()}"
+    saved_conf, saved_variable = fsspec.config.conf.get(scheme), os.environ.get(variable)
+    merged = {**(saved_conf or {}), **options}
+    fsspec.config.conf[scheme] = merged
+    os.environ[variable] = json.dumps(merged)
+    try:
+        yield
+    finally:
+        if saved_conf is None:
+            fsspec.config.conf.pop(scheme, None)
+        else:
+            fsspec.config.conf[scheme] = saved_conf
+        if saved_variable is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = saved_variable

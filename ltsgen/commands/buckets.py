@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--tokenizer",
         required=True,
-        help="a tokenizer.json (or a folder with one), or a Hugging Face Hub name",
+        help="a tokenizer.json (or a folder with one), local or at a URL, or a Hugging Face Hub name",
     )
     parser.add_argument(
         "--bucket-lengths", default=DEFAULT_LENGTHS, help="bucket boundaries in tokens, increasing"

@@ -1,59 +1,143 @@
-"""`ltsgen compare`: train every encoding alike, evaluate each at many lengths, write the report."""
+"""`ltsgen compare`: train every encoding alike (grids of training lengths and seeds), evaluate each, report."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
-from ltsgen.commands.train import add_training_arguments, training_config
+from ltsgen.commands.train import add_config_arguments, training_config
 
-HELP = "train each position encoding with the same seed, data and budget, evaluate at many lengths, report"
+if TYPE_CHECKING:
+    from ltsgen.engines import RayEngine
+
+HELP = "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
 
 
 def register(subparsers) -> None:
+    from ltsgen.encodings import NAMES
+
     parser = add_command(
         subparsers,
         "compare",
         summary=HELP,
-        description=HELP + ". Writes OUT/results.json, results.csv, report.md, ppl_vs_length.png, "
-        "entropy_vs_length.png and loss_vs_position.png; runs live in OUT/runs/<encoding>. A rerun skips "
-        "finished encodings and resumes an interrupted one.",
+        description=HELP + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
+        "(means over seeds with 95% Student-t intervals), report.md (with the significance of each ranking), "
+        "ppl_vs_length.png, entropy_vs_length.png and loss_vs_position.png (one panel per training length, "
+        "bands over seeds); runs live in OUT/runs/T<length>-seed<seed>/<encoding>. RoPE, RoPE-PI and YaRN "
+        "train once (as rope) and are evaluated under each scaling, zero-shot; --finetune-steps adds "
+        "RoPE-PI and YaRN fine-tuned at each evaluation length beyond the training length. A rerun skips "
+        "finished runs and resumes an interrupted one. --encoding-option KEY=VALUE applies to every compared "
+        f"encoding that has the option. Encodings: {', '.join(NAMES)}.",
         examples=[
-            "ltsgen compare --data lts --encodings rope,alibi,fire --train-length 64 --eval-lengths 64,256,1024 --out cmp",
+            "ltsgen compare --data lts --encodings rope,alibi,fire --train-lengths 64 --eval-lengths 64,256,1024 --out cmp",
+            "ltsgen compare --data lts --encodings rope,alibi,ape --train-lengths 64,128,256 --seeds 0,1,2 --out grid",
+            "ltsgen compare --data lts --encodings rope_pi,yarn --finetune-steps 200 --out scaled",
+            "ltsgen compare --data c4 --encodings all --train-lengths 2048 --eval-lengths 512,2048,8192 --device cuda --out c4",
         ],
     )
     parser.add_argument("--encodings", default="all", help="all, or a comma-separated list of encodings")
-    parser.add_argument("--eval-lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
-    add_training_arguments(parser)
+    parser.add_argument("--train-lengths", default="128", metavar="T,...", help="training lengths in tokens")
+    parser.add_argument("--train-length", dest="train_lengths", help=argparse.SUPPRESS)  # old spelling
+    parser.add_argument("--seeds", default="0", metavar="S,...", help="seeds: initialisation and data order")
+    parser.add_argument("--seed", dest="seeds", help=argparse.SUPPRESS)  # old spelling
+    add_config_arguments(parser, exclude=("encoding", "train_length", "seed", "eval_sequences", "init_from"))
+    add_storage_argument(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
-        "--workers", type=int, default=1, help="runs trained at once, each in its own process"
-    )
+        "--finetune-steps", type=int, default=0, metavar="N",
+        help="also fine-tune RoPE-PI and YaRN for N steps at each evaluation length beyond the training length",
+    )  # fmt: skip
+    add_engine_arguments(parser, "runs trained")
     parser.add_argument("--jobs", type=int, dest="workers", help=argparse.SUPPRESS)  # old spelling
+    parser.add_argument(
+        "--cpus-per-run", type=float, default=1.0, help="with --engine ray: CPUs each run's task reserves"
+    )
+    parser.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=0.0,
+        help="with --engine ray: GPUs each run's task reserves (use with --device cuda; 0.5 packs two runs "
+        "on one GPU)",
+    )
     parser.add_argument("--out", required=True, metavar="OUT", help="comparison folder")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
 
+def parse_seeds(text: str) -> list[int]:
+    from ltsgen.errors import UsageError
+
+    try:
+        seeds = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds {text!r}: expected comma-separated integers like 0,1,2") from None
+    if not seeds:
+        raise UsageError("--seeds: give at least one seed")
+    return list(dict.fromkeys(seeds))
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from ltsgen.errors import UsageError
+    from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import compare, resolve_encodings
-    from ltsgen.training.errors import user_errors
 
-    lengths = parse_lengths(args.eval_lengths)
+    train_lengths = parse_lengths(str(args.train_lengths), "--train-lengths")
     started = time.perf_counter()
-    try:
-        encodings = resolve_encodings(args.encodings)
-        compare(
-            training_config(args, encodings[0]), encodings, lengths, eval_sequences=args.eval_sequences,
-            batch_tokens=args.batch_tokens, workers=args.workers, progress=not args.no_progress,
+    encodings = resolve_encodings(args.encodings)
+    with storage_defaults(args, args.data), _run_engine(args) as engine:
+        results = compare(
+            training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
+            parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
+            eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
+            finetune_steps=args.finetune_steps, workers=args.workers or 1, train_tokenizer=train_tokenizer,
+            progress=not args.no_progress,
+            run_map=_threaded_map(engine, args.cpus_per_run) if engine is not None else None,
         )  # fmt: skip
-    except user_errors() as error:
-        raise UsageError(str(error)) from None
+    trained = len(
+        {run["train"]["encoding"] + str(run["train_length"]) + str(run["seed"]) for run in results["runs"]}
+    )
     print(
-        f"compared {len(encodings)} encodings in {time.perf_counter() - started:,.0f} s; report: {args.out}/report.md"
+        f"compared {len(encodings)} encodings ({trained} trainings) in {time.perf_counter() - started:,.0f} s; "
+        f"report: {args.out}/report.md"
     )
     return 0
+
+
+@contextmanager
+def _run_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
+    """The Ray engine that carries each run as a task with its CPUs and GPUs; ``None`` for the local engine
+    (``compare`` runs in this process, or ``--workers`` processes)."""
+    from ltsgen.errors import UsageError
+
+    if args.engine != "ray":
+        if args.ray_address is not None:
+            raise UsageError("--ray-address needs --engine ray")
+        yield None
+        return
+    if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
+        raise UsageError("--cpus-per-run must be positive and --gpus-per-run at least 0")
+    from ltsgen.engines import RayEngine
+
+    resources = {"num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run}
+    with RayEngine(args.ray_address, args.workers, resources) as engine:
+        yield engine
+
+
+def _threaded_map(engine: RayEngine, cpus: float):
+    """``engine.map`` with torch in each task limited to the task's CPUs (a Ray worker keeps the thread
+    count it started with)."""
+    threads = max(1, int(cpus))
+    return lambda fn, specs: engine.map(partial(_with_threads, threads, fn), specs)
+
+
+def _with_threads(threads: int, fn, spec):
+    import torch
+
+    torch.set_num_threads(threads)
+    return fn(spec)

@@ -1,41 +1,48 @@
-"""`ltsgen evaluate`: perplexity, per-position loss, attention entropy and facts loss of a run at many lengths."""
+"""`ltsgen evaluate`: perplexity, per-position loss, attention entropy and fact recall of a run at many lengths."""
 
 from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
 HELP = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
 
 
-def parse_lengths(text: str) -> list[int]:
+def parse_lengths(text: str, option: str = "--eval-lengths") -> list[int]:
     """``64,128,256`` -> [64, 128, 256]; a one-line error otherwise."""
     from ltsgen.errors import UsageError
 
     try:
         lengths = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise UsageError(f"--lengths {text!r}: expected comma-separated integers like 64,128,256") from None
+        raise UsageError(f"{option} {text!r}: expected comma-separated integers like 64,128,256") from None
     if not lengths or min(lengths) < 2:
-        raise UsageError(f"--lengths {text!r}: every length must be at least 2 tokens")
+        raise UsageError(f"{option} {text!r}: every length must be at least 2 tokens")
     return sorted(set(lengths))
 
 
 def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by `ltsgen evaluate` and `ltsgen compare`."""
+    from ltsgen.training.precision import EVAL_DTYPES
+
+    parser.add_argument("--eval-lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
+    parser.add_argument("--lengths", dest="eval_lengths", help=argparse.SUPPRESS)  # old spelling
     parser.add_argument(
         "--eval-sequences",
         type=int,
         default=32,
         metavar="N",
-        help="sequences per evaluation length",
+        help="documents per length, the same at every length",
     )
     parser.add_argument(
-        "--batch-tokens",
-        type=int,
-        default=16384,
-        help="tokens per evaluation batch (memory bound)",
+        "--batch-tokens", type=int, default=16384, help="tokens per evaluation batch (memory bound)"
+    )
+    parser.add_argument(
+        "--eval-dtype",
+        choices=EVAL_DTYPES,
+        default="float32",
+        help="evaluation precision (bfloat16: autocast)",
     )
 
 
@@ -44,43 +51,58 @@ def register(subparsers) -> None:
         subparsers,
         "evaluate",
         summary=HELP,
-        description=HELP + ". Sequences are exactly L tokens: DIR/eval/<L> when the dataset has it, else the "
-        "first L tokens of validation (or test) documents with at least L tokens. Writes RUN/eval.json.",
+        description=HELP + ". Every length reads the same documents: DIR/eval/<L> when the dataset has a "
+        "set for every length (nested, as `ltsgen buckets` writes them), else the first documents of the "
+        "validation (or test) split with at least max(L) tokens, cut to each L. Writes RUN/eval.json "
+        "(RUN/eval-<encoding>.json with --as-encoding).",
         examples=[
-            "ltsgen evaluate --run runs/rope --data lts --lengths 128,256,512,1024",
+            "ltsgen evaluate --run runs/rope --data lts --eval-lengths 128,256,512,1024",
+            "ltsgen evaluate --run runs/rope --data lts --eval-lengths 128,1024 --as-encoding yarn",
+            "ltsgen evaluate --run runs/fire --data c4 --eval-lengths 512,2048,8192 --eval-dtype bfloat16",
         ],
     )
     parser.add_argument("--run", required=True, metavar="RUN", help="run folder written by `ltsgen train`")
-    parser.add_argument("--data", required=True, metavar="DIR", help="dataset directory")
-    parser.add_argument("--lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
+    parser.add_argument("--data", required=True, metavar="DIR", help="dataset directory (a path or URL)")
+    add_storage_argument(parser)
     add_evaluation_arguments(parser)
+    parser.add_argument(
+        "--as-encoding",
+        choices=("rope_pi", "yarn"),
+        help="read a RoPE run's weights as RoPE-PI or YaRN, rescaled zero-shot to each length",
+    )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda ...")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.errors import UsageError
-    from ltsgen.training import evaluate_run
-    from ltsgen.training.errors import user_errors
+    import sys
 
-    lengths = parse_lengths(args.lengths)
-    try:
+    from ltsgen.training import evaluate_run
+    from ltsgen.training.rundir import eval_name
+
+    with storage_defaults(args, args.data):
         report = evaluate_run(
-            args.run, args.data, lengths, max_sequences=args.eval_sequences, batch_tokens=args.batch_tokens,
-            device=args.device, progress=not args.no_progress,
+            args.run, args.data, parse_lengths(args.eval_lengths), max_sequences=args.eval_sequences,
+            batch_tokens=args.batch_tokens, device=args.device, eval_dtype=args.eval_dtype,
+            encoding=args.as_encoding, progress=not args.no_progress,
+            log=lambda line: print(f"ltsgen evaluate: note: {line}", file=sys.stderr),
         )  # fmt: skip
-    except user_errors() as error:
-        raise UsageError(str(error)) from None
-    print(f"{report['encoding']} trained at {report['train_length']} tokens, step {report['step']}:")
-    print(f"{'length':>8} {'seqs':>5} {'loss':>8} {'perplexity':>11} {'entropy':>8} {'peak MiB':>9}")
+    scaling = f", {report['scaling']}" if report["scaling"] else ""
+    print(
+        f"{report['encoding']}{scaling} (trained as {report['trained_as']} at {report['train_length']} tokens, "
+        f"step {report['step']}), {report['eval_dtype']}; documents: {report['documents_from']}"
+    )
+    print(f"{'length':>8} {'docs':>5} {'loss':>8} {'perplexity':>11} {'entropy':>8} {'last T':>7} "
+          f"{'recall':>7} {'peak MiB':>9}")  # fmt: skip
     for result in report["results"]:
-        if not result.get("num_sequences"):
-            print(f"{result['eval_length']:>8} {0:>5}  (no document reaches this length)")
-            continue
+        recall = result.get("fact_recall")
         print(
             f"{result['eval_length']:>8} {result['num_sequences']:>5} {result['loss']:>8.4f} "
-            f"{result['perplexity']:>11.2f} {result['attention_entropy']:>8.3f} {result['peak_memory_mib']:>9.0f}"
+            f"{result['perplexity']:>11.2f} {result['attention_entropy']:>8.3f} "
+            f"{result['attention_entropy_last']:>7.3f} {'-' if recall is None else f'{recall:.3f}':>7} "
+            f"{result['peak_memory_mib']:>9.0f}"
         )
-    print(f"wrote {args.run}/eval.json")
+    print(f"recall: top-1 accuracy on facts recalled from beyond the training length; wrote {args.run}/"
+          f"{eval_name(args.as_encoding)}")  # fmt: skip
     return 0

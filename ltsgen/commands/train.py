@@ -3,61 +3,64 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
+from dataclasses import MISSING, fields
+from typing import Any
 
-from ltsgen.commands import add_command
+from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
 HELP = "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
 
 
-def add_training_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model, data and optimisation options shared by `ltsgen train` and `ltsgen compare`."""
-    parser.add_argument("--data", required=True, metavar="DIR", help="dataset directory built by ltsgen")
-    parser.add_argument(
-        "--train-length", type=int, default=128, metavar="T", help="training context in tokens"
-    )
-    parser.add_argument("--steps", type=int, default=1000, help="optimizer steps")
-    parser.add_argument("--batch-size", type=int, default=16, help="sequences per process and step")
-    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
-    parser.add_argument("--min-lr-ratio", type=float, default=0.1, help="final LR as a fraction of the peak")
-    parser.add_argument(
-        "--warmup", type=int, default=None, help="warm-up steps (None: 10%% of the steps, at most 200)"
-    )
-    parser.add_argument("--weight-decay", type=float, default=0.1)
-    parser.add_argument("--grad-clip", type=float, default=1.0, help="clip the gradient norm")
-    parser.add_argument("--d-model", type=int, default=128, help="model width")
-    parser.add_argument("--layers", type=int, default=4, help="transformer blocks")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads")
-    parser.add_argument(
-        "--tokenizer",
-        metavar="PATH",
-        help="tokenizer.json to use (default: DIR/tokenizer.json, else train one)",
-    )
-    parser.add_argument("--vocab-size", type=int, default=2048, help="vocabulary when a tokenizer is trained")
-    parser.add_argument("--seed", type=int, default=0, help="initialisation and data order")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1 ...")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the model (best on CUDA)")
-    parser.add_argument(
-        "--eval-every", type=int, default=0, metavar="N", help="validation loss every N steps"
-    )
-    parser.add_argument(
-        "--checkpoint-every", type=int, default=0, metavar="N", help="checkpoint every N steps"
-    )
-    parser.add_argument("--log-every", type=int, default=10, metavar="N", help="metrics line every N steps")
+class KeyValues(argparse.Action):
+    """``--encoding-option KEY=VALUE``, repeatable, collected into a dict (values stay text)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        key, sep, text = value.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"{option_string} {value!r}: expected KEY=VALUE, e.g. threshold=128")
+        setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key.strip(): text.strip()})
 
 
-def training_config(args: argparse.Namespace, encoding: str):
+def add_config_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
+    """One option per field of ``TrainConfig`` that has ``cli`` metadata, named after the field.
+
+    Shared by `ltsgen train` and `ltsgen compare` (which excludes what it sets per run).
+    """
     from ltsgen.training import TrainConfig
 
-    return TrainConfig(
-        data=args.data, out=args.out, encoding=encoding, train_length=args.train_length, steps=args.steps,
-        batch_size=args.batch_size, lr=args.lr, min_lr_ratio=args.min_lr_ratio, warmup=args.warmup,
-        weight_decay=args.weight_decay, grad_clip=args.grad_clip, d_model=args.d_model, layers=args.layers,
-        heads=args.heads, vocab_size=args.vocab_size, tokenizer=args.tokenizer, seed=args.seed,
-        device=args.device, compile=args.compile, eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every, log_every=args.log_every,
-    )  # fmt: skip
+    for item in fields(TrainConfig):
+        cli = dict(item.metadata.get("cli") or {})
+        if not cli or item.name in exclude:
+            continue
+        flag = cli.pop("flag", "--" + item.name.replace("_", "-"))
+        aliases = cli.pop("aliases", ())
+        default = item.default_factory() if item.default_factory is not MISSING else item.default
+        if default is MISSING:
+            default = None
+        if isinstance(default, bool):
+            cli.update(action="store_true")
+        elif isinstance(default, dict):
+            cli.update(action=KeyValues)
+            default = None  # the config's own empty dict, unless given
+        elif "type" not in cli and default is not None:
+            cli.update(type=type(default))
+        parser.add_argument(flag, dest=item.name, default=default, **cli)
+        for alias in aliases:  # old spellings, hidden
+            hidden = {key: value for key, value in cli.items() if key in ("type", "action", "choices")}
+            parser.add_argument(alias, dest=item.name, help=argparse.SUPPRESS, **hidden)
+
+
+def training_config(args: argparse.Namespace, **settings: Any):
+    """The ``TrainConfig`` of the parsed options; ``settings`` set the fields a command decides itself."""
+    from ltsgen.training import TrainConfig
+
+    given = {  # unset options (None) keep the config's own default
+        item.name: getattr(args, item.name)
+        for item in fields(TrainConfig)
+        if getattr(args, item.name, None) is not None
+    }
+    return TrainConfig(**{**given, **settings})
 
 
 def register(subparsers) -> None:
@@ -65,43 +68,69 @@ def register(subparsers) -> None:
         subparsers,
         "train",
         summary=HELP,
-        description=HELP + ". Writes RUN/config.json, RUN/checkpoint.pt, RUN/metrics.jsonl (JSON lines), "
-        "RUN/tokenizer.json and RUN/train_summary.json. Several GPUs or machines: launch with torchrun.",
+        description=HELP + ". Writes RUN/config.json (every setting, encoding options resolved for the "
+        "training length), RUN/checkpoint.pt with its sha256, RUN/metrics.jsonl (JSON lines), "
+        "RUN/tokenizer.json and RUN/train_summary.json (with what the encoding learned). A run that fails "
+        "before its first checkpoint removes what it wrote. Several GPUs or machines: launch with torchrun.",
         examples=[
             "ltsgen train --data lts --encoding rope --train-length 128 --steps 1000 --out runs/rope",
+            "ltsgen train --data lts --encoding fire --encoding-option threshold=64 --out runs/fire",
             "ltsgen train --data lts --encoding rope --train-length 128 --steps 1000 --out runs/rope --resume",
+            "ltsgen train --data lts --encoding rope_pi --train-length 512 --encoding-option factor=4 "
+            "--encoding-option original_length=128 --init-from runs/rope --steps 200 --out runs/rope_pi-ft",
             "torchrun --nproc-per-node 2 -m ltsgen train --data lts --encoding alibi --out runs/alibi",
         ],
     )
-    add_training_arguments(parser)
-    parser.add_argument("--encoding", default="rope", help="position encoding (see ltsgen.encodings.NAMES)")
+    add_config_arguments(parser)
+    add_storage_argument(parser)
     parser.add_argument("--out", required=True, metavar="RUN", help="run folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in RUN from its checkpoint")
     parser.add_argument(
-        "--stop-after",
-        type=int,
-        metavar="N",
-        help="stop this invocation after N steps (checkpointed; resume later)",
+        "--stop-after", type=int, metavar="N", help="stop this invocation after N steps (checkpointed)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.encodings import NAMES
-    from ltsgen.errors import UsageError
+    from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import train
-    from ltsgen.training.errors import user_errors
 
-    if args.encoding not in NAMES:
-        raise UsageError(f"unknown encoding {args.encoding!r}; choose one of {', '.join(NAMES)}")
-    try:
+    with storage_defaults(args, args.data):
         summary = train(
-            training_config(args, args.encoding), resume=args.resume, stop_after=args.stop_after,
-            progress=not args.no_progress,
+            training_config(args), resume=args.resume, stop_after=args.stop_after,
+            progress=not args.no_progress, train_tokenizer=train_tokenizer,
         )  # fmt: skip
-    except user_errors() as error:
-        raise UsageError(str(error)) from None
     if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(summary, indent=1, sort_keys=True))
+        print(describe(summary, args.out))
     return 0
+
+
+def describe(summary: dict[str, Any], run_dir: str) -> str:
+    """A few lines a person reads at the end of a run."""
+    if summary.get("nothing_to_do"):
+        return f"{run_dir}: finished earlier at step {summary['step']:,}; nothing to do"
+    speed = (
+        f"{summary['tokens_per_s']:,.0f} tokens/s" if summary.get("tokens_per_s") else "speed not measured"
+    )
+    lines = [
+        f"{summary['encoding']} at {summary['train_length']} tokens: step {summary['step']:,}, loss "
+        f"{summary['last_loss']:.3f}, {speed} (median), {summary['wall_s']:,.0f} s on {summary['device']}"
+        + (f" x{summary['world_size']}" if summary["world_size"] > 1 else "")
+        + f", {summary['parameters']:,} parameters",
+    ]
+    for layer, values in enumerate(summary.get("learned", [])):
+        shown = ", ".join(f"{key} {_short(value)}" for key, value in values.items())
+        where = "shared by every layer" if len(summary["learned"]) == 1 else f"layer {layer}"
+        lines.append(f"  learned ({where}): {shown}")
+    if summary["finished"]:
+        lines.append(f"run: {run_dir} (checkpoint.pt, metrics.jsonl, train_summary.json)")
+    else:
+        lines.append(f"stopped at step {summary['step']:,} (checkpointed): continue with --resume")
+    return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return "none" if value is None else f"{value:.3g}"

@@ -14,9 +14,10 @@ Two passes, both resumable and independent of the worker count:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -61,8 +62,16 @@ from ltsgen.corpora.spool import (
     write_chunk,
 )
 from ltsgen.engines import Engine, SerialEngine, make_engine
-from ltsgen.loaders.contract import EVAL_CONCAT_SPLIT, EVAL_SPLIT, TOKENIZER_NAME, shard_relpath, token_dtype
-from ltsgen.loaders.storage import Storage, as_storage
+from ltsgen.loaders.contract import (
+    EVAL_CONCAT_SPLIT,
+    EVAL_SPLIT,
+    FORMATS,
+    TOKENIZER_NAME,
+    shard_relpath,
+    token_dtype,
+)
+from ltsgen.loaders.sources import join, read_bytes
+from ltsgen.loaders.storage import Storage, as_storage, is_url
 from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
@@ -200,8 +209,7 @@ def build_buckets(
     if engine is None:
         with make_engine("local", workers) as own:
             return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)
-    tokenizer = load_tokenizer(config.tokenizer)
-    tokenizer_text = _tokenizer_bytes(config.tokenizer, tokenizer)
+    tokenizer, tokenizer_text = _load_tokenizer(config)
     tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
@@ -226,7 +234,7 @@ def build_buckets(
     if finished is not None:
         return BucketsResult(finished, finished.manifest.extra.get("statistics", {}), 0.0, 0)
 
-    with claim(directory, builder, overwrite):
+    with claim(directory, builder, overwrite, writes=_may_write(config)):
         if (
             not directory.is_file(TOKENIZER_NAME)
             or directory.sha256(TOKENIZER_NAME) != tokenizer_info["sha256"]
@@ -255,10 +263,35 @@ def build_buckets(
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
 
-def _tokenizer_bytes(name: str, tokenizer) -> bytes:
+def _may_write(config: BucketConfig) -> Callable[[str], bool]:
+    """Whether the build of ``config`` may write ``DIR/relpath``: its tokenizer, or a shard in one of its
+    split and bucket folders (how many shards each gets is known only after tokenizing)."""
+    buckets = bucket_names(config.bucket_lengths)
+    folders = {f"{split}/{bucket}" for split in config.splits for bucket in buckets}
+    folders |= {
+        f"{split}/{length}" for split in (EVAL_SPLIT, EVAL_CONCAT_SPLIT) for length in config.eval_lengths
+    }
+    shard = re.compile(r"shard-\d{5,}\." + re.escape(FORMATS[config.fmt]))
+
+    def may_write(relpath: str) -> bool:
+        folder, _, name = relpath.rpartition("/")
+        return relpath == TOKENIZER_NAME or (folder in folders and shard.fullmatch(name) is not None)
+
+    return may_write
+
+
+def _load_tokenizer(config: BucketConfig):
+    """``--tokenizer`` and the exact bytes the build keeps as ``DIR/tokenizer.json``: a file or a folder
+    holding one, local or at a URL (read with the inputs' storage options), or a Hugging Face Hub name."""
+    name = config.tokenizer
+    if is_url(name):
+        where = name if name.endswith(".json") else join(name, TOKENIZER_NAME)
+        text = read_bytes(where, storage_options=config.reader.storage_options)
+        return _parse_tokenizer(text.decode("utf-8", errors="replace"), where), text
+    tokenizer = load_tokenizer(name)
     path = Path(name)
     path = path / TOKENIZER_NAME if path.is_dir() else path
-    return path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
+    return tokenizer, path.read_bytes() if path.is_file() else tokenizer.to_str().encode("utf-8")
 
 
 # ---------------------------------------------------------------- pass 1: tokenize
@@ -464,7 +497,7 @@ def _count(values: list[str], positions: np.ndarray, keys: list[str]) -> dict[st
 def _job(fmt: str, split: str, bucket: str, number: int, kind: str, refs, length: int, common) -> Job:
     relpath = shard_relpath(split, number, fmt, bucket)
     payload = {"kind": kind, "relpath": relpath, "refs": refs, "length": length, **common}
-    return Job(key=relpath, payload=payload, weight=len(refs))
+    return Job(key=relpath, payload=payload, weight=len(refs), shards=(relpath,))
 
 
 @lru_cache(maxsize=16)
@@ -485,14 +518,16 @@ def _chunk_version(spool: Storage, index: int) -> Any:
 @lru_cache(maxsize=4)
 def _tokenizer(directory: Storage):
     """The build's ``DIR/tokenizer.json``, loaded once per process."""
+    return _parse_tokenizer(directory.read_text(TOKENIZER_NAME), directory.location(TOKENIZER_NAME))
+
+
+def _parse_tokenizer(text: str, where: str):
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_str(directory.read_text(TOKENIZER_NAME))
+        return Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-        raise TokenizerError(
-            f"{directory.location(TOKENIZER_NAME)}: not a tokenizer.json ({error})"
-        ) from None
+        raise TokenizerError(f"{where}: not a tokenizer.json ({error})") from None
 
 
 def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:

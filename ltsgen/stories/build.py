@@ -84,11 +84,13 @@ def story_build_spec(
     arguments = builder_arguments(args, extra)
     jobs = [
         Job(
-            key=shard_relpath(split, number, args.format),
+            key=relpath,
             payload={"split": split, "shard": number, "indices": indices, "arguments": arguments},
             weight=len(indices),
+            shards=(relpath,),
         )
         for split, number, indices in plan_story_shards(arguments)
+        for relpath in [shard_relpath(split, number, args.format)]
     ]
     return BuildSpec(
         directory=args.out,

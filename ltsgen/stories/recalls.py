@@ -7,11 +7,10 @@ words from the value's previous occurrence drawn from a ``Distances`` distributi
 occurrences the value never appears.
 
 A story's schedule draws its recall distances stratified (one from each equal-probability stratum of the
-distribution), packs them into chains (longest first, each into a random chain that has
-room left within half the span and fewer than ``MAX_RECALLS_PER_FACT`` recalls, else a new one), one chain
-per fact, and starts each chain at a uniform
-position where it fits in the story's span.
-So the realised distances follow the distribution, for short stories as for long ones.
+distribution), packs them into chains (longest first, each into a random chain that has room left within
+half the span and fewer than ``MAX_RECALLS_PER_FACT`` recalls, else a new one), one chain per fact, and
+starts each chain at a uniform position where it fits in the story's span. So the realised distances
+follow the distribution, for short stories as for long ones.
 
 Shared by the built-in engine and the LLM backend (which recalls at chapter granularity).
 """

@@ -46,15 +46,14 @@ def add_story(
         stats[f"{kind}_facts"] = stats.get(f"{kind}_facts", 0) + 1
         stats[f"{kind}_uses"] = stats.get(f"{kind}_uses", 0) + len(distances)
         stats[f"{kind}_distance_sum"] = stats.get(f"{kind}_distance_sum", 0) + sum(distances)
-        stats[f"{kind}_far_uses"] = stats.get(f"{kind}_far_uses", 0) + sum(
-            d >= FAR_RECALL_WORDS for d in distances
-        )
+        far_uses = sum(distance >= FAR_RECALL_WORDS for distance in distances)
+        stats[f"{kind}_far_uses"] = stats.get(f"{kind}_far_uses", 0) + far_uses
         stats[f"max_{kind}_distance"] = max([stats.get(f"max_{kind}_distance", 0), *distances])
         if kind == "planted":
             for distance in distances:
                 key = f"{bucket}|{_label(DISTANCE_BINS, distance)}"
                 histogram[key] = histogram.get(key, 0) + 1
-        far += sum(d >= FAR_RECALL_WORDS for d in distances)
+        far += far_uses
     if words >= LONG_STORY_WORDS:
         long_stories = stats.setdefault("far_recalls_of_long_stories", {})
         long_stories[str(far)] = long_stories.get(str(far), 0) + 1
@@ -133,11 +132,12 @@ def sampled_reuse(total: dict[str, Any]) -> dict[str, Any]:
     return cross_story_reuse({key: count for key, count in sample} for _, sample in ordered)
 
 
-def variety_table(sample_texts: Iterable[str], total: dict[str, Any], label: str) -> dict[str, Any]:
+def variety_table(sample_texts: Iterable[str] | None, total: dict[str, Any], label: str) -> dict[str, Any]:
     """The build against real TinyStories at equal size: distinct-2/3 and the top-4-gram share over the
     first words of both (the largest reference size the build reaches), cross-story reuse over the first
     stories of both, and the per-story repetition of the whole build. ``sample_texts`` are the build's
-    stories in index order (read only as far as the comparison needs)."""
+    stories in index order (read only as far as the comparison needs); None where the text is not at hand
+    (the n-gram columns then stay empty)."""
     from ltsgen.tinystories_reference import (
         TINYSTORIES_NGRAMS,
         TINYSTORIES_REUSE,
@@ -146,9 +146,10 @@ def variety_table(sample_texts: Iterable[str], total: dict[str, Any], label: str
         comparison_words,
     )
 
-    size = comparison_words(total["words"])
+    words = total.get("words", 0)
+    size = comparison_words(words) if sample_texts is not None else None
     sample_texts = list(_first_words(sample_texts, size)) if size else []
-    ngrams = {"words": total["words"], "distinct_2": "-", "distinct_3": "-", "top_4gram_share": "-"}
+    ngrams = {"words": words, "distinct_2": "-", "distinct_3": "-", "top_4gram_share": "-"}
     while size is not None:  # (punctuation-only tokens are no words: the sample may fall a little short)
         ngrams = variety_stats(sample_texts, max_words=size)
         if ngrams["words"] == size:
@@ -164,8 +165,8 @@ def variety_table(sample_texts: Iterable[str], total: dict[str, Any], label: str
         *(_rounded(ngrams[key]) for key in ("distinct_2", "distinct_3", "top_4gram_share")),
         reuse["stories"],
         f"{100 * reuse['share']:.2f}%",
-        f"{100 * total['repeated_sentences'] / max(total['sentences'], 1):.2f}%",
-        total["max_repeats_6plus"],
+        f"{100 * total.get('repeated_sentences', 0) / max(total.get('sentences', 0), 1):.2f}%",
+        total.get("max_repeats_6plus", 0),
     ]
     reference = ["TinyStories (real, validation split)", size or "-"]
     reference += [round(value, 4) for value in TINYSTORIES_NGRAMS[size]] if size else ["-", "-", "-"]

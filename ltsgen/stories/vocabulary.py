@@ -82,6 +82,11 @@ GIRL_NAMES = tuple(
     Lily Mia Sue Anna Emma Lucy Ella Amy Rosa Zoe Nina Kate Ruby Jane Molly Daisy Sara Lena Maya Tina Ivy
     Clara Nora Hannah Grace Olive Rose Bella Sophie Ada Leah Mila Alice Jenny Polly Kim Hazel Iris Luna Fern
     Beth Cora Dora Eva Gina Holly Isla Jade Julia Kelly Lola Mary Nell Pam Rita Sally Tess Vera Wendy Abby
+    Amber April Bonnie Carla Chloe Dana Edie Elsa Emily Erin Faye Flora Gemma Greta Heidi Helen Ida Jess
+    Joy Judy Kara Katie Laura Lila Lisa Lottie Lucia Mabel Maggie Maria Marta Megan Millie Minnie Nadia
+    Naomi Nancy Nico Norah Paige Penny Phoebe Piper Quinn Rachel Rena Rhea Rosie Ruth Sadie Sienna Stella
+    Susie Tara Thea Tilly Uma Violet Willa Yara Zara Zelda Anya Bea Cleo Dinah Eliza Esme Freya Hattie
+    Inez Josie Kira Lacey Leila Mara Nola Opal Pia Rosalie Selma Tamsin Una Winnie Wren
     """.split()
 )
 BOY_NAMES = tuple(
@@ -89,6 +94,11 @@ BOY_NAMES = tuple(
     Tom Ben Sam Max Tim Jack Leo Finn Jake Luke Noah Eli Theo Owen Adam Oscar Milo Ned Toby Hugo Alex Ryan
     Joe Paul Dan Nick Ollie Liam Henry Jonah Pete Billy Teddy Oli Cody Felix Omar Ravi Kai Zack
     Andy Bobby Carl Dave Eddie Frank Gus Harry Ivan Jimmy Kevin Larry Mark Nate Otto Percy Rob Stan Vic Will
+    Aaron Abe Alfie Archie Arlo Barry Bert Brian Caleb Charlie Chris Colin Dean Dexter Dylan Eric Ethan
+    Evan Ezra Fred George Grant Hank Isaac Jasper Jay Jesse Joel Jonas Kit Lenny Leon Louis Lucas Marco
+    Martin Miles Nathan Neil Niko Ollie Oren Pablo Peter Phil Quentin Ralph Reed Rex Rory Rudy Ruben Seth
+    Simon Sol Ted Tobias Tony Troy Vince Wade Walter Wes Yusuf Zeke Ari Benny Cal Dario Emil Enzo Ezio
+    Gil Ike Jed Levi Mo Moss Pax Roy Sid Tad Ugo Vito Wally
     """.split()
 )
 PET_NAMES = tuple(
@@ -98,8 +108,16 @@ PET_NAMES = tuple(
     Puff Scout Jelly Maple Cookie Boots Dot Sprout Chip
     Button Fudge Nugget Pumpkin Snowy Shadow Smudge Sparkle Sugar Twinkle Wiggles Zippy Barney Clover Dash
     Flash Goldie Marble Nibbles Poppy
+    Acorn Bandit Banjo Blossom Bonbon Bramble Buddy Buster Caramel Cinnamon Cocoa Comet Cupcake Dottie
+    Dumpling Fizz Freckles Fuzzy Gizmo Gumdrop Hazelnut Jellybean Jingles Juniper Kiwi Lolly Mango
+    Marshmallow Meatball Mocha Mochi Mopsy Nutmeg Olive Paws Pebbles Pepe Pogo Pretzel Puddle Rascal
+    Ripple Rolo Scamper Skipper Snickers Snowball Sprinkles Squeaky Taffy Tango Toast Truffle Tulip Whiskers
+    Wobble Yoyo Zuzu
     """.split()
 )
+GIRL_NAMES = tuple(dict.fromkeys(GIRL_NAMES))
+BOY_NAMES = tuple(dict.fromkeys(BOY_NAMES))
+PET_NAMES = tuple(dict.fromkeys(PET_NAMES))
 NAMES = tuple(dict.fromkeys(GIRL_NAMES + BOY_NAMES + PET_NAMES))
 
 _FUNCTION_WORDS = """
@@ -131,6 +149,19 @@ _FUNCTION_WORDS = """
     """
 
 _EXTRA_WORDS = """
+    added ages bakeries banners bean bedtime beehives believe belly bent bicycles board bold bookshelf
+    breakfast brighter buddies buddy canoes cans carts cattails chalk chapel chatty chuckled cocoa coconuts
+    colorful comfy content cooler crawled cricket curly curtains darted dashed decided deserved doormat
+    drawer drawings driftwood dusty eager eagles echoes everybody explorer fishing flamingos flour
+    footprints forts gazed giddy glanced globes gloomy golden grasshoppers guilty haystack haystacks heather
+    hippos homesick icicles joy jumpy kangaroos kid knights landed lane laundry leaped lit merry-go-round
+    mill mission mittens moat moments neat noodles noticed nudged oat orchards ovens paintings pals parrots
+    pawed pays peaceful peanut peas perked pigeons pines pins poles popped poppies posts pounced pretzel
+    raced raincoat raisins relaxed ripples rods rug runner sacks sale scarecrow scary searched seemed shade
+    shorter shown since sleds slice slippery sneezed snored sofa songbirds sore sparkly spotted stalls
+    stared storybooks striped strolled swayed tadpoles tale tales tears tide toes tongue tortoises tractors
+    truth tucked unhappy unsure vane wandered wardrobe weather wheelbarrow wheelbarrows whooped winding
+    windmill woodpile zoomed
     locket pinwheel mitten coin stamp ticket teacup lollipop comb puzzle magnet badge medal necklace bracelet
     wand flute trumpet rattle napkin sponge slipper shovel vase puppet jewel gem crystal chestnut walnut
     number numbers course tight loose brick bricks post sounded moth lizard spider caterpillar chick duckling

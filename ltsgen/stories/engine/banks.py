@@ -40,14 +40,44 @@ def _tuples(value: Any) -> Any:
     return value
 
 
-SECTIONS: dict[str, tuple[str, ...]] = {
-    **parse_sections(read_data("sentences.txt")),
-    **parse_sections(read_data("structure.txt")),
-}
-THEME_SECTIONS: dict[str, tuple[str, ...]] = parse_sections(read_data("themes.txt"))
+def _synonym_rules() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
+    """(pattern, section name, alternatives) of ``data/synonyms.txt``, longest original first."""
+    rules = []
+    for line in read_data("synonyms.txt").splitlines():
+        if line.strip() and not line.startswith("#"):
+            original, _, alternatives = line.partition("=")
+            original = original.strip()
+            options = tuple(option.strip() for option in alternatives.split("|"))
+            pattern = re.compile(r"(?<![\w{}'-])" + re.escape(original) + r"(?![\w}'-])")
+            rules.append((pattern, "syn_" + re.sub(r"\W+", "_", original), options))
+    return sorted(rules, key=lambda rule: -len(rule[2][0]))
+
+
+def with_synonyms(sections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """``sections`` with every original of a synonym rule made a choice among its alternatives."""
+    out = {}
+    for name, options in sections.items():
+        rewritten = []
+        for option in options:
+            for pattern, section, _ in _RULES:
+                option = pattern.sub("{" + section + "}", option)
+            rewritten.append(option)
+        out[name] = tuple(rewritten)
+    return out
+
+
+_RULES = _synonym_rules()
+SYNONYM_SECTIONS: dict[str, tuple[str, ...]] = {section: options for _, section, options in _RULES}
+SECTIONS: dict[str, tuple[str, ...]] = (
+    with_synonyms(
+        {**parse_sections(read_data("sentences.txt")), **parse_sections(read_data("structure.txt"))}
+    )
+    | SYNONYM_SECTIONS
+)
+THEME_SECTIONS: dict[str, tuple[str, ...]] = with_synonyms(parse_sections(read_data("themes.txt")))
 THEMES: tuple[str, ...] = tuple(name for name in THEME_SECTIONS if not name.endswith("_love"))
 WORLD: dict[str, Any] = _tuples(json.loads(read_data("world.json")))
-RECALL_SECTIONS: dict[str, tuple[str, ...]] = parse_sections(read_data("recalls.txt"))
+RECALL_SECTIONS: dict[str, tuple[str, ...]] = with_synonyms(parse_sections(read_data("recalls.txt")))
 
 
 def bank_words() -> frozenset[str]:
@@ -67,18 +97,20 @@ def bank_words() -> frozenset[str]:
 
 
 def _planted_values() -> dict[str, tuple[str, ...]]:
-    """The pools of planted values, each value a word no other sentence of a story contains."""
-    taken = bank_words()
+    """The pools of planted values, each value a word that no other sentence of a story contains, not even
+    inside a longer word ("slipper" in "slippery"); invented names are no English word either."""
+    written = " ".join(sorted(bank_words()))
+    english = " ".join(sorted(BASIC_WORDS))
     table = WORLD["planted"]
     invented = (start + end for start in table["name_starts"] for end in table["name_ends"])
     names = tuple(
         name
         for name in invented
-        if name.lower() not in taken | BASIC_WORDS and not re.search(r"(.)\1\1", name)
+        if name.lower() not in written and name.lower() not in english and not re.search(r"(.)\1\1", name)
     )
     return {
         "names": names,
-        "objects": tuple(word for word in table["objects"] if word not in taken),
+        "objects": tuple(word for word in table["objects"] if word not in written),
         "numbers": tuple(str(number) for number in range(100, 1000)),  # no chapter heading reaches 100
     }
 

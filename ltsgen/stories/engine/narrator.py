@@ -27,6 +27,8 @@ _KINDS = {
 EXTENDABLE = {key: kind for kind, keys in _KINDS.items() for key in keys.split()}
 _CONNECTIVES = frozenset(("Now", "So", "And", "Then", "But", "Then,", "Soon,", "Next,", "Later,", "Still,"))
 _KEEP_CASE = frozenset(NAMES) | {"I", "I'm", "I'll"}
+JOIN_RATE = 0.35  # how often a short plain statement joins the plain statement before it ...
+_JOIN_WORDS = 12  # ... when it has at most this many words
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“])|(?<=[.!?][\"”])\s+(?=[A-Z\"“])").split
 
 
@@ -44,6 +46,7 @@ class Narrator:
         self.words = 0
         self.counts: dict[str, int] = {}
         self.separator = ""
+        self.joinable: str | None = None  # the last sentence, when a plain statement may join it
 
     def slots(self, values: dict[str, str]) -> Slots:
         return Slots(values, self.table, self.rng)
@@ -120,8 +123,18 @@ class Narrator:
         return best
 
     def add(self, sentence: tuple[str, int, list[tuple[int, int]] | None]) -> None:
-        """Append a rendered sentence (as from ``candidate``) to the text."""
+        """Append a rendered sentence (as from ``candidate``) to the text; a short plain statement may join
+        the plain statement before it (", and ...")."""
         text, words, marks = sentence
+        plain = (
+            words <= _JOIN_WORDS
+            and text[-1:] == "."
+            and not any(c in text for c in '"!?;:')
+            and ". " not in text
+        )
+        if plain and self.joinable and self.separator == " " and self.random() < JOIN_RATE:
+            if self._join(text, words, marks):
+                return
         counts = self.counts
         if ". " in text or "! " in text or "? " in text or '" ' in text:
             for part in _SPLIT(text):
@@ -131,13 +144,41 @@ class Narrator:
         separator = self.separator
         self.separator = " "
         pos = self.pos + len(separator)
+        self._record(marks, pos)
+        self.parts.append(separator + text if separator else text)
+        self.pos = pos + len(text)
+        self.words += words
+        self.joinable = text if plain else None
+
+    def _join(self, text: str, words: int, marks: list[tuple[int, int]] | None) -> bool:
+        """Write ``text`` as the second half of the last sentence ("A. B." becomes "A, and b."); False
+        when its opening does not allow it (a connective, a comma, a fact's value first)."""
+        first, _, rest = text.partition(" ")
+        if first in _CONNECTIVES or "," in first or (marks and marks[0][0] == 0):
+            return False
+        if first.partition("'")[0] not in _KEEP_CASE:
+            text = first[:1].lower() + first[1:] + " " + rest
+        counts = self.counts
+        previous = self.joinable
+        counts[previous] -= 1
+        if not counts[previous]:
+            del counts[previous]
+        joined = previous[:-1] + ", and " + text
+        counts[joined] = counts.get(joined, 0) + 1
+        self.parts[-1] = self.parts[-1][: -len(previous)] + joined
+        pos = self.pos + 5  # "." became ", and "
+        self._record(marks, pos)
+        self.pos = pos + len(text)
+        self.words += words + 1
+        self.joinable = None
+        return True
+
+    def _record(self, marks: list[tuple[int, int]] | None, pos: int) -> None:
+        """Record the offsets of the fact values of a sentence written at character ``pos``."""
         if marks:
             offsets = self.facts.offsets
             for offset, fact in marks:
                 offsets[fact].append(pos + offset)
-        self.parts.append(separator + text if separator else text)
-        self.pos = pos + len(text)
-        self.words += words
 
     def say(self, slots: Slots, key: str, keep_section: bool = False) -> int:
         """Render a sentence of ``key`` (guarded against repeats) and append it; returns its word count."""

@@ -249,7 +249,7 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     from ltsgen.stories.build import merge_stats
     from ltsgen.stories.llm.filters import REJECTIONS
     from ltsgen.stories.llm.ledger import Prices, Usage, dataset_ledger
-    from ltsgen.stories.statistics import fact_tables
+    from ltsgen.stories.statistics import fact_tables, variety_table
 
     total = merge_stats([result.stats for result in results])
     usage = Usage(total["requests"], total["prompt_tokens"], total["completion_tokens"])
@@ -298,6 +298,9 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
             "rejected: empty answers": rejected["empty"],
         },
         **fact_tables(total),
+        # the text is not at hand here (a resumed build does not rewrite its finished shards): cross-story
+        # reuse and repetition from the shards' statistics, no distinct-n
+        "Variety: this build and real TinyStories at equal size": variety_table(None, total, "this build"),
     }
     if stories:
         statistics["Length control"] = {

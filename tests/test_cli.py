@@ -1,0 +1,54 @@
+"""What every subcommand shares: one help formatter, examples, one-line endings (no tracebacks)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from ltsgen.cli import COMMAND_MODULES, build_parser
+
+COMMANDS = [module.rsplit(".", 1)[1] for module in COMMAND_MODULES]
+
+
+def help_text(command: str) -> str:
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if action.dest == "command")
+    return subparsers.choices[command].format_help()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_states_each_default_once_and_ends_with_examples(command):
+    text = help_text(command)
+    assert "(default: None)" not in text
+    for line in re.split(r"\n  -", text):
+        assert len(re.findall(r"\(default\b", line)) <= 1, line
+    examples = text.split("examples:", 1)[1]
+    assert f"ltsgen {command}" in examples
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_required_options_show_no_default(command):
+    parser = build_parser()
+    subparsers = next(action for action in parser._actions if action.dest == "command")
+    sub = subparsers.choices[command]
+    text = sub.format_help()
+    for action in sub._actions:
+        if action.required and action.option_strings:
+            entry = text.split(action.option_strings[0], 1)[1].split("\n  -", 1)[0]
+            assert "(default" not in entry, (command, action.option_strings)
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
+    """``ltsgen stories ... | head -0``: the pipe is closed before the summary is printed; the command
+    stops quietly with the shell's status for SIGPIPE."""
+    out = str(tmp_path / "lts")
+    command = [sys.executable, "-m", "ltsgen", "stories", "--out", out, "--num-stories", "3", "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before a byte is written
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert (tmp_path / "lts" / "manifest.json").is_file()  # the work itself is done

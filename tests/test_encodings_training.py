@@ -1,0 +1,90 @@
+"""Encodings set for the training length, rescaled for evaluation by themselves, and what they learned."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ltsgen.encodings import EncodingError, build, fire_normalized_distance, t5_relative_position_bucket
+from ltsgen.encodings import training_options as resolve
+from ltsgen.errors import LtsgenError
+
+
+@pytest.mark.parametrize("train_length", [64, 128, 2048])
+def test_fire_normalised_distance_spans_the_whole_range_within_the_training_length(train_length):
+    options = resolve("fire", train_length)
+    assert options["threshold"] == train_length / 4  # the reference's 512 for 2,048
+    fire = build("fire", 4, 16, **options)
+    positions = torch.arange(train_length)
+    u = fire_normalized_distance(
+        positions[:, None], positions[None, :], fire.c.detach(), fire.threshold.detach()
+    )
+    assert float(u.max()) > 0.9
+    # the old default (512) left a 64-token training run below 0.5: the MLP extrapolated at evaluation
+    if train_length == 64:
+        old = fire_normalized_distance(positions[:, None], positions[None, :], 0.1, 512.0)
+        assert float(old.max()) < 0.51
+
+
+def test_t5_buckets_are_all_reached_within_the_training_length():
+    options = resolve("t5", 64)
+    assert options == {"num_buckets": 32, "max_distance": 64}
+    buckets = t5_relative_position_bucket(torch.arange(64), **options)
+    assert int(buckets.max()) == 31 and len(set(buckets.tolist())) > 24
+    assert int(t5_relative_position_bucket(torch.arange(64), 32, 128).max()) < 31  # the old default: not
+
+
+def test_options_resolve_defaults_and_typed_overrides_in_one_line_errors():
+    assert resolve("rope_pi", 64) == {"factor": 1.0, "original_length": 64, "base": 10000.0}
+    assert resolve("yarn", 128, {"beta_fast": "16", "factor": "2"})["beta_fast"] == 16.0
+    assert resolve("fire", 64, {"threshold": "none", "mlp_layers": "1"})["threshold"] is None
+    assert resolve("fire", 64, {"share_across_layers": "true"})["share_across_layers"] is True
+    assert resolve("alibi", 64) == {}
+    for overrides, message in (
+        ({"width": "3"}, "encoding 'fire' has no option 'width'; it takes c, mlp_layers"),
+        ({"mlp_width": "2.5"}, "fire option mlp_width=2.5: expected a value like 32"),
+        ({"share_across_layers": "3"}, "fire option share_across_layers=3: expected a value like False"),
+    ):
+        with pytest.raises(EncodingError, match=message) as raised:
+            resolve("fire", 64, overrides)
+        assert isinstance(raised.value, LtsgenError) and "\n" not in str(raised.value)
+
+
+def test_rope_pi_and_yarn_rescale_themselves_zero_shot():
+    pi = build("rope_pi", 2, 16, **resolve("rope_pi", 64))
+    trained = pi.inv_freq.clone()
+    pi.set_eval_length(256)
+    assert pi.factor == 4.0 and torch.allclose(pi.inv_freq, trained / 4)
+    pi.set_eval_length(32)
+    assert pi.factor == 1.0 and torch.equal(pi.inv_freq, trained)
+    # a model fine-tuned at factor 4 keeps it up to 4x its original length, then stretches further
+    tuned = build("rope_pi", 2, 16, factor=4.0, original_length=64)
+    for length, factor in ((64, 4.0), (256, 4.0), (1024, 16.0)):
+        tuned.set_eval_length(length)
+        assert tuned.factor == factor
+    yarn = build("yarn", 2, 16, **resolve("yarn", 64))
+    assert yarn.logit_scale == 1.0
+    yarn.set_eval_length(512)
+    reference = build("yarn", 2, 16, factor=8.0, original_length=64)
+    assert torch.equal(yarn.inv_freq, reference.inv_freq) and yarn.logit_scale == reference.logit_scale > 1
+    positions = torch.arange(5)
+    x = torch.randn(1, 2, 5, 16)
+    torch.testing.assert_close(yarn.rotate(x, positions), reference.rotate(x, positions))
+    assert build("alibi", 2, 16).set_eval_length(512) is None  # the others have nothing to rescale
+
+
+def test_learned_values_are_plain_numbers_per_head():
+    fire = build("fire", 4, 16, threshold=16.0)
+    assert fire.learned() == {"c": pytest.approx(0.1), "threshold": pytest.approx(16.0)}
+    assert build("fire", 4, 16, threshold=None).learned()["threshold"] is None
+    kerple = build("kerple_power", 4, 16)
+    with torch.no_grad():
+        kerple.shape[0] = 5.0  # stored beyond the clamp: the kernel uses 2
+    learned = kerple.learned()
+    assert len(learned["r1"]) == len(learned["r2"]) == 4 and learned["r2"][0] == 2.0
+    ape = build("ape", 4, 16).learned()
+    assert ape["linear"] == pytest.approx(
+        (torch.tensor([0.25, 0.0625, 0.015625, 0.00390625]) / 4).tolist(), rel=1e-4
+    )
+    assert ape["log"] == pytest.approx([0.1] * 4, rel=1e-5) and ape["frequency_scale_max"] == [1.0] * 4
+    assert build("rope", 4, 16).learned() == {} and build("t5", 4, 16).learned() == {}
