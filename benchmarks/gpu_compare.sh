@@ -26,7 +26,7 @@ if [[ "${TINY:-0}" == 1 ]]; then
   STORIES=(--num-stories 120 --min-words 150 --max-words 1500 --splits train=0.9,validation=0.1)
   VOCAB=512
   APE_GRID=(--train-lengths 16,32 --eval-lengths 16,32,64,128 --steps 20 --batch-size 8)
-  C4_BUCKETS=(--lengths 64,128,256,512 --eval-lengths 64,128,256 --eval-per-length 4)
+  C4_BUCKETS=(--bucket-lengths 64,128,256,512 --eval-lengths 64,128,256 --eval-sequences 4)
   C4_RUN=(--train-lengths 64 --eval-lengths 64,128,256 --steps 20 --batch-size 8)
   MODEL=(--d-model 32 --n-layers 2 --n-heads 2 --eval-sequences 4)
 else
@@ -40,7 +40,7 @@ else
   STORIES=(--num-stories 12000 --min-words 500 --max-words 32000 --splits train=0.98,validation=0.02)
   VOCAB=8192
   APE_GRID=(--train-lengths 64,128,256 --eval-lengths 64,128,256,512,1024,2048,4096 --steps 4000 --batch-size 64)
-  C4_BUCKETS=(--lengths 512,1024,2048,4096,8192,16384 --eval-lengths 512,1024,2048,4096,8192 --eval-per-length 64)
+  C4_BUCKETS=(--bucket-lengths 512,1024,2048,4096,8192,16384 --eval-lengths 512,1024,2048,4096,8192 --eval-sequences 64)
   C4_RUN=(--train-lengths 2048 --eval-lengths 512,1024,2048,4096,8192 --steps 4000 --batch-size 16)
   MODEL=(--d-model 384 --n-layers 6 --n-heads 6 --eval-sequences 64 --batch-tokens 65536 --compile)
 fi

@@ -7,11 +7,13 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Collection
 
 from ltsgen import __version__
 from ltsgen.errors import LtsgenError
 
-# Each module exposes `register(subparsers)`; the parser it adds sets `func(args) -> int`.
+# Each module, named after its command, exposes `SUMMARY` (its line in `ltsgen --help`) and
+# `register(subparsers)`, whose parser sets `func(args) -> int`.
 COMMAND_MODULES: list[str] = [
     "ltsgen.commands.stories",
     "ltsgen.commands.card",
@@ -23,15 +25,23 @@ COMMAND_MODULES: list[str] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``ltsgen`` parser. Only the subcommands in ``commands`` (all when None) get their options, the
+    others just their summary line: building one command's options may import what only it needs (the
+    training commands import torch), which the other commands should not pay for."""
     parser = argparse.ArgumentParser(
         prog="ltsgen",
         description="Long-context research data, streaming loaders and position-encoding experiments.",
     )
     parser.add_argument("--version", action="version", version=f"ltsgen {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for module_name in COMMAND_MODULES:
+        module = importlib.import_module(module_name)
+        name = module_name.rsplit(".", 1)[1]
+        if commands is None or name in commands:
+            module.register(subparsers)
+        else:
+            subparsers.add_parser(name, help=module.SUMMARY)
     return parser
 
 
@@ -44,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(argv: list[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # the first word that is not an option names the command (`ltsgen` itself has only --help, --version)
+    parser = build_parser(commands=[word for word in argv if not word.startswith("-")][:1])
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()

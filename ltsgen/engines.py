@@ -85,20 +85,26 @@ class SerialEngine(Engine):
             yield fn(job)
 
 
-def make_engine(name: str = "local", workers: int | None = None, ray_address: str | None = None) -> Engine:
+def make_engine(
+    name: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    resources: dict[str, float] | None = None,
+) -> Engine:
     """The engine for ``--engine``/``--workers``/``--ray-address``.
 
     Args:
         name: ``"local"`` (this machine: serial for one worker, else a process pool) or ``"ray"``.
         workers: local: processes (default 1); Ray: tasks in flight at once (default: the cluster's CPUs).
         ray_address: a Ray cluster to join (``"auto"``, ``"ray://head:10001"``, ``"10.0.0.1:6379"``).
+        resources: Ray: what each task reserves (``{"num_cpus": 1}`` unless given; ``num_gpus`` too).
     """
     if name not in ENGINES:
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {name!r}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1, not {workers}")
     if name == "ray":
-        return RayEngine(ray_address, workers)
+        return RayEngine(ray_address, workers, resources)
     if ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
     return ProcessEngine(workers) if workers and workers > 1 else SerialEngine()

@@ -52,3 +52,16 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path):
     assert process.wait(timeout=120) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert (tmp_path / "lts" / "manifest.json").is_file()  # the work itself is done
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["stories", "--help"], ["buckets", "--help"], ["card", "--help"]]
+)
+def test_commands_that_do_not_train_do_not_import_torch(argv):
+    """Building the training commands' options imports torch (seconds of CPU); the others skip it."""
+    code = (
+        "import sys\nfrom ltsgen.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr

@@ -112,3 +112,9 @@ def test_the_tests_the_documents_cite_exist():
         or not re.search(rf"^def {name}\(", (REPO / "tests" / path).read_text(encoding="utf-8"), re.M)
     ]
     assert cited and missing == []
+
+
+def test_every_benchmark_is_in_the_benchmarks_document():
+    listed = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    scripts = sorted(path.name for path in (REPO / "benchmarks").iterdir() if path.suffix in (".py", ".sh"))
+    assert scripts and [name for name in scripts if f"benchmarks/{name}" not in listed] == []

@@ -162,6 +162,8 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
     expected = local_tree(reference)
     assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
     assert built.pop("README.md") and expected.pop("README.md")  # the card quotes the command
+    card = s3_server.client().cat_file(f"{bucket}/c4-buckets/README.md").decode()
+    assert f"--input 's3://{bucket}/corpora/c4/*.json.gz' --tokenizer s3://{bucket}/tok.json" in card
     assert built == expected  # every shard, the tokenizer and the plots
     manifest, local_manifest = read_manifest(url), read_manifest(reference)
     assert manifest.splits == local_manifest.splits and manifest.extra["eval"] == local_manifest.extra["eval"]

@@ -12,11 +12,14 @@ from ltsgen.loaders.contract import FORMATS
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
 
 
+SUMMARY = "tokenize a corpus (C4, the Pile, RedPajama arXiv, The Stack, HF, text) into length buckets"
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "buckets",
-        summary="tokenize a corpus (C4, the Pile, RedPajama arXiv, The Stack, HF, text) into length buckets",
+        summary=SUMMARY,
         description="Read a corpus as a stream, drop empty, invalid, too long and exactly duplicated documents, "
         "tokenize, hold out exact-length evaluation sets and write the rest into token-length buckets "
         "DIR/<split>/<lo>-<hi>/shard-NNNNN.<ext> ([0,512), [512,1024), ..., [32768,inf)). Evaluation sets: "

@@ -8,12 +8,14 @@ from pathlib import Path
 from ltsgen.commands import add_command, add_hidden_alias, add_storage_argument, storage_options
 from ltsgen.errors import UsageError
 
+SUMMARY = "write DIR/README.md, the Hugging Face dataset card of a built dataset"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "card",
-        summary="write DIR/README.md, the Hugging Face dataset card of a built dataset",
+        summary=SUMMARY,
         description="Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
         "then a datasheet with the build's statistics) and the length histograms beside it, from "
         "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.\n\n"

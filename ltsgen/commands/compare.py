@@ -15,7 +15,9 @@ from ltsgen.commands.train import add_config_arguments, training_config
 if TYPE_CHECKING:
     from ltsgen.engines import RayEngine
 
-HELP = "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
+SUMMARY = (
+    "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
+)
 
 
 def register(subparsers) -> None:
@@ -24,8 +26,9 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "compare",
-        summary=HELP,
-        description=HELP + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
+        summary=SUMMARY,
+        description=SUMMARY
+        + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
         "(means over seeds with 95% Student-t intervals), report.md (with the significance of each ranking), "
         "ppl_vs_length.png, entropy_vs_length.png and loss_vs_position.png (one panel per training length, "
         "bands over seeds); runs live in OUT/runs/T<length>-seed<seed>/<encoding>. RoPE, RoPE-PI and YaRN "
@@ -112,21 +115,15 @@ def run(args: argparse.Namespace) -> int:
 @contextmanager
 def _run_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
     """The Ray engine that carries each run as a task with its CPUs and GPUs; ``None`` for the local engine
-    (``compare`` runs in this process, or ``--workers`` processes)."""
+    (``compare`` runs in this process, or in ``--workers`` processes of its own)."""
+    from ltsgen.engines import RayEngine, make_engine
     from ltsgen.errors import UsageError
 
-    if args.engine != "ray":
-        if args.ray_address is not None:
-            raise UsageError("--ray-address needs --engine ray")
-        yield None
-        return
     if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
         raise UsageError("--cpus-per-run must be positive and --gpus-per-run at least 0")
-    from ltsgen.engines import RayEngine
-
     resources = {"num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run}
-    with RayEngine(args.ray_address, args.workers, resources) as engine:
-        yield engine
+    with make_engine(args.engine, args.workers, args.ray_address, resources) as engine:
+        yield engine if isinstance(engine, RayEngine) else None
 
 
 def _threaded_map(engine: RayEngine, cpus: float):

@@ -6,7 +6,9 @@ import argparse
 
 from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
-HELP = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
+SUMMARY = (
+    "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
+)
 
 
 def parse_lengths(text: str, option: str = "--eval-lengths") -> list[int]:
@@ -50,8 +52,8 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "evaluate",
-        summary=HELP,
-        description=HELP + ". Every length reads the same documents: DIR/eval/<L> when the dataset has a "
+        summary=SUMMARY,
+        description=SUMMARY + ". Every length reads the same documents: DIR/eval/<L> when the dataset has a "
         "set for every length (nested, as `ltsgen buckets` writes them), else the first documents of the "
         "validation (or test) split with at least max(L) tokens, cut to each L. Writes RUN/eval.json "
         "(RUN/eval-<encoding>.json with --as-encoding).",

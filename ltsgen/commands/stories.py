@@ -19,12 +19,14 @@ from ltsgen.stories.llm import backend as openai_backend
 from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances
 
+SUMMARY = "build LongTinyStories (long, simple-English stories with long-range facts)"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "stories",
-        summary="build LongTinyStories (long, simple-English stories with long-range facts)",
+        summary=SUMMARY,
         description="Build a LongTinyStories dataset directory: TinyStories-style stories of a child's vocabulary, "
         "from --min-words to --max-words words (log-uniform), whose facts set early are used chapters "
         "later. Deterministic: the same arguments give byte-identical shards for any --workers. "

@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from ltsgen.commands import add_command, storage_options
 from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
 
+SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "tokenizer",
-        summary="train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)",
+        summary=SUMMARY,
         description="Train a byte-level BPE tokenizer (GPT-2 style, the Hugging Face tokenizers library) with "
         "<|endoftext|> as its end-of-text token, on documents read with --source/--input or on the "
         "train split of a built dataset directory (--data).\n\n"

@@ -9,7 +9,9 @@ from typing import Any
 
 from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
-HELP = "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
+SUMMARY = (
+    "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
+)
 
 
 class KeyValues(argparse.Action):
@@ -67,8 +69,8 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "train",
-        summary=HELP,
-        description=HELP + ". Writes RUN/config.json (every setting, encoding options resolved for the "
+        summary=SUMMARY,
+        description=SUMMARY + ". Writes RUN/config.json (every setting, encoding options resolved for the "
         "training length), RUN/checkpoint.pt with its sha256, RUN/metrics.jsonl (JSON lines), "
         "RUN/tokenizer.json and RUN/train_summary.json (with what the encoding learned). A run that fails "
         "before its first checkpoint removes what it wrote. Several GPUs or machines: launch with torchrun.",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -111,9 +112,10 @@ class BucketConfig:
 
     def command(self) -> str:
         """The ``ltsgen buckets`` command line that rebuilds this dataset (``--out DIR`` left open)."""
-        parts = ["ltsgen buckets", f"--source {self.source}", "--input " + " ".join(self.inputs)]
+        inputs = " ".join(shlex.quote(name) for name in self.inputs)  # a glob stays one argument
+        parts = ["ltsgen buckets", f"--source {self.source}", f"--input {inputs}"]
         parts += [
-            f"--tokenizer {self.tokenizer}",
+            f"--tokenizer {shlex.quote(self.tokenizer)}",
             "--out DIR",
             "--bucket-lengths " + ",".join(map(str, self.bucket_lengths)),
         ]

@@ -213,6 +213,14 @@ _EXTRA_WORDS = """
     snowmen spray stream streams stump stumps sugar team thorny track tracks tunnel tunnels worth zebra
     zebras color colors dizzy finger fingers line lines sunday sundays treasures tune tunes spun ha question questions
     sleeve sleeves wherever others backs ice tooth teeth crunching shallow wrong brightest double flake flakes free hoo forever moonlight needle needles
+    beans beetles beneath breathed chipmunks clip closer cork crumb damp ditch ducklings either figs gap
+    handful headed hopscotch hunted jolly laid lands leap lips longest merry mole oranges paw plank planks
+    plenty plump robins rosy sides sipped sparrows squeeze string surprises thorn thorns thread tidy
+    tortoise tuft twirled usual wobbly woman
+    chains contest crooked crunch fort holiday hunting lumpy passed prickly prints racing riddles shaggy snug
+    spent squishy wiggling
+    bunches buried buttercups chicks fight lively seals swung tops tractor trays tufts waterfalls
+    acted already cuddly farther luck ooh partner shrug trust whee yippee
     """
 
 _IRREGULAR_PAST = {

@@ -200,7 +200,12 @@ class Plot:
                 keys.append("surprise_end")
         if "moral" in self.features or self.rng.random() < 0.3:
             keys.append("moral_bad" if "bad ending" in self.features else "moral")
-        return [narrator.candidate(self.pair, key) for key in keys]
+        if roomy:
+            return [narrator.candidate(self.pair, key) for key in keys]
+        return [
+            min((narrator.candidate(self.pair, key) for _ in range(SHORT_ENDING_TRIES)), key=lambda s: s[1])
+            for key in keys
+        ]
 
     def write(self, target: int) -> Narrator:
         """The whole story, ``target`` words give or take a word or two."""
@@ -393,6 +398,8 @@ class Plot:
 RECALL_END_MARGIN = 40
 # Stories shorter than this get a short ending (no twist, one happy sentence).
 SHORT_ENDING_BELOW = 160
+# ... and the shortest of this many renderings of each ending sentence, so that the setup fits too.
+SHORT_ENDING_TRIES = 3
 # Share of chapters that end with a night paragraph, and its length in words.
 NIGHT_RATE = 0.25
 NIGHT_WORDS = 30
