@@ -220,7 +220,7 @@ _EXTRA_WORDS = """
     chains contest crooked crunch fort holiday hunting lumpy passed prickly prints racing riddles shaggy snug
     spent squishy wiggling
     bunches buried buttercups chicks fight lively seals swung tops tractor trays tufts waterfalls
-    already farther ooh partner shrug trust whee yippee
+    acted already cuddly farther luck ooh partner shrug trust whee yippee
     """
 
 _IRREGULAR_PAST = {
