@@ -189,20 +189,28 @@ def first_batches(system: str, directory: Path, seq_len: int) -> dict:
 
     torch.set_num_threads(1)
     warm_imports(system)
-    begin = time.perf_counter()
+    begin, begin_cpu = time.perf_counter(), time.process_time()
     make_epoch, resume = build(system, directory, 0, seq_len)
     next(iter(make_epoch(0)))
-    result = {"first_batch_s": time.perf_counter() - begin}
+    result = {
+        "first_batch_s": time.perf_counter() - begin,
+        "first_batch_cpu_s": time.process_time() - begin_cpu,
+    }
     if resume is not None:
-        result["resume_s"] = resume()
+        result["resume_s"], result["resume_cpu_s"] = resume()
     return result
 
 
 def warm_imports(system: str) -> None:
     """Import a system's modules before the clock starts, then collect the garbage the imports left: the
     first batch is about the data, not about imports or a full collection that their objects would trigger
-    at an arbitrary later moment (~70 ms with torch loaded, whichever system allocates next)."""
+    at an arbitrary later moment (~70 ms with torch loaded, whichever system allocates next). A DataLoader
+    batch is taken too: torch's first one in a process imports its profiler's CUPTI monitor (20-50 ms),
+    for every system alike."""
+    import torch
+
     _import_system(system)
+    next(iter(torch.utils.data.DataLoader([0])))
     gc.collect()
 
 
@@ -239,11 +247,11 @@ def build(system: str, directory: Path, workers: int, seq_len: int):
         def resume():
             state = dataset.state_dict()
             state["samples_consumed"] = (dataset.num_batches // 2) * BATCH
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fresh = StreamingDataset(path, seq_len=seq_len, batch_size=BATCH, seed=0, shuffle_window=window)
             fresh.load_state_dict(state)
             next(iter(fresh.loader(num_workers=0)))
-            return time.perf_counter() - start
+            return time.perf_counter() - start, time.process_time() - start_cpu
 
         return epoch_batches, resume
 
@@ -283,11 +291,11 @@ def build(system: str, directory: Path, workers: int, seq_len: int):
             for _ in range(len(np.load(directory / "offsets.npy")) // 2):
                 next(iterator)
             state = shuffled.state_dict()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             shuffled.load_state_dict(state)
             dataset = packed(lambda: (row["input_ids"] for row in shuffled), block)
             next(iter(torch.utils.data.DataLoader(dataset, batch_size=BATCH)))
-            return time.perf_counter() - start
+            return time.perf_counter() - start, time.process_time() - start_cpu
 
         return epoch_batches, resume
 
@@ -303,11 +311,11 @@ def build(system: str, directory: Path, workers: int, seq_len: int):
 
         def resume():
             state = dataset.state_dict(num_samples=dataset.num_samples // 2, from_beginning=True)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             dataset.load_state_dict(state)
             wrapped = packed(lambda: (sample["input_ids"] for sample in dataset), block)
             next(iter(torch.utils.data.DataLoader(wrapped, batch_size=BATCH)))
-            return time.perf_counter() - start
+            return time.perf_counter() - start, time.process_time() - start_cpu
 
         return epoch_batches, resume
 
@@ -440,7 +448,7 @@ def main() -> None:
         for row in rows:
             measured = firsts.get(row["system"]) if row["workers"] == 0 else None
             if measured:
-                for key in ("first_batch_s", "resume_s"):
+                for key in ("first_batch_s", "first_batch_cpu_s", "resume_s", "resume_cpu_s"):
                     if all(key in m for m in measured):
                         row[key] = statistics.median(m[key] for m in measured)
         print(
@@ -449,7 +457,7 @@ def main() -> None:
             f"[{BATCH}, {args.seq_len + 1}] blocks; median of {args.epochs} epochs, first batch and resume "
             f"medians of {args.repeats} fresh processes (0 workers)\n"
         )
-        print("| system | workers | M tokens/s | samples/s | first batch | resume | peak RSS |")
+        print("| system | workers | M tokens/s | samples/s | first batch (CPU) | resume (CPU) | peak RSS |")
         print("|---|---|---|---|---|---|---|")
         for row in rows:
             print(format_row(row))
@@ -475,11 +483,18 @@ def child(arguments: list[str]) -> dict | str:
 def format_row(row: dict) -> str:
     if row["why"]:
         return f"| {row['system']} | {row['workers']} | {row['why']} | | | | |"
-    resume = f"{row['resume_s']:.3f} s" if "resume_s" in row else "-"
     return (
         f"| {row['system']} | {row['workers']} | {row['tokens_per_s'] / 1e6:.2f} | {row['samples_per_s']:,.0f} | "
-        f"{row['first_batch_s']:.3f} s | {resume} | {row['peak_rss_mb']:.0f} MB |"
+        f"{_seconds(row, 'first_batch')} | {_seconds(row, 'resume')} | {row['peak_rss_mb']:.0f} MB |"
     )
+
+
+def _seconds(row: dict, key: str) -> str:
+    """``0.041 s (0.035 s)``: the wall time of a measurement and, in brackets, its process CPU time."""
+    if f"{key}_s" not in row:
+        return "-"
+    cpu = f" ({row[f'{key}_cpu_s']:.3f} s)" if f"{key}_cpu_s" in row else ""
+    return f"{row[f'{key}_s']:.3f} s{cpu}"
 
 
 def report_ratios(rows: list[dict]) -> None:

@@ -548,7 +548,7 @@ class _ProcessState:
         self.windows: OrderedDict[tuple[int, int], Any] = OrderedDict()
         self.starts: dict[int, np.ndarray] = {}
         self.windows_kept = min(2, len(dataset.streams))  # one per stream; two buckets alternate
-        self.next_window: list[int] = []
+        self.pending: list[int] = []  # shards to decode whole once the current window's first batch is out
         packed = dataset.seq_len is not None
         self.reader = ShardReader(
             dataset._fetch,
@@ -561,6 +561,7 @@ class _ProcessState:
             on_error=dataset.on_error,
             keep=2 * dataset.shuffle_window,
             threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
+            lazy=packed,
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
@@ -571,19 +572,21 @@ class _ProcessState:
         return self.windows[key]
 
     def _window_shards(self, stream: int, order: EpochOrder, window: int) -> dict[int, Any]:
-        """The decoded shards of a window by their index in the stream; the next window starts decoding."""
+        """The decoded shards of a window by their index in the stream (token ids decoded as reached)."""
         local = order.window_shards(window).tolist()
         members = self.dataset.streams[stream]
         decoded = self.reader.get(members[s] for s in local)
+        self.pending = [members[s] for s in local]
         if window + 1 < order.num_windows:
-            self.next_window = [members[s] for s in order.window_shards(window + 1).tolist()]
+            self.pending += [members[s] for s in order.window_shards(window + 1).tolist()]
         return {s: decoded[members[s]] for s in local}
 
     def prefetch(self) -> None:
-        """Start decoding the window after the last one built (called once its first batch is out)."""
-        if self.next_window:
-            self.reader.prefetch(self.next_window)
-            self.next_window = []
+        """Decode the rest of the last window built and the next one in the background (called once the
+        window's first batch is out)."""
+        if self.pending:
+            self.reader.prefetch(self.pending)
+            self.pending = []
 
     def window_records(self, stream: int, order: EpochOrder, window: int):
         """Decoded shards and rows of each item of a window, in epoch order (skipped shards refilled)."""

@@ -1,7 +1,8 @@
 """Shard readers, one per format: decode a whole shard's bytes into columns, then records.
 
 Decoding is columnar so that the training path touches no per-record Python: a parquet shard's
-``input_ids`` come out of one pyarrow column read as a flat ``values`` array plus ``offsets``; a
+``input_ids`` come out of one pyarrow column read as a flat ``values`` array plus ``offsets`` (or, for a
+shard whose bytes were verified, row group by row group as they are first needed: ``RowGroupTokens``); a
 webdataset tar is walked by a small header parser (no ``tarfile`` objects per member) and its ``.npy``
 members are parsed from their fixed header; a jsonl.zst shard is one zstd decompression and one JSON
 parse per line. Every failure is a ``ContractError`` that names the shard.
@@ -13,8 +14,10 @@ import io
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,6 +33,17 @@ class TokenColumn:
 
     values: np.ndarray
     offsets: np.ndarray  # int64, length rows + 1, starting at 0
+    complete: ClassVar[bool] = True  # every record's ids are in ``values``
+
+    def load(self, rows: np.ndarray) -> None:
+        """Make the ids of ``rows`` readable in ``values`` (a decoded column holds them all already).
+
+        Args:
+            rows: record indices.
+        """
+
+    def load_all(self) -> None:
+        """Make every record's ids readable in ``values``."""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -55,6 +69,78 @@ class TokenColumn:
         np.cumsum([len(a) for a in arrays], out=offsets[1:])
         values = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint16)
         return cls(values, offsets)
+
+
+class RowGroupTokens(TokenColumn):
+    """The token ids of a parquet shard, decoded a row group at a time when first asked for.
+
+    The offsets come from the shard's ``num_tokens`` column (a few kB to decode), so a window can be laid
+    out and cut before any ids are decoded; ``load`` decodes the row groups that hold the rows asked for,
+    ``load_all`` the others. Each row group's decoded lengths are checked against ``num_tokens``. Safe to
+    use from several threads: a background thread may complete the column while its reader loads the rows
+    it needs first.
+    """
+
+    def __init__(self, parquet, offsets: np.ndarray, dtype: np.dtype, where: str) -> None:
+        super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
+        metadata = parquet.metadata
+        counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._loaded = np.zeros(len(counts), dtype=bool)
+        self._parquet = parquet
+        self._lock = threading.Lock()
+        self._where = where
+        self.complete = not counts
+
+    @property
+    def decoded_groups(self) -> int:
+        """Row groups decoded so far (of ``len(row_group_starts) - 1``)."""
+        return int(self._loaded.sum())
+
+    @property
+    def row_group_starts(self) -> np.ndarray:
+        """The first record of each row group, then the record count."""
+        return self._group_starts
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        self.load(np.asarray([index]))
+        return super().__getitem__(index)
+
+    def load(self, rows: np.ndarray) -> None:
+        if self.complete:
+            return
+        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+        for group in sorted(set(groups[~self._loaded[groups]].tolist())):
+            self._load_group(group)
+
+    def load_all(self) -> None:
+        for group in range(len(self._loaded)):
+            self._load_group(group)
+
+    def _load_group(self, group: int) -> None:
+        with self._lock:
+            if self._loaded[group]:
+                return
+            where = f"{self._where}: row group {group}"
+            try:
+                table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
+            except Exception as error:  # pyarrow's own error on corrupt bytes
+                raise ContractError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
+            decoded = _arrow_token_column(table.column(0), where)
+            lo, hi = int(self._group_starts[group]), int(self._group_starts[group + 1])
+            start, stop = int(self.offsets[lo]), int(self.offsets[hi])
+            if len(decoded) != hi - lo or not np.array_equal(
+                decoded.offsets, self.offsets[lo : hi + 1] - start
+            ):
+                raise ContractError(f"{where}: the lengths of input_ids differ from num_tokens")
+            if decoded.values.dtype != self.values.dtype:
+                raise ContractError(
+                    f"{where}: input_ids are {decoded.values.dtype}, the schema says {self.values.dtype}"
+                )
+            self.values[start:stop] = decoded.values
+            self._loaded[group] = True
+            if self._loaded.all():
+                self.complete, self._parquet = True, None
 
 
 @dataclass
@@ -115,7 +201,9 @@ def read_shard(
     yield from decode_shard(data, fmt, str(path_or_url), columns).records()
 
 
-def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | None = None) -> ShardColumns:
+def decode_shard(
+    data: bytes, fmt: str, where: str, columns: Sequence[str] | None = None, *, lazy_tokens: bool = False
+) -> ShardColumns:
     """Decode a whole shard held in memory, column by column.
 
     Args:
@@ -123,6 +211,9 @@ def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | Non
         fmt: its format, a key of ``contract.FORMATS``.
         where: its path or URL, for the messages.
         columns: the fields to decode (None: all).
+        lazy_tokens: decode a parquet shard's ``input_ids`` a row group at a time as they are asked for
+            (``RowGroupTokens``, when the shard has ``num_tokens``); for bytes already checked against the
+            manifest, since a row group that fails to decode is then found only when it is reached.
 
     Returns:
         The decoded columns; ``ContractError`` naming the shard when the bytes are corrupt.
@@ -132,7 +223,7 @@ def decode_shard(data: bytes, fmt: str, where: str, columns: Sequence[str] | Non
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
-            shard = _decode_parquet(data, where, wanted)
+            shard = _decode_parquet(data, where, wanted, lazy_tokens)
         elif fmt == "webdataset":
             shard = _decode_tar(data, where, wanted)
         else:
@@ -159,21 +250,47 @@ def _meta(value: str | dict | None, where: str) -> dict | None:
 # ---------------------------------------------------------------- parquet
 
 
-def _decode_parquet(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool) -> ShardColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(pa.BufferReader(data))
-    selected = [n for n in parquet.schema_arrow.names if wanted is None or n in wanted]
-    table = parquet.read(columns=selected, use_threads=False)
-    shard = ShardColumns(table.num_rows)
+    schema = parquet.schema_arrow
+    selected = [n for n in schema.names if wanted is None or n in wanted]
+    lazy = lazy_tokens and "input_ids" in selected and "num_tokens" in schema.names
+    eager = [n for n in selected if not (lazy and n == "input_ids")]
+    table = parquet.read(columns=sorted(set(eager) | {"num_tokens"}) if lazy else eager, use_threads=False)
+    shard = ShardColumns(parquet.metadata.num_rows)
     for name in selected:
-        column = table.column(name)
         if name == "input_ids":
-            shard.tokens = _arrow_token_column(column, where)
+            shard.tokens = (
+                _row_group_tokens(parquet, table.column("num_tokens"), schema.field(name).type, where)
+                if lazy
+                else _arrow_token_column(table.column(name), where)
+            )
         else:
-            shard.fields[name] = column.to_pylist()
+            shard.fields[name] = table.column(name).to_pylist()
     return shard
+
+
+def _row_group_tokens(parquet, num_tokens, ids_type, where: str) -> RowGroupTokens:
+    """The lazily decoded ``input_ids`` of a parquet shard, laid out by its ``num_tokens`` column."""
+    import pyarrow as pa
+
+    counts = num_tokens.combine_chunks() if num_tokens.num_chunks != 1 else num_tokens.chunk(0)
+    if counts.null_count or str(counts.type) != "int64":
+        raise ContractError(f"{where}: num_tokens must be int64 without nulls, not {counts.type}")
+    lengths = np.frombuffer(counts.buffers()[1], np.int64, len(counts), counts.offset * 8)
+    if (lengths < 0).any():
+        raise ContractError(f"{where}: num_tokens has negative counts")
+    if not (pa.types.is_list(ids_type) or pa.types.is_large_list(ids_type)) or not pa.types.is_integer(
+        ids_type.value_type
+    ):
+        raise ContractError(f"{where}: input_ids must be a list of integers, not {ids_type}")
+    dtype = np.dtype(str(ids_type.value_type))
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return RowGroupTokens(parquet, offsets, dtype, where)
 
 
 def _arrow_token_column(column, where: str) -> TokenColumn:

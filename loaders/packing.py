@@ -24,8 +24,10 @@ from .formats import TokenColumn
 class PackedWindow:
     """The documents of one shuffle window in epoch order, each followed by EOS, cut by token range on demand.
 
-    Only the documents a range touches are gathered, so the first batch does not wait for a whole window
-    to be packed. ``nominal`` longer than the documents (a skipped corrupt shard) repeats them cyclically.
+    Only the documents a range touches are gathered, and only their ids need to be decoded (columns that
+    decode lazily load those rows first), so the first batch does not wait for a whole window to be
+    decoded or packed. ``nominal`` longer than the documents (a skipped corrupt shard) repeats them
+    cyclically.
     """
 
     def __init__(
@@ -37,8 +39,10 @@ class PackedWindow:
         nominal: int | None = None,
     ) -> None:
         """Document ``i`` of the window is row ``rows[i]`` of ``columns[column_of[i]]``."""
+        self.columns = columns
         self.values = [column.values for column in columns]
-        self.column_of = column_of
+        self.column_of, self.rows = column_of, rows
+        self.complete = all(column.complete for column in columns)
         self.sources = np.empty(len(rows), dtype=np.int64)
         self.lengths = np.empty(len(rows), dtype=np.int64)
         for index, column in enumerate(columns):
@@ -74,6 +78,8 @@ class PackedWindow:
     def _slice(self, lo: int, hi: int, positions: bool) -> tuple[np.ndarray, np.ndarray | None]:
         first = int(np.searchsorted(self.starts, lo, side="right")) - 1
         last = int(np.searchsorted(self.starts, hi, side="left"))
+        if not self.complete:
+            self._load(first, last)
         pieces = []
         for doc in range(first, last):
             source = int(self.sources[doc])
@@ -88,6 +94,13 @@ class PackedWindow:
             self.starts[first:last] - self.starts[first], lengths
         )
         return ids, span[cut]
+
+    def _load(self, first: int, last: int) -> None:
+        """Load the ids of documents ``[first, last)`` in the columns that decode lazily."""
+        column_of, rows = self.column_of[first:last], self.rows[first:last]
+        for index in set(column_of.tolist()):  # a few documents (np.unique would import numpy.ma: ~40 ms)
+            self.columns[index].load(rows[column_of == index])
+        self.complete = all(column.complete for column in self.columns)
 
 
 def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:

@@ -1,10 +1,14 @@
 """The shards of a dataset as one process reads them: fetched, verified and decoded in a few threads.
 
-A window of the epoch order needs several whole shards before its first item (its items are permuted
-together), so the shards of a window are decoded at once, one thread each (reading, hashing and parquet
-decoding release the GIL), and the shards of the next window are decoded in the background while the
-current one is consumed. The most recent decoded shards are kept; the threads are daemons, so a process
-never waits at exit for a prefetch it no longer needs.
+A window of the epoch order needs several shards before its first item (its items are permuted
+together), so the shards of a window are fetched and verified at once, one thread each (reading, hashing
+and parquet decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids
+of verified parquet shards decoded lazily, a row group at a time as the blocks reach them
+(``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
+row groups its few documents live in. Once that batch is out, the rest of the window is completed and the
+next window decoded whole in the background (one read per shard, the cheapest) while the current one is
+consumed. The most recent decoded shards are kept; the threads are daemons, so a process never waits at
+exit for a prefetch it no longer needs.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class ShardReader:
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
         keep: decoded shards kept in memory (the most recently used).
         threads: decoding threads.
+        lazy: decode the token ids of verified parquet shards that ``get`` asks for a row group at a time
+            as they are needed (``convert`` then gets a ``RowGroupTokens`` column, completed by ``prefetch``).
     """
 
     def __init__(
@@ -52,12 +58,13 @@ class ShardReader:
         on_error: str,
         keep: int,
         threads: int,
+        lazy: bool = False,
     ) -> None:
         self._fetch, self._where = fetch, where
         self.format, self.shards = manifest.format, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
-        self.keep = keep
+        self.keep, self.lazy = keep, lazy
         self.skipped: dict[str, str] = {}
         self._warned: set[str] = set()
         self._verified: set[int] = set()
@@ -73,7 +80,7 @@ class ShardReader:
         Returns:
             index -> what ``convert`` keeps of the shard, or None when it was skipped.
         """
-        futures = {index: self._submit(index) for index in indices}
+        futures = {index: self._submit(index, self.lazy) for index in indices}
         results = {index: future.result() for index, future in futures.items()}
         for index, result in results.items():
             where = self._where(self.shards[index])
@@ -83,29 +90,32 @@ class ShardReader:
         return results
 
     def prefetch(self, indices: Iterable[int]) -> None:
-        """Start decoding shards in the background (``get`` then waits only for what is left).
+        """Decode shards whole in the background (``get`` then waits only for what is left), including
+        the row groups that shards ``get`` decoded lazily have not reached yet.
 
         Args:
             indices: shard indices into ``shards``.
         """
         for index in indices:
-            self._submit(index)
+            future = self._submit(index, lazy=False)
+            if self.lazy:
+                self._pool.submit(_complete, future)
 
     def forget(self) -> None:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
         self._decoded.clear()
 
-    def _submit(self, index: int) -> Future:
+    def _submit(self, index: int, lazy: bool) -> Future:
         future = self._decoded.get(index)
         if future is None:
-            future = self._decoded[index] = self._pool.submit(self._decode, index)
+            future = self._decoded[index] = self._pool.submit(self._decode, index, lazy)
             while len(self._decoded) > self.keep:
                 self._decoded.popitem(last=False)
         else:
             self._decoded.move_to_end(index)
         return future
 
-    def _decode(self, index: int) -> Any:
+    def _decode(self, index: int, lazy: bool) -> Any:
         info = self.shards[index]
         where = self._where(info)
         try:
@@ -118,7 +128,9 @@ class ShardReader:
                         "(corrupt or changed shard)"
                     )
                 self._verified.add(index)
-            shard = decode_shard(data, self.format, where, self.columns)
+            # only checked bytes are decoded lazily: a row group may then wait until it is reached
+            lazy = lazy and (verified or self.verify)
+            shard = decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
             del data
             check_counts(shard, info, where)
             return self.convert(shard)
@@ -127,6 +139,14 @@ class ShardReader:
                 raise
             self.skipped[where] = str(error)
             return None
+
+
+def _complete(decoded: Future) -> None:
+    """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is; a
+    shard decoded whole has none left)."""
+    column = decoded.result()
+    if column is not None:
+        column.load_all()
 
 
 def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:

@@ -36,8 +36,11 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.storage import Storage, as_storage
 
 TOKEN_DTYPES = ("uint16", "uint32")
-PARQUET_ROW_GROUP_BYTES = 64 << 20  # flush a row group once this much payload is buffered
-PARQUET_ROW_GROUP_ROWS = 4096
+# Small row groups: a reader decodes only the row groups its next blocks need (a first batch of a few
+# documents, or a resume in the middle of a shard, decodes ~14 groups of a 4-shard window, not the window).
+# 128 rows cost 7-14% in file size (per-group dictionaries) against 4,096, and nothing measurable in write time.
+PARQUET_ROW_GROUP_BYTES = 1 << 20  # flush a row group once this much payload is buffered (long documents)
+PARQUET_ROW_GROUP_ROWS = 128
 ZSTD_LEVEL = 3
 
 

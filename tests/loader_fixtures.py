@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+import ltsgen.shards
 from ltsgen.loaders.contract import FORMATS, Manifest, shard_relpath, write_manifest
 from ltsgen.shards import ShardWriter
 
@@ -31,21 +32,28 @@ def make_dataset(
     split: str = "train",
     buckets: list[str] | None = None,
     tokenized: bool = True,
+    row_group_rows: int | None = None,
 ) -> Path:
-    """Write a dataset with ``shard_sizes[i]`` records in shard ``i`` (in bucket ``buckets[i]`` if given)."""
+    """Write a dataset with ``shard_sizes[i]`` records in shard ``i`` (in bucket ``buckets[i]`` if given),
+    parquet shards in row groups of ``row_group_rows`` records (default: the writer's)."""
     infos = []
     index = 0
-    for number, size in enumerate(shard_sizes):
-        bucket = buckets[number] if buckets else None
-        relpath = shard_relpath(split, number, fmt, bucket)
-        with ShardWriter(directory, relpath, fmt, token_dtype="uint16" if tokenized else None) as writer:
-            for _ in range(size):
-                record = document(index, 3 + index % 5 if lengths is None else int(lengths[index]))
-                if not tokenized:
-                    record.pop("input_ids")
-                writer.write(record)
-                index += 1
-        infos.append(writer.info)
+    default_rows = ltsgen.shards.PARQUET_ROW_GROUP_ROWS
+    ltsgen.shards.PARQUET_ROW_GROUP_ROWS = row_group_rows or default_rows
+    try:
+        for number, size in enumerate(shard_sizes):
+            bucket = buckets[number] if buckets else None
+            relpath = shard_relpath(split, number, fmt, bucket)
+            with ShardWriter(directory, relpath, fmt, token_dtype="uint16" if tokenized else None) as writer:
+                for _ in range(size):
+                    record = document(index, 3 + index % 5 if lengths is None else int(lengths[index]))
+                    if not tokenized:
+                        record.pop("input_ids")
+                    writer.write(record)
+                    index += 1
+            infos.append(writer.info)
+    finally:
+        ltsgen.shards.PARQUET_ROW_GROUP_ROWS = default_rows
     manifest = Manifest(
         source="lts",
         format=fmt,

@@ -28,7 +28,9 @@ def lengths() -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def parquet_dir(tmp_path_factory, lengths) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths)
+    return make_dataset(
+        tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths, row_group_rows=4
+    )
 
 
 def index_of(record_id: str) -> int:

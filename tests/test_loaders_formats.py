@@ -180,3 +180,41 @@ def test_http_dataset_streams_like_the_local_one(http_root):
     assert len(list(read_shard(join(url, shard), fmt))) == 5
     with pytest.raises(ContractError, match="not found"):
         StreamingDataset(url + "/missing")
+
+
+def test_parquet_token_ids_decode_by_row_group_as_they_are_asked_for(tmp_path):
+    lengths = np.arange(11) % 4 * 3  # some empty documents too
+    directory = make_dataset(tmp_path, [11], lengths=lengths, row_group_rows=3)
+    data = (directory / read_manifest(directory).shards("train")[0].path).read_bytes()
+    eager = decode_shard(data, "parquet", "s", ["input_ids"]).tokens
+    lazy = decode_shard(data, "parquet", "s", ["input_ids"], lazy_tokens=True).tokens
+    assert lazy.row_group_starts.tolist() == [0, 3, 6, 9, 11] and lazy.decoded_groups == 0
+    assert np.array_equal(lazy.offsets, eager.offsets)  # laid out from num_tokens before any ids
+    lazy.load(np.asarray([5, 4]))
+    assert lazy.decoded_groups == 1 and not lazy.complete
+    assert [lazy[i].tolist() for i in range(3, 6)] == [eager[i].tolist() for i in range(3, 6)]
+    assert lazy[10].tolist() == document(10, int(lengths[10]))["input_ids"].tolist()
+    assert lazy.decoded_groups == 2
+    lazy.load_all()
+    assert lazy.complete and np.array_equal(lazy.values, eager.values)
+    records = decode_shard(data, "parquet", "s", lazy_tokens=True).records()
+    assert [r["input_ids"].tolist() for r in records] == [eager[i].tolist() for i in range(11)]
+
+
+def test_a_row_group_whose_ids_disagree_with_num_tokens_is_refused_naming_it(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids = pa.array([[1, 2], [3], [4, 5, 6], [7]], type=pa.list_(pa.uint16()))
+    table = pa.table({"id": ["a", "b", "c", "d"], "num_tokens": pa.array([2, 1, 2, 2]), "input_ids": ids})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, row_group_size=2)
+    tokens = decode_shard(buffer.getvalue(), "parquet", "bad.parquet", lazy_tokens=True).tokens
+    assert tokens[1].tolist() == [3]  # the first row group agrees
+    with pytest.raises(ContractError, match="bad.parquet: row group 1: the lengths of input_ids differ"):
+        tokens.load(np.asarray([3]))
+    table = table.set_column(1, "num_tokens", pa.array([2, None, 3, 1]))
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    with pytest.raises(ContractError, match="bad.parquet: num_tokens must be int64 without nulls"):
+        decode_shard(buffer.getvalue(), "parquet", "bad.parquet", lazy_tokens=True)

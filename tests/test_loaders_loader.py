@@ -21,7 +21,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:User
 @pytest.fixture(scope="module")
 def parquet_dir(tmp_path_factory) -> Path:
     lengths = np.random.default_rng(0).integers(0, 40, size=sum(SIZES))
-    return make_dataset(tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths)
+    return make_dataset(
+        tmp_path_factory.mktemp("parquet"), SIZES, "parquet", lengths=lengths, row_group_rows=4
+    )
 
 
 def key(batch) -> tuple:
