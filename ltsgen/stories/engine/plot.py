@@ -200,10 +200,9 @@ class Plot:
                 keys.append("surprise_end")
         if "moral" in self.features or self.rng.random() < 0.3:
             keys.append("moral_bad" if "bad ending" in self.features else "moral")
-        if roomy:
-            return [narrator.candidate(self.pair, key) for key in keys]
+        tries = 1 if roomy else SHORT_ENDING_TRIES
         return [
-            min((narrator.candidate(self.pair, key) for _ in range(SHORT_ENDING_TRIES)), key=lambda s: s[1])
+            min((narrator.candidate(self.pair, key) for _ in range(tries)), key=lambda sentence: sentence[1])
             for key in keys
         ]
 
