@@ -140,7 +140,8 @@ RunJob = Callable[[Job, ShardOutput], "dict[str, Any] | None"]
 
 @dataclass
 class BuildSpec:
-    """Everything a build needs. ``builder`` = {"name", "version", "arguments"}: the arguments that
+    """Everything a build needs. ``builder`` = {"name", "version", "arguments"} (and any other
+    part of the identity, e.g. the story engine's "engine_version"): the arguments that
     determine the output (never the worker count); a rerun with other ones is refused. ``directory`` is a
     local path or a ``Storage`` (any URL, with its options)."""
 
@@ -455,7 +456,7 @@ def _previous_builder(store: Storage) -> dict[str, Any] | None:
 
 def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     changes = []
-    for part in ("name", "version"):
+    for part in ("name", "version", "engine_version"):
         if old.get(part) != new.get(part):
             changes.append(f"{part} {old.get(part)} -> {new.get(part)}")
     old_args, new_args = old.get("arguments") or {}, new.get("arguments") or {}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from ltsgen.build import STATE_PATH
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.formats import read_shard
+from ltsgen.stories.engine import ENGINE_VERSION
 from ltsgen.stories.plan import target_words
 
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
@@ -216,3 +220,21 @@ def test_unwritable_directory_is_one_line(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
     assert f"{blocker / 'lts'}: cannot write there" in result.stderr
+
+
+def test_a_build_of_another_engine_version_is_not_resumed(small_build, tmp_path):
+    """A half-finished build made by an earlier story engine: its shards hold that engine's text, so a rerun
+    by this one is refused (and --overwrite starts over) rather than mixing the two engines' stories."""
+    out = tmp_path / "lts"
+    shutil.copytree(small_build, out)
+    builder = read_manifest(out).builder
+    assert builder["engine_version"] == ENGINE_VERSION
+    (out / "manifest.json").unlink()  # unfinished
+    state = out / STATE_PATH
+    state.parent.mkdir(exist_ok=True)
+    state.write_text(json.dumps({**builder, "engine_version": "0"}))
+    result = ltsgen("stories", "--out", str(out), *SMALL)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"other arguments (engine_version 0 -> {ENGINE_VERSION})" in result.stderr
+    assert main(["stories", "--out", str(out), *SMALL, "--overwrite"]) == 0
+    assert tree(out) == tree(small_build)

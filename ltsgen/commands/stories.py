@@ -97,10 +97,13 @@ def run(args: argparse.Namespace) -> int:
         return openai_backend.build(args)
     from ltsgen.build import BuildError, run_build
     from ltsgen.stories.build import story_build_spec
+    from ltsgen.stories.engine import ENGINE_VERSION
     from ltsgen.stories.engine.build import story_statistics, write_story_shard
 
     try:
-        spec = story_build_spec(args, run_job=write_story_shard, statistics=story_statistics)
+        spec = story_build_spec(
+            args, run_job=write_story_shard, statistics=story_statistics, engine_version=ENGINE_VERSION
+        )
         with engine_from(args) as engine:
             result = run_build(
                 spec,

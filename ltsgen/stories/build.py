@@ -74,11 +74,18 @@ def plan_story_shards(arguments: dict[str, Any]) -> list[tuple[str, int, list[in
 
 
 def story_build_spec(
-    args: argparse.Namespace, run_job, statistics, name: str = BUILDER_NAME, extra: tuple[str, ...] = ()
+    args: argparse.Namespace,
+    run_job,
+    statistics,
+    name: str = BUILDER_NAME,
+    extra: tuple[str, ...] = (),
+    engine_version: str | None = None,
 ):
     """The ``BuildSpec`` of a story build: shards planned by ``plan_story_shards``, each job's payload
     {"split", "shard", "indices", "arguments"}; ``run_job(job, output) -> stats`` writes one shard and
-    ``statistics(arguments, results) -> manifest.extra`` runs at the end (the LLM backend passes its own)."""
+    ``statistics(arguments, results) -> manifest.extra`` runs at the end (the LLM backend passes its own).
+    ``engine_version`` (the built-in engine's) joins the build's identity, so that a build is never
+    resumed or kept with stories of another engine version."""
     from ltsgen.build import BuildSpec, Job, parse_splits
 
     arguments = builder_arguments(args, extra)
@@ -94,7 +101,12 @@ def story_build_spec(
     ]
     return BuildSpec(
         directory=args.out,
-        builder={"name": name, "version": __version__, "arguments": arguments},
+        builder={
+            "name": name,
+            "version": __version__,
+            **({"engine_version": engine_version} if engine_version else {}),
+            "arguments": arguments,
+        },
         source="lts",
         fmt=args.format,
         splits=list(parse_splits(args.splits)),
