@@ -456,9 +456,8 @@ def _previous_builder(store: Storage) -> dict[str, Any] | None:
 
 def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
     changes = []
-    for part in sorted(
-        (set(old) | set(new)) - {"arguments"}
-    ):  # name, version, any other part of the identity
+    # name, version and any other part of the identity, then the arguments
+    for part in sorted((set(old) | set(new)) - {"arguments"}):
         if old.get(part) != new.get(part):
             changes.append(f"{part} {old.get(part)} -> {new.get(part)}")
     old_args, new_args = old.get("arguments") or {}, new.get("arguments") or {}
