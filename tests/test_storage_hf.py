@@ -6,8 +6,8 @@ subprocesses with ``HF_ENDPOINT`` pointing at the server and ``HF_HUB_OFFLINE=0`
 
 Shown: ``ltsgen buckets --input 'hf://datasets/.../*.json.gz'`` builds the same shards as from the local
 file; the loader over ``hf://`` yields exactly the local samples (records, and packed batches with 2
-workers through the node-local cache); ``ltsgen evaluate --data hf://...`` gives the local losses; and the
-client needed nothing the server does not serve.
+workers through the node-local cache); ``ltsgen evaluate --data hf://...`` gives the local losses, with the
+server named by ``--storage-options`` alone; and the client needed nothing the server does not serve.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def hub(real_data, tmp_path_factory):
         server.stop()
 
 
-def run(server: HubServer, argv: list[str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, **server.env, "OMP_NUM_THREADS": "1"}
+def run(server: HubServer, argv: list[str], **env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **server.env, "OMP_NUM_THREADS": "1", **env}
     return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -122,7 +122,7 @@ def test_buckets_from_hf_equal_the_local_build(hub, real_data, tmp_path):
     )
 
 
-def test_evaluate_reads_its_data_from_hf(hub, tmp_path):
+def test_evaluate_reads_its_data_from_hf_named_by_storage_options(hub, tmp_path):
     from test_training import write_tiny_dataset
 
     server, _ = hub
@@ -146,7 +146,18 @@ def test_evaluate_reads_its_data_from_hf(hub, tmp_path):
     assert main(["evaluate", *evaluation, "--data", str(data)]) == 0
     local = json.loads((run_dir / "eval.json").read_text())["results"]
     (run_dir / "eval.json").unlink()
-    process = run(server, [LTSGEN, "evaluate", *evaluation, "--data", "hf://datasets/someone/lts"])
+    # the server named by --storage-options alone: HF_ENDPOINT points where nothing listens
+    options = json.dumps({"endpoint": server.endpoint})
+    argv = [
+        LTSGEN,
+        "evaluate",
+        *evaluation,
+        "--data",
+        "hf://datasets/someone/lts",
+        "--storage-options",
+        options,
+    ]
+    process = run(server, argv, HF_ENDPOINT="http://127.0.0.1:9")
     assert process.returncode == 0, process.stderr
     remote = json.loads((run_dir / "eval.json").read_text())["results"]
     assert [(r["eval_length"], r["loss"]) for r in remote] == [(r["eval_length"], r["loss"]) for r in local]
