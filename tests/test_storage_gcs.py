@@ -4,6 +4,7 @@ build equals the local build byte for byte, and the loader reads exactly the loc
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -67,3 +68,19 @@ def test_loader_over_gs_yields_exactly_the_local_samples(gcs_server, tmp_path, m
     assert sorted(p.name.split(".")[0] for p in (tmp_path / "cache").iterdir()) == sorted(
         s.sha256 for s in read_manifest(local).shards("train")
     )
+
+
+def test_a_large_shard_goes_up_resumably_and_reads_back_in_ranges(gcs_server):
+    """Above 5 MiB gcsfs uploads through a resumable session (start, then the bytes); reads of a part of a
+    file are ranged GETs."""
+    from ltsgen.loaders.storage import Storage
+
+    store = Storage(f"gs://{gcs_server.bucket()}/data")
+    data = np.random.default_rng(0).integers(0, 256, size=6 * 2**20 + 12345, dtype=np.uint8).tobytes()
+    with store.publish("train/shard-00000.parquet") as tmp:
+        tmp.write_bytes(data)
+    assert store.files() == {"train/shard-00000.parquet": len(data)}
+    assert store.sha256("train/shard-00000.parquet") == hashlib.sha256(data).hexdigest()
+    with store.open("train/shard-00000.parquet") as handle:
+        handle.seek(5_000_000)
+        assert handle.read(4096) == data[5_000_000:5_004_096]
