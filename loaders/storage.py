@@ -22,8 +22,9 @@ Schemes: local paths and ``file://``; ``s3://`` (extra ``s3``), ``gs://`` / ``gc
 ``hf://`` (extra ``hf``, read-only) and ``http(s)://`` (read-only). Credentials and endpoints come from each
 filesystem's standard sources (for S3: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
 ``AWS_PROFILE`` and ``~/.aws``; for GCS: ``GOOGLE_APPLICATION_CREDENTIALS``, the metadata server, and
-``STORAGE_EMULATOR_HOST`` for an emulator, reached without credentials); ``storage_options`` go to the filesystem as keyword arguments (for S3
-e.g. ``{"profile": "lab", "endpoint_url": "http://minio:9000"}``).
+``STORAGE_EMULATOR_HOST`` for an emulator, reached without credentials; for the Hub: ``HF_ENDPOINT``,
+``HF_TOKEN``); ``storage_options`` go to the filesystem as keyword arguments (for S3 e.g.
+``{"profile": "lab", "endpoint_url": "http://minio:9000"}``).
 
 A ``Storage`` pickles as its URL and options (no connection), so worker processes and Ray tasks get their
 own filesystem, one per process.
