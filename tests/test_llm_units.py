@@ -15,6 +15,7 @@ from ltsgen.stories.llm.recipe import (
     EXACT_WORDS,
     FEATURE_INSTRUCTIONS,
     MAX_EVENTS_PER_CHAPTER,
+    PLAIN_STORY,
     Outline,
     chapter_messages,
     clean_answer,
@@ -66,10 +67,14 @@ def test_attempts_and_planted_facts_of_a_story_seed():
         for k in range(1, story.chapters + 1):
             events = story.events(k)
             prompt = chapter_messages(story, Outline((), ("",) * story.chapters), k, "", "")[1]["content"]
+            assert "Characters:" not in prompt and "This chapter is about" not in prompt  # no outline answer
             if events:
                 assert EXACT_WORDS + ", ".join(fact.value for fact, _ in events) + "." in prompt
+                # and again in the prompt's last sentence, which a small model follows best
+                values = " and ".join(fact.value for fact, _ in events)
+                assert prompt.endswith(f" words, with the words {values}. {PLAIN_STORY}")
             else:
-                assert EXACT_WORDS not in prompt
+                assert EXACT_WORDS not in prompt and prompt.endswith(f" words. {PLAIN_STORY}")
         if story.facts:
             assert "These things must happen in the story:" in outline_messages(story)[1]["content"]
 

@@ -22,7 +22,7 @@ from ltsgen.stories.plan import sample_features, stable_seed, story_id, story_rn
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances, schedule
 from ltsgen.stories.vocabulary import ADJECTIVES, FEATURES, NOUNS, VERBS
 
-RECIPE_VERSION = "2"  # part of a build's identity: a build is never resumed with another recipe's prompts
+RECIPE_VERSION = "3"  # part of a build's identity: a build is never resumed with another recipe's prompts
 SYSTEM_PROMPT = (
     "You write long stories for small children. Use only simple words that a 3 to 4 year old understands. "
     "Write plain text: no titles, no headings, no lists, no notes."
@@ -63,6 +63,7 @@ FACT_EVENTS = {
         "the main character looks at the {V} again",
     ),
 }
+PLAIN_STORY = "Write only the story, in short sentences and simple words."  # the prompts' last words
 EXACT_WORDS = "Write these words exactly as they are: "  # before the values a chapter must contain
 _CHAPTER_LINE = re.compile(r"^\W*chapter\s+(\d+)\b[^:\n]*:\s*(.+)$", re.I | re.M)
 _HEADING = re.compile(r"^\s*(#+\s*|\*\*\s*)?(chapter\s+\w+|title)\b.*$", re.I)
@@ -252,21 +253,19 @@ def parse_outline(text: str, chapters: int) -> Outline:
 
 
 def _chapter_context(story: StorySeed, outline: Outline, k: int) -> str:
-    sheet = "\n".join(outline.characters) or "- (choose them yourself)"
-    plan = outline.plans[k - 1] or "go on with the story"
-    if k == story.chapters:
-        after = "This is the last chapter: end the story."
-    else:
-        after = f"The next chapter will be about: {outline.plans[k] or 'more of the story'}"
-    events = story.events(k)
-    musts = ""
-    if events:
-        musts = f"In this chapter, {'; and '.join(text for _, text in events)}. "
-        musts += f"{EXACT_WORDS}{', '.join(fact.value for fact, _ in events)}.\n"
-    return (
+    context = (
         f"You are writing chapter {k} of {story.chapters} of a story for small children. {_premise(story)}\n"
-        f"Characters:\n{sheet}\nThis chapter is about: {plan}\n{musts}{after}\n"
     )
+    if outline.characters:
+        context += "Characters:\n" + "\n".join(outline.characters) + "\n"
+    if outline.plans[k - 1]:
+        context += f"This chapter is about: {outline.plans[k - 1]}\n"
+    if events := story.events(k):
+        context += f"In this chapter, {'; and '.join(text for _, text in events)}. "
+        context += f"{EXACT_WORDS}{', '.join(fact.value for fact, _ in events)}.\n"
+    if k == story.chapters:
+        return context + "This is the last chapter: end the story.\n"
+    return context + f"The next chapter will be about: {outline.plans[k] or 'more of the story'}\n"
 
 
 def chapter_messages(
@@ -277,7 +276,11 @@ def chapter_messages(
     if k > 1:
         context += f"The story so far, in short: {_first_words(summary, SUMMARY_WORDS)}\n"
         context += f'The previous chapter ended like this: "...{last_words(previous_end, TAIL_WORDS)}"\n'
-    return _messages(f"{context}Write chapter {k} now, about {story.budgets[k - 1]} words.")
+    values = " and ".join(fact.value for fact, _ in story.events(k))
+    with_values = f", with the words {values}" if values else ""  # said again last: small models forget
+    return _messages(
+        f"{context}Write chapter {k} now, about {story.budgets[k - 1]} words{with_values}. {PLAIN_STORY}"
+    )
 
 
 def continue_messages(
@@ -289,7 +292,7 @@ def continue_messages(
         f"{_chapter_context(story, outline, k)}"
         f'Chapter {k} so far ends like this: "...{last_words(chapter_so_far, TAIL_WORDS)}"\n'
         f"{stop}Go on writing chapter {k} from exactly where it stops, about {words_left} words more. "
-        "Do not repeat what is already written."
+        f"Do not repeat what is already written. {PLAIN_STORY}"
     )
 
 
