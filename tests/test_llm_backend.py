@@ -140,7 +140,7 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
         build, reference = variety["rows"]
         assert build[1] == sum(r["num_words"] for r in records) and build[2:5] == ["-", "-", "-"]
         assert build[5] == 8 and build[6].endswith("%") and reference[5] == "-"
-        continued = recalls = 0
+        continued = recalls = cut = 0
         for record in records:
             meta, seed = record["meta"], story_seed(int(record["id"][-8:]), 3, 150, 1200, 300)
             assert meta["target_words"] == seed.target_words
@@ -149,6 +149,8 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
             assert sum(c["words"] for c in meta["chapters"]) == record["num_words"]
             assert abs(record["num_words"] - seed.target_words) <= 0.25 * seed.target_words
             continued += sum(c["continuations"] for c in meta["chapters"])
+            cut += sum(c["cut_words"] for c in meta["chapters"])
+            assert all(c["words"] <= 1.2 * c["budget"] for c in meta["chapters"])
             # the story's first chapter is the model's answer to this story's chapter-1 prompt
             first = next(
                 e["answer"]["text"]
@@ -159,6 +161,8 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
             assert record["text"].startswith(clean_answer(first))
             recalls += check_planted_facts(record, seed)
         assert continued >= 1 and recalls >= 8
+        length_control = manifest.extra["statistics"]["Length control"]
+        assert length_control["words cut from chapters past their budget"] == cut
 
         # a finished build reruns without a single request
         requests = server.requests

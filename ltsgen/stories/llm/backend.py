@@ -317,6 +317,7 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
             "largest relative distance to the target": total["max_length_error"],
             "mean chapters per story": round(total["chapters"] / stories, 2),
             "continuations of short chapters": total["continuations"],
+            "words cut from chapters past their budget": total["cut_words"],
             "mean share of words outside the simple vocabulary": round(total["oov_share_sum"] / stories, 4),
         }
         statistics["Story features"] = {

@@ -197,7 +197,13 @@ def shard_stats(results: list[list[StoryResult]]) -> dict[str, Any]:
     from ltsgen.stories.variety import split_sentences
 
     stats: dict[str, Any] = {"stories": 0, "words": 0, "target_words": 0, "within_10pct": 0}
-    stats |= {"chapters": 0, "continuations": 0, "oov_share_sum": 0.0, "max_length_error": 0.0}
+    stats |= {
+        "chapters": 0,
+        "continuations": 0,
+        "cut_words": 0,
+        "oov_share_sum": 0.0,
+        "max_length_error": 0.0,
+    }
     stats |= {"rejected": Counter(), "finish_reasons": Counter(), "features": Counter()}
     stats |= {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "attempts": 0, "gave_up": 0}
     for attempts in results:
@@ -221,6 +227,7 @@ def shard_stats(results: list[list[StoryResult]]) -> dict[str, Any]:
         stats["max_length_error"] = max(stats["max_length_error"], round(error, 4))
         stats["chapters"] += len(meta["chapters"])
         stats["continuations"] += sum(chapter["continuations"] for chapter in meta["chapters"])
+        stats["cut_words"] += sum(chapter["cut_words"] for chapter in meta["chapters"])
         stats["oov_share_sum"] += meta["oov_share"]
         stats["features"].update(meta["features"])
         add_story(stats, result.record, result.seed.index, Counter(split_sentences(result.record["text"])))

@@ -98,9 +98,16 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
             written = len(text.split())
             text = cut_to_budget(text, budget, int(recipe.long_share * budget))
             texts.append(text)
-            chapter = {"budget": budget, "words": len(text.split()), "continuations": continuations}
-            chapters.append(chapter | {"cut_words": written - chapter["words"]})
-            total += len(text.split())
+            words = len(text.split())
+            chapters.append(
+                {
+                    "budget": budget,
+                    "words": words,
+                    "continuations": continuations,
+                    "cut_words": written - words,
+                }
+            )
+            total += words
             if total >= story.target_words or k == story.chapters:
                 break
             summary_text, _ = await ask(summary_messages(story, summary, text))
