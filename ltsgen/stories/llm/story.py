@@ -85,8 +85,8 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
             cut, continuations = answer.finish_reason == "length", 0
             while continuations < recipe.max_continuations and total + len(text.split()) < story.target_words:
                 words = len(text.split())
-                if not cut and words >= recipe.short_share * budget:
-                    break
+                if words >= (budget if cut else recipe.short_share * budget):
+                    break  # long enough (a chapter cut at the token limit loses its last sentence below)
                 more, answer = await ask(
                     continue_messages(story, outline, k, text, max(budget - words, 50), cut), required=False
                 )
@@ -96,7 +96,8 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
                 text = f"{text} {more}" if cut else f"{text}\n\n{more}"
                 cut = answer.finish_reason == "length"
             written = len(text.split())
-            text = cut_to_budget(text, budget, int(recipe.long_share * budget))
+            most = int(recipe.long_share * budget)
+            text = cut_to_budget(text, budget, min(most, max(written - 1, 1)) if cut else most)
             texts.append(text)
             words = len(text.split())
             chapters.append(
