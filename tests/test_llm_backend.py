@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,9 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
             continued += sum(c["continuations"] for c in meta["chapters"])
             cut += sum(c["cut_words"] for c in meta["chapters"])
             assert all(c["words"] <= 1.2 * c["budget"] for c in meta["chapters"])
+            # every chapter ends at a full sentence, also those cut at --max-tokens
+            ends = accumulate(c["words"] for c in meta["chapters"])
+            assert all(record["text"].split()[end - 1][-1] in ".!?" for end in ends)
             # the story's first chapter is the model's answer to this story's chapter-1 prompt
             first = next(
                 e["answer"]["text"]
