@@ -101,7 +101,7 @@ def parse_storage_options(text: str | None) -> dict[str, Any]:
     return options
 
 
-_FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
+_FILESYSTEMS: dict[tuple[int, str, str | None, str], Any] = {}  # (pid, scheme, emulator, options)
 
 
 def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
@@ -128,8 +128,6 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
         if scheme in OPTIONAL_SCHEMES:
             module, extra = OPTIONAL_SCHEMES[scheme]
             require(module, extra, f"{scheme}:// paths")
-        import fsspec
-
         try:
             if scheme in GCS_SCHEMES:
                 cls = _gcs_class(bool(emulator or {**defaults, **options}.get("endpoint_url")))
