@@ -208,18 +208,22 @@ def decoding_threads(window: int, workers: int, remote: bool) -> int:
 
 
 class _DaemonPool:
-    """A fixed set of daemon threads running submitted calls in order (started on first use)."""
+    """A fixed set of daemon threads running submitted calls in order (started on first use; calls are
+    submitted from the threads too, so that a shard's check queues behind the reads of its window)."""
 
     def __init__(self, threads: int) -> None:
         self.size = threads
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.started = 0
+        self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
         self.jobs.put((future, fn, args))
-        if self.started < self.size:
-            self.started += 1
+        with self._lock:
+            start = self.started < self.size
+            self.started += start
+        if start:
             threading.Thread(target=self._run, name="ltsgen-shards", daemon=True).start()
         return future
 
