@@ -110,9 +110,7 @@ class RowGroupTokens(TokenColumn):
         self._lock = threading.Lock()
         self._where = where
         self._checked = checked
-        self.complete = False  # every id decoded and the check passed
-        if not counts:
-            self._check()
+        self.complete = not counts and checked is None  # every id decoded and the check passed
 
     @property
     def decoded_groups(self) -> int:
