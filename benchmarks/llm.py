@@ -74,10 +74,12 @@ def acceptance(url: str, model: str, work: Path, args: argparse.Namespace) -> di
 
     out = work / model.replace("/", "_")
     command = ["stories", "--backend", "openai", "--base-url", url, "--model", model, "--out", str(out)]
-    command += ["--cache-dir", str(work / "cache"), "--no-progress", "--seed", "1", "--splits", "train=1.0"]
+    cache = args.cache_dir or work / "cache"
+    command += ["--cache-dir", str(cache), "--no-progress", "--seed", "1", "--splits", "train=1.0"]
     command += ["--num-stories", str(args.stories), "--min-words", str(args.min_words)]
     command += ["--max-words", str(args.max_words), "--chapter-words", str(args.chapter_words)]
-    command += ["--max-attempts", str(args.max_attempts), "--concurrency", str(args.concurrency)]
+    command += ["--max-tokens", str(args.max_tokens), "--max-attempts", str(args.max_attempts)]
+    command += ["--concurrency", str(args.concurrency)]
     assert main(command) == 0
     return read_manifest(out).extra["llm"]["filters"]
 
@@ -111,7 +113,14 @@ def main_benchmark() -> None:
     parser.add_argument("--min-words", type=int, default=150)
     parser.add_argument("--max-words", type=int, default=300)
     parser.add_argument("--chapter-words", type=int, default=150)
+    parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--max-attempts", type=int, default=4)
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="answer cache kept across runs, so that a changed filter is measured again for free",
+    )
     args = parser.parse_args()
     if args.acceptance:
         acceptance_table(args)

@@ -21,8 +21,10 @@ the primitives builders and loaders need, with the same meaning everywhere:
 Schemes: local paths and ``file://``; ``s3://`` (extra ``s3``), ``gs://`` / ``gcs://`` (extra ``gcs``),
 ``hf://`` (extra ``hf``, read-only) and ``http(s)://`` (read-only). Credentials and endpoints come from each
 filesystem's standard sources (for S3: ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
-``AWS_PROFILE`` and ``~/.aws``); ``storage_options`` go to the filesystem as keyword arguments (for S3
-e.g. ``{"profile": "lab", "endpoint_url": "http://minio:9000"}``).
+``AWS_PROFILE`` and ``~/.aws``; for GCS: ``GOOGLE_APPLICATION_CREDENTIALS``, the metadata server, and
+``STORAGE_EMULATOR_HOST`` for an emulator, reached without credentials; for the Hub: ``HF_ENDPOINT``,
+``HF_TOKEN``); ``storage_options`` go to the filesystem as keyword arguments (for S3 e.g.
+``{"profile": "lab", "endpoint_url": "http://minio:9000"}``).
 
 A ``Storage`` pickles as its URL and options (no connection), so worker processes and Ray tasks get their
 own filesystem, one per process.
@@ -52,6 +54,8 @@ OPTIONAL_SCHEMES["hf"] = ("huggingface_hub", "hf")
 READ_ONLY_SCHEMES = ("hf", "http", "https")
 # object stores whose listings fsspec would otherwise cache per process (other processes write there too)
 LISTING_CACHE_SCHEMES = ("s3", "gs", "gcs")
+GCS_SCHEMES = ("gs", "gcs")
+GCS_EMULATOR_VARIABLE = "STORAGE_EMULATOR_HOST"
 STAMP_FIELDS = ("ETag", "etag", "generation", "md5Hash", "crc32c")
 LEASE_SECONDS = 120.0
 LEASE_RENEW_SECONDS = 30.0
@@ -109,6 +113,8 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
     options = dict(storage_options or {})
     if scheme in LISTING_CACHE_SCHEMES:
         options.setdefault("use_listings_cache", False)
+    if scheme in GCS_SCHEMES and os.environ.get(GCS_EMULATOR_VARIABLE):
+        options.setdefault("token", "anon")  # an emulator takes no credentials (as google-cloud-storage does)
     key = (os.getpid(), scheme, json.dumps(options, sort_keys=True, default=str))
     if key not in _FILESYSTEMS:
         if scheme in OPTIONAL_SCHEMES:
@@ -117,7 +123,8 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
         import fsspec
 
         try:
-            _FILESYSTEMS[key] = fsspec.filesystem(scheme, skip_instance_cache=True, **options)
+            cls = _gcs_class(options) if scheme in GCS_SCHEMES else fsspec.get_filesystem_class(scheme)
+            _FILESYSTEMS[key] = cls(skip_instance_cache=True, **options)
         except ImportError:
             if scheme not in ("http", "https"):
                 raise
@@ -127,6 +134,23 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
         except (TypeError, ValueError) as error:
             raise StorageError(f"{scheme}:// storage options {options}: {error}") from None
     return _FILESYSTEMS[key]
+
+
+def _gcs_class(options: dict[str, Any]) -> type:
+    """gcsfs's filesystem class for these options.
+
+    gcsfs's default class asks Google's gRPC control API for each bucket's layout (to support zonal
+    buckets) before it reads or writes there. An emulator (``STORAGE_EMULATOR_HOST``) or another endpoint
+    (``endpoint_url``) serves only the JSON API, and every such call would wait out a 60 s timeout, on every
+    operation; there the JSON-API class alone is used, which is the whole of gcsfs's HTTP path.
+    """
+    import fsspec.config
+
+    conf = fsspec.config.conf
+    endpoint = {**conf.get("gcs", {}), **conf.get("gs", {}), **options}.get("endpoint_url")
+    if endpoint or os.environ.get(GCS_EMULATOR_VARIABLE):
+        return require("gcsfs", "gcs", "gs:// paths").core.GCSFileSystem
+    return fsspec.get_filesystem_class("gs")
 
 
 class Storage:
@@ -528,10 +552,17 @@ class _Lease:
         return lease if isinstance(lease, dict) else {"renewed": 0}
 
     def _write(self, create: bool) -> None:
+        """Write the lease; ``create``: only if absent (``LockHeld`` when another process created it since
+        it was read; a store without create-only writes is written, and ``acquire`` reads it back)."""
         body = json.dumps({**self.mine, "renewed": time.time()}).encode("utf-8")
         fs = self.storage.fs
         with self.storage._errors(self.relpath, "be written"):
-            fs.pipe_file(self.where, body, mode="create" if create else "overwrite")
+            try:
+                fs.pipe_file(self.where, body, mode="create" if create else "overwrite")
+            except FileExistsError:
+                raise LockHeld(f"{self.where}: claimed by another process a moment ago") from None
+            except NotImplementedError:
+                fs.pipe_file(self.where, body)
 
     def acquire(self) -> None:
         current = self._read()
@@ -543,12 +574,7 @@ class _Lease:
                     f"(renewed {age:.0f}s ago; a lease not renewed for {LEASE_SECONDS:.0f}s expires)"
                 )
             self.storage.remove(self.relpath)
-        try:
-            self._write(create=True)
-        except FileExistsError:
-            raise LockHeld(f"{self.where}: claimed by another process a moment ago") from None
-        except NotImplementedError:  # a store without create-only writes: write, then read back
-            self._write(create=False)
+        self._write(create=True)
         if (self._read() or {}).get("token") != self.mine["token"]:
             raise LockHeld(f"{self.where}: claimed by another process a moment ago")
         self._renewer = threading.Thread(target=self._renew, daemon=True, name="ltsgen-lease")

@@ -36,7 +36,20 @@ def s3_server():
     endpoint while it runs."""
     from s3_server import S3Server
 
-    server = S3Server.start()
+    yield from _serving(S3Server.start())
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """fake-gcs-server on 127.0.0.1 (a random free port), for the whole session, with
+    ``STORAGE_EMULATOR_HOST`` set in this process and every child (no GCS client can reach Google)."""
+    from gcs_server import GCSServer
+
+    yield from _serving(GCSServer.start())
+
+
+def _serving(server):
+    """Yield ``server`` with its ``env`` set in this process; stop it and restore the variables after."""
     saved = {name: os.environ.get(name) for name in server.env}
     os.environ.update(server.env)
     try:

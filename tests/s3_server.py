@@ -6,7 +6,8 @@ holds the variables that point every S3 client of this process and of its childr
 ``bucket()`` creates a new empty bucket and returns its name. ``recording()`` lists the requests the
 server receives while a block runs (moto's request recorder). ``stop()`` ends the server.
 
-Run standalone (for benchmarks): ``python tests/s3_server.py``; it prints the endpoint.
+``start_listening`` (a server command on a free port, waited for) serves the other local servers of the
+tests too. Run standalone (for benchmarks): ``python tests/s3_server.py``; it prints the endpoint.
 """
 
 from __future__ import annotations
@@ -21,11 +22,34 @@ import tempfile
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+
+def start_listening(
+    command: Callable[[int], list[str]], ready_path: str, timeout: float, **popen: Any
+) -> tuple[subprocess.Popen, int]:
+    """Run the server ``command(port)`` on a free port of 127.0.0.1 (output discarded) and wait until a
+    ``GET ready_path`` answers; return the process and the port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = command(port)
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}{ready_path}", timeout=2).close()
+            return process, port
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                raise RuntimeError(f"{' '.join(argv)}: did not start") from None
+            time.sleep(0.05)
 
 
 class S3Server:
@@ -45,27 +69,15 @@ class S3Server:
 
     @classmethod
     def start(cls, timeout: float = 60.0) -> S3Server:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
         scratch = Path(tempfile.mkdtemp(prefix="ltsgen-moto-"))
-        process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        process, port = start_listening(
+            lambda port: [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            "/moto-api/",
+            timeout,
             env=dict(os.environ, MOTO_RECORDER_FILEPATH=str(scratch / "requests.jsonl")),
             cwd=scratch,
         )
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=2).close()
-                return cls(process, port, scratch)
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    raise RuntimeError(f"moto server did not start on port {port}") from None
-                time.sleep(0.1)
+        return cls(process, port, scratch)
 
     def client(self) -> Any:
         """An s3fs filesystem on this server (no listing cache)."""

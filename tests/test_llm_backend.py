@@ -12,10 +12,11 @@ import pytest
 from openai_server import MODEL, ScriptedOpenAIServer
 from process_tools import wait_until
 
+from ltsgen.build import STATE_PATH
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.stories.llm.cache import ResponseCache
-from ltsgen.stories.llm.recipe import clean_answer, story_seed
+from ltsgen.stories.llm.recipe import RECIPE_VERSION, clean_answer, story_seed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -164,6 +165,19 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
         assert main(args) == 0
         assert server.requests == requests
         assert "nothing to do" in capsys.readouterr().out
+
+        # a half-finished build of an earlier recipe is refused, not resumed with this recipe's stories
+        builder = manifest.builder
+        assert builder["engine_version"] == f"openai-recipe-{RECIPE_VERSION}"
+        (tmp_path / "out" / "manifest.json").unlink()
+        (tmp_path / "out" / STATE_PATH).write_text(
+            json.dumps({**builder, "engine_version": "openai-recipe-1"})
+        )
+        assert main(args) == 2
+        assert (
+            f"(engine_version openai-recipe-1 -> openai-recipe-{RECIPE_VERSION})" in capsys.readouterr().err
+        )
+        assert server.requests == requests
 
 
 def test_exactly_n_stories_when_answers_fail_the_filters_at_random(tmp_path, capsys):

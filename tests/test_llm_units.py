@@ -19,6 +19,7 @@ from ltsgen.stories.llm.recipe import (
     chapter_messages,
     clean_answer,
     continue_messages,
+    cut_to_budget,
     is_refusal,
     outline_messages,
     parse_outline,
@@ -122,8 +123,23 @@ def test_clean_answer_and_refusals():
     assert not is_refusal("Tom was sorry he broke the cup.")
 
 
+def test_an_overlong_chapter_is_cut_at_the_sentence_end_nearest_its_budget():
+    text = 'Tom ran. He saw a big dog!\n\n"Hi, dog," said Tom. The dog sat down and wagged'
+    assert cut_to_budget(text, 5, 17) == text  # within the most words: kept whole
+    assert cut_to_budget(text, 10, 16) == 'Tom ran. He saw a big dog!\n\n"Hi, dog," said Tom.'
+    assert cut_to_budget(text, 5, 7) == "Tom ran. He saw a big dog!"  # 7 words, nearer 5 than 2
+    assert cut_to_budget(text, 3, 7) == "Tom ran."
+    assert cut_to_budget(text, 1, 1) == "Tom"  # no sentence ends within the most words
+    story = " ".join(f"Sentence {i} has five words." for i in range(60))  # 300 words
+    for budget, most in ((100, 120), (37, 44), (250, 299)):
+        cut = cut_to_budget(story, budget, most)
+        assert story.startswith(cut) and cut.endswith(".") and len(cut.split()) <= most
+        assert abs(len(cut.split()) - budget) <= 2  # five-word sentences: an end is 2 words away at most
+
+
 def test_filters_measure_vocabulary_repetition_and_length():
     assert oov_share("Lily saw a dog. Lily was happy.") == 0.0  # names are not counted
+    assert oov_share("Tom didn\u2019t see Lily\u2019s dog.") == oov_share("Tom didn't see Lily's dog.") == 0.0
     assert oov_share("The magnificent dog ran.") == 0.25
     paragraph = "Tom and Lily went to the park to play ball."
     assert repeated_share(f"{paragraph}\n\n{paragraph}\n\nShort one.\n\nShort one.") == 0.5

@@ -15,17 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from ltsgen.errors import MissingDependency
 from ltsgen.loaders import storage as storage_module
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, parse_storage_options
 
+SERVERS = {"s3": "s3_server", "gs": "gcs_server"}  # scheme -> the fixture of its real local server
 
-@pytest.fixture(params=["local", "s3"])
+
+@pytest.fixture(params=["local", "s3", "gs"])
 def store(request, tmp_path) -> Storage:
     if request.param == "local":
         return Storage(tmp_path / "data")
-    server = request.getfixturevalue("s3_server")
-    return Storage(f"s3://{server.bucket()}/data")
+    server = request.getfixturevalue(SERVERS[request.param])
+    return Storage(f"{request.param}://{server.bucket()}/data")
 
 
 def test_publish_appears_only_when_complete(store):
@@ -107,17 +108,29 @@ def test_storage_options_reach_the_filesystem(s3_server):
     assert right.read_bytes("x") == b"ok"
 
 
-def test_missing_extra_names_it():
-    if _importable("gcsfs"):  # the dev environment leaves the gcs extra out
-        pytest.skip("gcsfs is installed here")
-    with pytest.raises(MissingDependency, match=r"gs:// paths need gcsfs.*pip install 'ltsgen\[gcs\]'"):
-        Storage("gs://bucket/data").exists("x")
+WITHOUT = """
+import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == sys.argv[1]:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NotInstalled())
+from ltsgen.cli import main
+sys.exit(main(["card", sys.argv[2]]))
+"""
 
 
-def _importable(name: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
+@pytest.mark.parametrize(
+    "module, url, extra", [("s3fs", "s3://b/d", "s3"), ("gcsfs", "gs://b/d", "gcs"), ("huggingface_hub", "hf://datasets/o/d", "hf")]
+)  # fmt: skip
+def test_missing_extra_names_it(module, url, extra):
+    """In a process where the extra's module cannot be imported (an install without the extra)."""
+    process = subprocess.run([sys.executable, "-c", WITHOUT, module, url], capture_output=True, text=True)
+    scheme = url.split(":")[0]
+    assert process.returncode == 2 and process.stderr == (
+        f"ltsgen card: error: {scheme}:// paths need {module}, which is not installed: "
+        f"pip install 'ltsgen[{extra}]'\n"
+    )
 
 
 def test_read_only_schemes_refuse_writes():
@@ -178,6 +191,26 @@ def test_lease_takeover_rules(s3_server, monkeypatch):
         first = json.loads(store.read_bytes("lock"))["renewed"]
         time.sleep(0.8)
         assert json.loads(store.read_bytes("lock"))["renewed"] > first  # renewed while held
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_a_lease_created_since_it_was_read_is_not_replaced(scheme, request, monkeypatch):
+    """Between reading that no lease exists and creating one, another process creates it: the store's
+    create-only write (S3 If-None-Match, GCS ifGenerationMatch=0) refuses, and the other lease stays."""
+    server = request.getfixturevalue(SERVERS[scheme])
+    store = Storage(f"{scheme}://{server.bucket()}")
+    theirs = json.dumps({"host": "other-node", "pid": 1, "token": "theirs", "renewed": time.time()})
+
+    def read_just_before_the_other_process_writes(lease):
+        monkeypatch.undo()
+        store.write_bytes("lock", theirs.encode())
+        return None
+
+    monkeypatch.setattr(storage_module._Lease, "_read", read_just_before_the_other_process_writes)
+    with pytest.raises(LockHeld, match=r"/lock: claimed by another process a moment ago$"):
+        with store.lock("lock"):
+            pass
+    assert store.read_text("lock") == theirs
 
 
 HOLDER = """

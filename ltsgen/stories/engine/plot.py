@@ -219,6 +219,9 @@ class Plot:
         if target >= CHAPTERS_FROM:
             narrator.heading(f"Chapter 1: {self.chapter_title(0)}")
         self.setup(target)
+        while len(ending) > 1 and narrator.words + ending_words > target:  # no room left: fewer last words
+            ending_words -= ending.pop()[1]
+            body = target - ending_words
         self.plant(self.narrator.words, body - RECALL_END_MARGIN)
         if target >= CHAPTERS_FROM:
             self.chapters(body)

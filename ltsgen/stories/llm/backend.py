@@ -155,7 +155,7 @@ def build(args: argparse.Namespace) -> int:
     from ltsgen.stories.llm.client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
     from ltsgen.stories.llm.filters import Filters
     from ltsgen.stories.llm.ledger import Ledger, Prices
-    from ltsgen.stories.llm.recipe import story_seed
+    from ltsgen.stories.llm.recipe import RECIPE_VERSION, story_seed
     from ltsgen.stories.llm.runner import StoryRunner
     from ltsgen.stories.llm.story import Recipe
     from ltsgen.stories.recalls import Distances
@@ -189,7 +189,13 @@ def build(args: argparse.Namespace) -> int:
         )
 
     try:
-        spec = story_build_spec(args, run_job=None, statistics=llm_statistics, extra=OUTPUT_ARGUMENTS)
+        spec = story_build_spec(
+            args,
+            run_job=None,
+            statistics=llm_statistics,
+            extra=OUTPUT_ARGUMENTS,
+            engine_version=f"openai-recipe-{RECIPE_VERSION}",
+        )
         runner = StoryRunner(
             make_chat,
             lambda index, attempt: story_seed(
@@ -354,7 +360,8 @@ def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
             "maximum) and a chapter count. The model first writes a character sheet and a one-sentence "
             "plan per chapter (with a word budget), then each chapter from the sheet, the plan, a rolling "
             "summary of the earlier chapters and the end of the previous chapter; a chapter that ends "
-            "short is continued, and writing stops at the target length. The prompt never grows with the "
+            "short is continued, one that runs past its budget is cut at the sentence end nearest it, and "
+            "writing stops at the target length. The prompt never grows with the "
             "story. Planted facts (an invented name, a number, an object word) are fixed by the seed with the "
             "chapter where each is planted and the chapters where it is recalled, at distances drawn from "
             f"`{arguments['recall_distances']}` at chapter granularity; the outline and each chapter prompt "

@@ -61,8 +61,9 @@ def missed_events(
 
 
 def oov_share(text: str) -> float:
-    """Share of words outside ``BASIC_WORDS``; words always capitalised in the text count as names."""
-    words = _WORD.findall(text)
+    """Share of words outside ``BASIC_WORDS``; words always capitalised in the text count as names. The
+    typographic apostrophe is an apostrophe (``didn’t`` is ``didn't``)."""
+    words = _WORD.findall(text.replace("\u2019", "'"))
     lower = {w for w in words if w[0].islower()}
     names = {w for w in words if w[0].isupper() and w.lower() not in lower and w.lower() not in BASIC_WORDS}
     counted = [w.lower().removesuffix("'s") for w in words if w not in names]

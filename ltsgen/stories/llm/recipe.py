@@ -22,6 +22,7 @@ from ltsgen.stories.plan import sample_features, stable_seed, story_id, story_rn
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances, schedule
 from ltsgen.stories.vocabulary import ADJECTIVES, FEATURES, NOUNS, VERBS
 
+RECIPE_VERSION = "2"  # part of a build's identity: a build is never resumed with another recipe's prompts
 SYSTEM_PROMPT = (
     "You write long stories for small children. Use only simple words that a 3 to 4 year old understands. "
     "Write plain text: no titles, no headings, no lists, no notes."
@@ -65,6 +66,7 @@ FACT_EVENTS = {
 EXACT_WORDS = "Write these words exactly as they are: "  # before the values a chapter must contain
 _CHAPTER_LINE = re.compile(r"^\W*chapter\s+(\d+)\b[^:\n]*:\s*(.+)$", re.I | re.M)
 _HEADING = re.compile(r"^\s*(#+\s*|\*\*\s*)?(chapter\s+\w+|title)\b.*$", re.I)
+_SENTENCE_END = re.compile(r"[.!?][\"'”’)]*(?=\s|$)")
 _REFUSAL = re.compile(
     r"^\W*(i'?m sorry|i am sorry|i cannot|i can'?t|i'?m unable|i am unable|as an ai)\b", re.I
 )
@@ -308,6 +310,19 @@ def clean_answer(text: str) -> str:
         lines.pop(0)
     paragraphs = re.split(r"\n\s*\n", "\n".join(lines).strip())
     return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+
+
+def cut_to_budget(text: str, budget: int, most: int) -> str:
+    """``text`` when it has at most ``most`` words, else cut at the sentence end nearest ``budget`` words among
+    those within ``most`` words (at ``most`` words when no sentence ends there)."""
+    word_ends = [match.end() for match in re.finditer(r"\S+", text)]
+    if len(word_ends) <= most:
+        return text
+    limit = word_ends[most - 1]
+    ends = [(bisect_right(word_ends, m.end()), m.end()) for m in _SENTENCE_END.finditer(text, 0, limit)]
+    if not ends:
+        return text[:limit]
+    return text[: min(ends, key=lambda end: abs(end[0] - budget))[1]]
 
 
 def is_refusal(text: str) -> bool:

@@ -15,6 +15,7 @@ from ltsgen.stories.llm.recipe import (
     chapter_messages,
     clean_answer,
     continue_messages,
+    cut_to_budget,
     is_refusal,
     outline_messages,
     parse_outline,
@@ -28,12 +29,14 @@ class Recipe:
     chapter_words: int = 600  # words per chapter the plan aims at
     max_continuations: int = 2  # extra requests for a chapter that ends short
     short_share: float = 0.8  # a chapter below this share of its budget is continued
+    long_share: float = 1.2  # a chapter above this share is cut at the sentence end nearest its budget
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "chapter_words": self.chapter_words,
             "max_continuations": self.max_continuations,
             "short_share": self.short_share,
+            "long_share": self.long_share,
         }
 
 
@@ -92,8 +95,11 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
                     break
                 text = f"{text} {more}" if cut else f"{text}\n\n{more}"
                 cut = answer.finish_reason == "length"
+            written = len(text.split())
+            text = cut_to_budget(text, budget, int(recipe.long_share * budget))
             texts.append(text)
-            chapters.append({"budget": budget, "words": len(text.split()), "continuations": continuations})
+            chapter = {"budget": budget, "words": len(text.split()), "continuations": continuations}
+            chapters.append(chapter | {"cut_words": written - chapter["words"]})
             total += len(text.split())
             if total >= story.target_words or k == story.chapters:
                 break
