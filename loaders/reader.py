@@ -142,8 +142,10 @@ class ShardReader:
                     checked=None if check is None else check.result,
                 )
             except ContractError:
-                if check is not None:  # corrupt bytes explain a decoding error (hashed here: no waiting
-                    self._check(index, data, where)  # on the reader's own threads from one of them)
+                # bytes that fail their sha256 explain a decoding error: hashed again here, since a reader
+                # thread never waits for a call queued behind it
+                if check is not None:
+                    self._check(index, data, where)
                 raise
             del data
             check_counts(shard, info, where)

@@ -213,6 +213,11 @@ def test_packed_blocks_never_carry_a_shard_whose_sha256_fails(parquet_dir, tmp_p
             blocks.append(batch["input_ids"])
     documents = {(int(i) - 1) // 100 for block in blocks for i in block.flatten() if i != EOS}
     assert not documents & set(range(firsts[3], firsts[4]))
+    # damaged bytes fail to decode before their check is done: the error still names the mismatch
+    directory, relpath = corrupt_copy(parquet_dir, tmp_path / "damaged", shard=3)
+    (directory / relpath).write_bytes((directory / relpath).read_bytes()[:-100])
+    with pytest.raises(ContractError, match=f"{relpath}: sha256 .* does not match"):
+        list(StreamingDataset(directory, seq_len=5, batch_size=2, shuffle_window=2).iter_batches())
 
 
 @pytest.mark.parametrize("seq_len", [None, 5])
