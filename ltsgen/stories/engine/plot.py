@@ -56,7 +56,15 @@ class Plot:
         table["trait"] = tuple(rng.sample(TRAITS, 2))
         table["pet_sound"] = world.pet_sounds
         table["colour"] = world.colours
-        table["P"] = (ph["Pn"], ph["Pn"], ph["Pn"], "the {PK}", "{H_his} {PK}")
+        table["P"] = (
+            ph["Pn"],
+            ph["Pn"],
+            ph["Pn"],
+            "the {PK}",
+            "{H_his} {PK}",
+            "the little {PK}",
+            ph["Pn"] + " the {PK}",
+        )
         self.theme = rng.choice(THEMES)
         table["hobby"] = THEME_SECTIONS[self.theme]
         table["hobby_love"] = THEME_SECTIONS[self.theme + "_love"]
