@@ -15,7 +15,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -44,6 +44,14 @@ class TokenColumn:
 
     def load_all(self) -> None:
         """Make every record's ids readable in ``values``."""
+
+    def decode(self, rows: np.ndarray | None = None) -> None:
+        """Decode the ids of ``rows`` (None: all) ahead of ``load``, e.g. on another thread; this never
+        waits, and ``load`` still makes them readable.
+
+        Args:
+            rows: record indices, or None.
+        """
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -77,11 +85,22 @@ class RowGroupTokens(TokenColumn):
     The offsets come from the shard's ``num_tokens`` column (a few kB to decode), so a window can be laid
     out and cut before any ids are decoded; ``load`` decodes the row groups that hold the rows asked for,
     ``load_all`` the others. Each row group's decoded lengths are checked against ``num_tokens``. Safe to
-    use from several threads: a background thread may complete the column while its reader loads the rows
-    it needs first.
+    use from several threads: other threads may ``decode`` row groups ahead while the reader loads the
+    rows it needs first.
+
+    ``checked`` (optional) is the check of the shard's bytes that runs while they decode (their sha256):
+    ``load`` and ``load_all`` call it before any id is readable, so a row group decoded from bytes that
+    turn out corrupt is never handed out, and a decoding error on such bytes is reported as the check's.
     """
 
-    def __init__(self, parquet, offsets: np.ndarray, dtype: np.dtype, where: str) -> None:
+    def __init__(
+        self,
+        parquet,
+        offsets: np.ndarray,
+        dtype: np.dtype,
+        where: str,
+        checked: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
         metadata = parquet.metadata
         counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
@@ -90,7 +109,8 @@ class RowGroupTokens(TokenColumn):
         self._parquet = parquet
         self._lock = threading.Lock()
         self._where = where
-        self.complete = not counts
+        self._checked = checked
+        self.complete = not counts and checked is None  # every id decoded and the check passed
 
     @property
     def decoded_groups(self) -> int:
@@ -107,15 +127,36 @@ class RowGroupTokens(TokenColumn):
         return super().__getitem__(index)
 
     def load(self, rows: np.ndarray) -> None:
-        if self.complete:
-            return
-        groups = np.searchsorted(self._group_starts, rows, side="right") - 1
-        for group in sorted(set(groups[~self._loaded[groups]].tolist())):
-            self._load_group(group)
+        if not self.complete:
+            self._checked_decode(rows)
 
     def load_all(self) -> None:
-        for group in range(len(self._loaded)):
+        if not self.complete:
+            self._checked_decode(None)
+
+    def decode(self, rows: np.ndarray | None = None) -> None:
+        if rows is None:
+            groups = range(len(self._loaded))
+        else:
+            groups = np.searchsorted(self._group_starts, rows, side="right") - 1
+            groups = sorted(set(groups[~self._loaded[groups]].tolist()))
+        for group in groups:
             self._load_group(group)
+
+    def _checked_decode(self, rows: np.ndarray | None) -> None:
+        try:
+            self.decode(rows)
+        except ContractError:
+            self._check()  # bytes that fail their check explain the decoding error: say so instead
+            raise
+        self._check()
+
+    def _check(self) -> None:
+        if self._checked is not None:
+            self._checked()
+        with self._lock:
+            self._checked = None
+            self.complete = bool(self._loaded.all())
 
     def _load_group(self, group: int) -> None:
         with self._lock:
@@ -140,7 +181,8 @@ class RowGroupTokens(TokenColumn):
             self.values[start:stop] = decoded.values
             self._loaded[group] = True
             if self._loaded.all():
-                self.complete, self._parquet = True, None
+                self._parquet = None
+                self.complete = self._checked is None
 
 
 @dataclass
@@ -202,7 +244,13 @@ def read_shard(
 
 
 def decode_shard(
-    data: bytes, fmt: str, where: str, columns: Sequence[str] | None = None, *, lazy_tokens: bool = False
+    data: bytes,
+    fmt: str,
+    where: str,
+    columns: Sequence[str] | None = None,
+    *,
+    lazy_tokens: bool = False,
+    checked: Callable[[], None] | None = None,
 ) -> ShardColumns:
     """Decode a whole shard held in memory, column by column.
 
@@ -212,8 +260,10 @@ def decode_shard(
         where: its path or URL, for the messages.
         columns: the fields to decode (None: all).
         lazy_tokens: decode a parquet shard's ``input_ids`` a row group at a time as they are asked for
-            (``RowGroupTokens``, when the shard has ``num_tokens``); for bytes already checked against the
+            (``RowGroupTokens``, when the shard has ``num_tokens``); for bytes checked against the
             manifest, since a row group that fails to decode is then found only when it is reached.
+        checked: with ``lazy_tokens``, the check of ``data`` that is still running (it raises a
+            ``ContractError`` when the bytes are corrupt): no lazily decoded id is readable before it passed.
 
     Returns:
         The decoded columns; ``ContractError`` naming the shard when the bytes are corrupt.
@@ -223,7 +273,7 @@ def decode_shard(
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
-            shard = _decode_parquet(data, where, wanted, lazy_tokens)
+            shard = _decode_parquet(data, where, wanted, lazy_tokens, checked)
         elif fmt == "webdataset":
             shard = _decode_tar(data, where, wanted)
         else:
@@ -250,7 +300,9 @@ def _meta(value: str | dict | None, where: str) -> dict | None:
 # ---------------------------------------------------------------- parquet
 
 
-def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool) -> ShardColumns:
+def _decode_parquet(
+    data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool, checked: Callable[[], None] | None
+) -> ShardColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -264,7 +316,9 @@ def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_token
     for name in selected:
         if name == "input_ids":
             shard.tokens = (
-                _row_group_tokens(parquet, table.column("num_tokens"), schema.field(name).type, where)
+                _row_group_tokens(
+                    parquet, table.column("num_tokens"), schema.field(name).type, where, checked
+                )
                 if lazy
                 else _arrow_token_column(table.column(name), where)
             )
@@ -273,7 +327,7 @@ def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_token
     return shard
 
 
-def _row_group_tokens(parquet, num_tokens, ids_type, where: str) -> RowGroupTokens:
+def _row_group_tokens(parquet, num_tokens, ids_type, where: str, checked) -> RowGroupTokens:
     """The lazily decoded ``input_ids`` of a parquet shard, laid out by its ``num_tokens`` column."""
     import pyarrow as pa
 
@@ -290,7 +344,7 @@ def _row_group_tokens(parquet, num_tokens, ids_type, where: str) -> RowGroupToke
     dtype = np.dtype(str(ids_type.value_type))
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    return RowGroupTokens(parquet, offsets, dtype, where)
+    return RowGroupTokens(parquet, offsets, dtype, where, checked)
 
 
 def _arrow_token_column(column, where: str) -> TokenColumn:

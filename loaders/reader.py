@@ -1,12 +1,14 @@
 """The shards of a dataset as one process reads them: fetched, verified and decoded in a few threads.
 
 A window of the epoch order needs several shards before its first item (its items are permuted
-together), so the shards of a window are fetched and verified at once, one thread each (reading, hashing
-and parquet decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids
-of verified parquet shards decoded lazily, a row group at a time as the blocks reach them
+together), so the shards of a window are fetched at once, one thread each (reading, hashing and parquet
+decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids of
+verified parquet shards decoded lazily, a row group at a time as the blocks reach them
 (``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
-row groups its few documents live in. Once that batch is out, the rest of the window is completed and the
-next window decoded whole in the background (one read per shard, the cheapest) while the current one is
+row groups its few documents live in. Its sha256 is computed on another thread meanwhile, so the first
+batch costs the larger of hashing and decoding rather than their sum; no id of the shard is readable
+before the check has passed. Once that batch is out, the rest of the window is completed and the next
+window decoded whole in the background (one read per shard, the cheapest) while the current one is
 consumed. The most recent decoded shards are kept; the threads are daemons, so a process never waits at
 exit for a prefetch it no longer needs.
 """
@@ -118,19 +120,33 @@ class ShardReader:
     def _decode(self, index: int, lazy: bool) -> Any:
         info = self.shards[index]
         where = self._where(info)
+        check: Future | None = None
         try:
             data, verified = self._fetch(info)
-            if self.verify and not verified and index not in self._verified:
-                digest = hashlib.sha256(data).hexdigest()
-                if digest != info.sha256:
-                    raise ContractError(
-                        f"{where}: sha256 {digest[:16]}... does not match the manifest's {info.sha256[:16]}... "
-                        "(corrupt or changed shard)"
-                    )
-                self._verified.add(index)
+            unchecked = self.verify and not verified and index not in self._verified
             # only checked bytes are decoded lazily: a row group may then wait until it is reached
             lazy = lazy and (verified or self.verify)
-            shard = decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
+            if unchecked and lazy and self.on_error == "raise":
+                # the sha256 runs on another thread while the footer and the first row groups decode
+                # (both release the GIL); the column's ids are readable only once it has passed
+                check = self._pool.submit(self._check, index, data, where)
+            elif unchecked:
+                self._check(index, data, where)
+            try:
+                shard = decode_shard(
+                    data,
+                    self.format,
+                    where,
+                    self.columns,
+                    lazy_tokens=lazy,
+                    checked=None if check is None else check.result,
+                )
+            except ContractError:
+                # bytes that fail their sha256 explain a decoding error: hashed again here, since a reader
+                # thread never waits for a call queued behind it
+                if check is not None:
+                    self._check(index, data, where)
+                raise
             del data
             check_counts(shard, info, where)
             return self.convert(shard)
@@ -140,13 +156,24 @@ class ShardReader:
             self.skipped[where] = str(error)
             return None
 
+    def _check(self, index: int, data: bytes, where: str) -> None:
+        """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""
+        digest = hashlib.sha256(data).hexdigest()
+        expected = self.shards[index].sha256
+        if digest != expected:
+            raise ContractError(
+                f"{where}: sha256 {digest[:16]}... does not match the manifest's {expected[:16]}... "
+                "(corrupt or changed shard)"
+            )
+        self._verified.add(index)
+
 
 def _complete(decoded: Future) -> None:
-    """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is; a
-    shard decoded whole has none left)."""
+    """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is
+    loaded; a shard decoded whole has none left)."""
     column = decoded.result()
     if column is not None:
-        column.load_all()
+        column.decode()
 
 
 def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
@@ -183,18 +210,22 @@ def decoding_threads(window: int, workers: int, remote: bool) -> int:
 
 
 class _DaemonPool:
-    """A fixed set of daemon threads running submitted calls in order (started on first use)."""
+    """A fixed set of daemon threads running submitted calls in order (started on first use; calls are
+    submitted from the threads too, so that a shard's check queues behind the reads of its window)."""
 
     def __init__(self, threads: int) -> None:
         self.size = threads
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.started = 0
+        self._lock = threading.Lock()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
         self.jobs.put((future, fn, args))
-        if self.started < self.size:
-            self.started += 1
+        with self._lock:
+            start = self.started < self.size
+            self.started += start
+        if start:
             threading.Thread(target=self._run, name="ltsgen-shards", daemon=True).start()
         return future
 

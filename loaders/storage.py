@@ -101,29 +101,38 @@ def parse_storage_options(text: str | None) -> dict[str, Any]:
     return options
 
 
-_FILESYSTEMS: dict[tuple[int, str, str], Any] = {}
+_FILESYSTEMS: dict[tuple[int, str, str | None, str], Any] = {}  # (pid, scheme, emulator, options)
 
 
 def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
-    """The fsspec filesystem of ``scheme`` with ``storage_options``, one per process and options.
+    """The fsspec filesystem of ``scheme`` with ``storage_options``, one per process, options and fsspec
+    defaults for the scheme (``fsspec.config.conf``, which ``train``, ``evaluate`` and ``compare`` set from
+    ``--storage-options`` while they run: a filesystem made before them must not be reused under them).
 
     A missing optional dependency raises ``MissingDependency`` naming the extra; HTTP falls back to
     fsspec's blocking client where aiohttp is not installed.
     """
+    import fsspec.config
+
     options = dict(storage_options or {})
     if scheme in LISTING_CACHE_SCHEMES:
         options.setdefault("use_listings_cache", False)
-    if scheme in GCS_SCHEMES and os.environ.get(GCS_EMULATOR_VARIABLE):
+    emulator = os.environ.get(GCS_EMULATOR_VARIABLE) if scheme in GCS_SCHEMES else None
+    if emulator:
         options.setdefault("token", "anon")  # an emulator takes no credentials (as google-cloud-storage does)
-    key = (os.getpid(), scheme, json.dumps(options, sort_keys=True, default=str))
+    defaults: dict[str, Any] = {}
+    for name in GCS_SCHEMES if scheme in GCS_SCHEMES else (scheme,):  # fsspec's order: the last one wins
+        defaults.update(fsspec.config.conf.get(name, {}))
+    key = (os.getpid(), scheme, emulator, json.dumps([defaults, options], sort_keys=True, default=str))
     if key not in _FILESYSTEMS:
         if scheme in OPTIONAL_SCHEMES:
             module, extra = OPTIONAL_SCHEMES[scheme]
             require(module, extra, f"{scheme}:// paths")
-        import fsspec
-
         try:
-            cls = _gcs_class(options) if scheme in GCS_SCHEMES else fsspec.get_filesystem_class(scheme)
+            if scheme in GCS_SCHEMES:
+                cls = _gcs_class(bool(emulator or {**defaults, **options}.get("endpoint_url")))
+            else:
+                cls = fsspec.get_filesystem_class(scheme)
             _FILESYSTEMS[key] = cls(skip_instance_cache=True, **options)
         except ImportError:
             if scheme not in ("http", "https"):
@@ -136,19 +145,18 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
     return _FILESYSTEMS[key]
 
 
-def _gcs_class(options: dict[str, Any]) -> type:
-    """gcsfs's filesystem class for these options.
+def _gcs_class(emulated: bool) -> type:
+    """gcsfs's filesystem class; ``emulated``: for an emulator (``STORAGE_EMULATOR_HOST``) or another
+    endpoint (``endpoint_url``).
 
     gcsfs's default class asks Google's gRPC control API for each bucket's layout (to support zonal
-    buckets) before it reads or writes there. An emulator (``STORAGE_EMULATOR_HOST``) or another endpoint
-    (``endpoint_url``) serves only the JSON API, and every such call would wait out a 60 s timeout, on every
-    operation; there the JSON-API class alone is used, which is the whole of gcsfs's HTTP path.
+    buckets) before it reads or writes there. An emulator or another endpoint serves only the JSON API, and
+    every such call would wait out a 60 s timeout, on every operation; there the JSON-API class alone is
+    used, which is the whole of gcsfs's HTTP path.
     """
-    import fsspec.config
+    import fsspec
 
-    conf = fsspec.config.conf
-    endpoint = {**conf.get("gcs", {}), **conf.get("gs", {}), **options}.get("endpoint_url")
-    if endpoint or os.environ.get(GCS_EMULATOR_VARIABLE):
+    if emulated:
         return require("gcsfs", "gcs", "gs:// paths").core.GCSFileSystem
     return fsspec.get_filesystem_class("gs")
 

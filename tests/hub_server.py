@@ -10,12 +10,12 @@ What it serves, with the Hub's paths and shapes:
   ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``);
 - ``GET /api/datasets/{repo}/tree/{revision}[/{path}]`` (``recursive``): the folder's entries
   (``type``, ``path``, ``size``, ``oid``);
-- ``POST /api/datasets/{repo}/paths-info/{revision}`` (form field ``paths``): the entries of those paths;
 - ``GET`` / ``HEAD /datasets/{repo}/resolve/{revision}/{path}``: the file, with ``Range`` (206), and the
   ``ETag``, ``X-Repo-Commit`` and ``Content-Length`` headers that downloads check.
 
 Every request is recorded in ``requests`` (method, path, its ``Range`` header or ``None``); one it does not
-serve in ``unserved`` (and is answered 404), so a test can show that the client needed nothing more.
+serve in ``unserved`` (and is answered 404), so a test can show that the client needed nothing more
+(a read-only client sends only ``GET``, ``HEAD`` and ``POST``).
 
 ``HubServer.start({"org/name": folder})`` serves in a thread; ``env`` points a ``huggingface_hub`` client
 process at it (``HF_ENDPOINT``, online, no token, an empty cache); ``stop()`` ends it.
@@ -166,9 +166,9 @@ class HubServer:
         self.requests.append((method, url.path, request.headers.get("Range")))
         parts = [unquote(part) for part in url.path.strip("/").split("/")]
         query = parse_qs(url.query)
-        body = b""
-        if method == "POST":
-            body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        request.rfile.read(
+            int(request.headers.get("Content-Length") or 0)
+        )  # a body: nothing served reads one
         if parts[:2] == ["api", "datasets"] and len(parts) >= 4:
             repo = self._repository(request, "/".join(parts[2:4]))
             if repo is None:
@@ -187,12 +187,6 @@ class HubServer:
                 if entries is None:
                     return self._error(request, 404, "EntryNotFound", "no such folder")
                 return self._json(request, entries)
-            if rest[0] == "paths-info" and len(rest) == 2 and method == "POST":
-                if not self._revision(request, repo, rest[1]):
-                    return
-                form = _form(body, request.headers.get("Content-Type", ""))
-                found = [repo.entry(path.strip("/")) for path in form.get("paths", [])]
-                return self._json(request, [entry for entry in found if entry is not None])
         if (
             parts[:1] == ["datasets"]
             and len(parts) >= 6
@@ -256,11 +250,3 @@ class HubServer:
         request.end_headers()
         if not head:
             request.wfile.write(body)
-
-
-def _form(body: bytes, content_type: str) -> dict[str, list[str]]:
-    """The fields of a form body (url-encoded, or JSON as newer clients may send)."""
-    if content_type.startswith("application/json"):
-        value = json.loads(body or b"{}")
-        return {key: item if isinstance(item, list) else [item] for key, item in value.items()}
-    return parse_qs(body.decode("utf-8"))

@@ -3,6 +3,7 @@ and the dataset's own state."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import warnings
 from pathlib import Path
@@ -195,6 +196,28 @@ def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
     path.write_bytes(path.read_bytes()[:-100])  # structural damage, found without the checksum
     with pytest.raises(ContractError, match=f"{relpath}: corrupt parquet shard"):
         list(StreamingDataset(directory, verify=False))
+
+
+def test_packed_blocks_never_carry_a_shard_whose_sha256_fails(parquet_dir, tmp_path):
+    # intact bytes under a wrong checksum: every row group decodes, only the check (run beside the
+    # decoding) refuses the shard, before any block holding one of its documents is yielded
+    shutil.copytree(parquet_dir, tmp_path / "d")
+    manifest = read_manifest(tmp_path / "d")
+    bad = manifest.splits["train"][3]
+    manifest.splits["train"][3] = dataclasses.replace(bad, sha256="0" * 64)
+    write_manifest(tmp_path / "d", manifest)
+    firsts = np.cumsum([0] + SIZES)
+    blocks = []
+    with pytest.raises(ContractError, match=f"{bad.path}: sha256 .* does not match"):
+        for batch in StreamingDataset(tmp_path / "d", seq_len=5, batch_size=2, shuffle_window=2).loader():
+            blocks.append(batch["input_ids"])
+    documents = {(int(i) - 1) // 100 for block in blocks for i in block.flatten() if i != EOS}
+    assert not documents & set(range(firsts[3], firsts[4]))
+    # damaged bytes fail to decode before their check is done: the error still names the mismatch
+    directory, relpath = corrupt_copy(parquet_dir, tmp_path / "damaged", shard=3)
+    (directory / relpath).write_bytes((directory / relpath).read_bytes()[:-100])
+    with pytest.raises(ContractError, match=f"{relpath}: sha256 .* does not match"):
+        list(StreamingDataset(directory, seq_len=5, batch_size=2, shuffle_window=2).iter_batches())
 
 
 @pytest.mark.parametrize("seq_len", [None, 5])

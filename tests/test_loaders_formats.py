@@ -201,6 +201,31 @@ def test_parquet_token_ids_decode_by_row_group_as_they_are_asked_for(tmp_path):
     assert [r["input_ids"].tolist() for r in records] == [eager[i].tolist() for i in range(11)]
 
 
+def test_lazily_decoded_ids_are_readable_only_once_the_check_of_their_bytes_passed(tmp_path):
+    directory = make_dataset(tmp_path, [11], row_group_rows=3)
+    data = (directory / read_manifest(directory).shards("train")[0].path).read_bytes()
+    calls = []
+
+    def corrupt() -> None:
+        calls.append("corrupt")
+        raise ContractError("s: sha256 ... does not match the manifest's")
+
+    tokens = decode_shard(data, "parquet", "s", ["input_ids"], lazy_tokens=True, checked=corrupt).tokens
+    tokens.decode()  # decoding ahead (another thread's job) never waits for the check
+    assert tokens.decoded_groups == 4 and not tokens.complete and not calls
+    for read in (lambda: tokens.load(np.asarray([0])), lambda: tokens[5], tokens.load_all):
+        with pytest.raises(ContractError, match="s: sha256 ... does not match"):
+            read()
+    assert not tokens.complete and len(calls) == 3
+    passing = decode_shard(
+        data, "parquet", "s", ["input_ids"], lazy_tokens=True, checked=lambda: calls.append("ok")
+    )
+    tokens = passing.tokens
+    assert tokens[4].tolist() == document(4, 3 + 4 % 5)["input_ids"].tolist() and calls[3:] == ["ok"]
+    tokens.load_all()
+    assert tokens.complete and calls[3:] == ["ok"]  # checked once
+
+
 def test_a_row_group_whose_ids_disagree_with_num_tokens_is_refused_naming_it(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

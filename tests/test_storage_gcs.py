@@ -84,3 +84,23 @@ def test_a_large_shard_goes_up_resumably_and_reads_back_in_ranges(gcs_server):
     with store.open("train/shard-00000.parquet") as handle:
         handle.seek(5_000_000)
         assert handle.read(4096) == data[5_000_000:5_004_096]
+
+
+def test_an_endpoint_in_fsspec_defaults_reaches_gcs(gcs_server, monkeypatch):
+    """``train``, ``evaluate`` and ``compare`` hand ``--storage-options`` over as fsspec's defaults for the
+    scheme: they apply although a filesystem of the scheme was made before them, and an ``endpoint_url``
+    there is treated as an emulator's too (JSON API, no gRPC layout probe)."""
+    import fsspec.config
+    import gcsfs.core
+
+    from ltsgen.loaders import storage as storage_module
+
+    store = storage_module.Storage(f"gs://{gcs_server.bucket()}/defaults")
+    store.write_bytes("before", b"")  # a filesystem made before the defaults are set
+    monkeypatch.setitem(fsspec.config.conf, "gs", {"endpoint_url": gcs_server.endpoint, "token": "anon"})
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST")
+    assert type(storage_module.filesystem("gs")) is gcsfs.core.GCSFileSystem  # by the defaults alone
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # nothing listens there
+    store.write_bytes("x", b"through the defaults")
+    assert type(store.fs) is gcsfs.core.GCSFileSystem and store.fs._endpoint == gcs_server.endpoint
+    assert gcs_server.client().cat_file(store.location("x")[len("gs://") :]) == b"through the defaults"

@@ -223,6 +223,35 @@ _EXTRA_WORDS = """
     acted already cuddly farther luck ooh partner shrug trust whee yippee
     """
 
+# Word forms of the story engine's typed pools (animals, objects, foods, sounds, textures, actions...).
+_POOL_WORDS = """
+    adventures agree among anchors apart armor atlas atlases awnings backpacks bales bang barrels beaches
+    beanbags beat beavers biscuits blade blueberries bluebirds bobbing bookmarks born boulders bump bumping
+    buoys camels campsite carousel carpets case cases caterpillars cereal chattering chatting check cheeky
+    chests chewing chiming chipped chips chocolate chubby chunky churches cider clang click clinking
+    clothespin clovers clown clowns coffee collar collection cone cones coo cottages cotton counter
+    crackling crate crates crawling cream crocodiles crumbly cute dancer dearest delightful dice ding
+    dinosaur discovered dots dozed dozen drifted driver drizzle duster eagle enjoy exactly except expected
+    eyeing faded fair fancy feared feelers fireflies firewood fishermen flashlights foghorn footsteps
+    forgetting frame freeze fried frozen furry gathered gazing gleaming glittery glossy gourds grasshopper
+    gravel greeted guide gull gulls gust hairpin hairy hammock handed hanging heap heels hook hooting horn
+    hung hushed hut ideas insects invented islands jig jigsaw jokes jugglers juicy jungle kangaroo keeper
+    knobby koala koalas lacy ladies lanterns least lemonade lesson lid life lighthouse limes lined lobster
+    magical mailboxes marshmallows masts maze melon melons men milky mists moats models moths mound mouth
+    museum nail napped neighing nicer nosed oatmeal oil ostriches pails paintbrush painters pair pecking
+    peekaboo peep peered perched pictured pigeon pillars pin placed planets plopped pointy polish polished
+    pop posters poured pranced prettiest pretzels puffins pup puzzles quaint raised raspberries rats reason
+    return returned rhinos rice rink rise rocking roundest rounds rubber rugs ruler sailboats sails sank sap
+    scampered scare scarves seconds seem settled shallows sheds sheets shields shimmering shinier shoelace
+    shoelaces shut sifting silently skated skaters skates skating slapping slimy sloth sloths smelly snap
+    snapping snoozed someday speckled spices spiders spiky spinning splendid spongy spool spotty sprinkler
+    square stack stacked stacks stalks station statues steam stem stir stony straw strawberries straws
+    stuffed sturdy suitcases suits sunning suppose swinging swishing swords tadpole tar tarts teaspoon
+    teaspoons thoughtful thyme timer timetables tin tinkle tire toad toasted tongues torn towels tricky
+    tripped trotted trouble tumbled twirl twisty velvety waddle wavy wax web webs wee weed weeds whoosh
+    wiggly windmills windowsill wiping woodpeckers woolly wound wriggled yo-yos yogurt yummy zipper
+    """
+
 _IRREGULAR_PAST = {
     "be": "was were been",
     "bring": "brought",
@@ -385,7 +414,8 @@ def verb_forms(verb: str) -> tuple[str, ...]:
 
 
 def _all_forms() -> frozenset[str]:
-    words = set(_FUNCTION_WORDS.split()) | set(_EXTRA_WORDS.split()) | set(COLOURS) | set(ADJECTIVES)
+    words = set(_FUNCTION_WORDS.split()) | set(_EXTRA_WORDS.split()) | set(_POOL_WORDS.split())
+    words |= set(COLOURS) | set(ADJECTIVES)
     words |= {form for verb in VERBS for form in verb_forms(verb)}
     words |= set(NOUNS) | {plural(noun) for noun in NOUNS}
     return frozenset(word.lower() for word in words)

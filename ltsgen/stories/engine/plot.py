@@ -56,7 +56,15 @@ class Plot:
         table["trait"] = tuple(rng.sample(TRAITS, 2))
         table["pet_sound"] = world.pet_sounds
         table["colour"] = world.colours
-        table["P"] = (ph["Pn"], ph["Pn"], ph["Pn"], "the {PK}", "{H_his} {PK}")
+        table["P"] = (
+            ph["Pn"],
+            ph["Pn"],
+            ph["Pn"],
+            "the {PK}",
+            "{H_his} {PK}",
+            "the little {PK}",
+            ph["Pn"] + " the {PK}",
+        )
         self.theme = rng.choice(THEMES)
         table["hobby"] = THEME_SECTIONS[self.theme]
         table["hobby_love"] = THEME_SECTIONS[self.theme + "_love"]
@@ -219,6 +227,9 @@ class Plot:
         if target >= CHAPTERS_FROM:
             narrator.heading(f"Chapter 1: {self.chapter_title(0)}")
         self.setup(target)
+        while len(ending) > 1 and narrator.words + ending_words > target:  # no room left: fewer last words
+            ending_words -= ending.pop()[1]
+            body = target - ending_words
         self.plant(self.narrator.words, body - RECALL_END_MARGIN)
         if target >= CHAPTERS_FROM:
             self.chapters(body)
