@@ -40,8 +40,8 @@ def _tuples(value: Any) -> Any:
     return value
 
 
-def _synonym_rules() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
-    """(pattern, section name, alternatives) of ``data/synonyms.txt``, longest original first."""
+def _synonym_rules() -> list[tuple[str, re.Pattern[str], str, tuple[str, ...]]]:
+    """(original, pattern, section name, alternatives) of ``data/synonyms.txt``, longest first."""
     rules = []
     for line in read_data("synonyms.txt").splitlines():
         if line.strip() and not line.startswith("#"):
@@ -49,8 +49,8 @@ def _synonym_rules() -> list[tuple[re.Pattern[str], str, tuple[str, ...]]]:
             original = original.strip()
             options = tuple(option.strip() for option in alternatives.split("|"))
             pattern = re.compile(r"(?<![\w{}'-])" + re.escape(original) + r"(?![\w}'-])")
-            rules.append((pattern, "syn_" + re.sub(r"\W+", "_", original), options))
-    return sorted(rules, key=lambda rule: -len(rule[2][0]))
+            rules.append((original, pattern, "syn_" + re.sub(r"\W+", "_", original), options))
+    return sorted(rules, key=lambda rule: -len(rule[3][0]))
 
 
 def with_synonyms(sections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
@@ -59,15 +59,16 @@ def with_synonyms(sections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, 
     for name, options in sections.items():
         rewritten = []
         for option in options:
-            for pattern, section, _ in _RULES:
-                option = pattern.sub("{" + section + "}", option)
+            for original, pattern, section, _ in _RULES:
+                if original in option:  # the pattern holds the original literally: skip the regex when absent
+                    option = pattern.sub("{" + section + "}", option)
             rewritten.append(option)
         out[name] = tuple(rewritten)
     return out
 
 
 _RULES = _synonym_rules()
-SYNONYM_SECTIONS: dict[str, tuple[str, ...]] = {section: options for _, section, options in _RULES}
+SYNONYM_SECTIONS: dict[str, tuple[str, ...]] = {section: options for _, _, section, options in _RULES}
 SECTIONS: dict[str, tuple[str, ...]] = (
     with_synonyms(
         {**parse_sections(read_data("sentences.txt")), **parse_sections(read_data("structure.txt"))}
