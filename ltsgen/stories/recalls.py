@@ -150,12 +150,13 @@ def word_index(text: str, offsets: list[int]) -> list[int]:
 
 def occurrences(text: str, value: str) -> list[int]:
     """Character offsets of ``value`` in ``text`` as a whole word or phrase (not inside a longer word)."""
-    found, size, at = [], len(value), text.find(value)
+    found, size, length, find = [], len(value), len(text), text.find
+    at = find(value)
     while at >= 0:
         end = at + size
-        if (at == 0 or not text[at - 1].isalnum()) and (end == len(text) or not text[end].isalnum()):
+        if (at == 0 or not text[at - 1].isalnum()) and (end == length or not text[end].isalnum()):
             found.append(at)
-        at = text.find(value, at + 1)
+        at = find(value, at + 1)
     return found
 
 

@@ -13,6 +13,7 @@ import re
 
 _BASE = 0xE000
 PLACEHOLDER = re.compile("[\ue000-\ue3ff]")
+_PLACEHOLDER_SPLIT = re.compile("([\ue000-\ue3ff])").split
 
 
 class FactBook:
@@ -39,22 +40,19 @@ class FactBook:
 
     def resolve(self, sentence: str) -> tuple[str, list[tuple[int, int]]]:
         """``sentence`` with placeholders replaced by values, and (offset in sentence, fact index) pairs."""
-        out: list[str] = []
+        parts = _PLACEHOLDER_SPLIT(sentence)  # text, placeholder, text, placeholder, ..., text
+        out = [parts[0]]
         marks: list[tuple[int, int]] = []
         values = self.values
-        last = length = 0
-        for match in PLACEHOLDER.finditer(sentence):
-            start = match.start()
-            segment = sentence[last:start]
-            out.append(segment)
-            length += len(segment)
-            fact = ord(sentence[start]) - _BASE
+        length = len(parts[0])
+        for at in range(1, len(parts), 2):
+            fact = ord(parts[at]) - _BASE
             marks.append((length, fact))
             value = values[fact]
+            segment = parts[at + 1]
             out.append(value)
-            length += len(value)
-            last = start + 1
-        out.append(sentence[last:])
+            out.append(segment)
+            length += len(value) + len(segment)
         return "".join(out), marks
 
     def records(self) -> list[dict]:

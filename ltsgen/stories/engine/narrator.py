@@ -29,6 +29,7 @@ _CONNECTIVES = frozenset(("Now", "So", "And", "Then", "But", "Then,", "Soon,", "
 _KEEP_CASE = frozenset(NAMES) | {"I", "I'm", "I'll"}
 JOIN_RATE = 0.5  # how often a short plain statement joins the plain statement before it ...
 _JOIN_WORDS = 12  # ... when it has at most this many words
+_UNPLAIN = re.compile('["!?;:]').search  # a quote, an exclamation, a question, a clause
 _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"“])|(?<=[.!?][\"”])\s+(?=[A-Z\"“])").split
 
 
@@ -75,7 +76,7 @@ class Narrator:
         if first.islower():
             text = first.upper() + text[1:]
         marks = None
-        if PLACEHOLDER.search(text):
+        if not text.isascii() and PLACEHOLDER.search(text):
             text, marks = self.facts.resolve(text)
         return text, text.count(" ") + 1, marks
 
@@ -129,8 +130,8 @@ class Narrator:
         plain = (
             words <= _JOIN_WORDS
             and text[-1:] == "."
-            and not any(c in text for c in '"!?;:')
             and ". " not in text
+            and not _UNPLAIN(text)
         )
         if plain and self.joinable and self.separator == " " and self.random() < JOIN_RATE:
             if self._join(text, words, marks):
