@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 
 _BASE = 0xE000
-PLACEHOLDER = re.compile("[\ue000-\ue3ff]")
-_PLACEHOLDER_SPLIT = re.compile("([\ue000-\ue3ff])").split
+# A sentence split at its placeholders: text, placeholder, text, ..., text (one part when it has none).
+split_placeholders = re.compile("([\ue000-\ue3ff])").split
 
 
 class FactBook:
@@ -38,9 +38,9 @@ class FactBook:
     def mentioned(self, placeholder: str) -> bool:
         return bool(self.offsets[ord(placeholder) - _BASE])
 
-    def resolve(self, sentence: str) -> tuple[str, list[tuple[int, int]]]:
-        """``sentence`` with placeholders replaced by values, and (offset in sentence, fact index) pairs."""
-        parts = _PLACEHOLDER_SPLIT(sentence)  # text, placeholder, text, placeholder, ..., text
+    def resolve(self, parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
+        """The sentence split into ``parts`` by ``split_placeholders``, with placeholders replaced by values,
+        and (offset in sentence, fact index) pairs."""
         out = [parts[0]]
         marks: list[tuple[int, int]] = []
         values = self.values

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from ltsgen.stories.engine.facts import PLACEHOLDER, FactBook
+from ltsgen.stories.engine.facts import FactBook, split_placeholders
 from ltsgen.stories.engine.grammar import Slots
 from ltsgen.stories.variety import LONG_SENTENCE_WORDS
 from ltsgen.stories.vocabulary import NAMES
@@ -48,6 +48,7 @@ class Narrator:
         self.counts: dict[str, int] = {}
         self.separator = ""
         self.joinable: str | None = None  # the last sentence, when a plain statement may join it
+        self.split = ("", [""])  # the last sentence ``candidate`` split, and its parts (for ``add``)
 
     def slots(self, values: dict[str, str]) -> Slots:
         return Slots(values, self.table, self.rng)
@@ -76,8 +77,9 @@ class Narrator:
         if first.islower():
             text = first.upper() + text[1:]
         marks = None
-        if not text.isascii() and PLACEHOLDER.search(text):
-            text, marks = self.facts.resolve(text)
+        parts = split_placeholders(text)
+        if len(parts) > 1:
+            text, marks = self.facts.resolve(parts)
         return text, text.count(" ") + 1, marks
 
     def candidate(
@@ -95,7 +97,9 @@ class Narrator:
             text = sentence[0]
             if ". " in text or "! " in text or "? " in text or '" ' in text:
                 seen = 0
-                for part in _SPLIT(text):
+                parts = _SPLIT(text)
+                self.split = (text, parts)
+                for part in parts:
                     count = counts.get(part, 0)
                     if count >= MAX_REPEATS and part.count(" ") + 1 >= LONG_SENTENCE_WORDS:
                         seen = 1 << 30
@@ -138,7 +142,8 @@ class Narrator:
                 return
         counts = self.counts
         if ". " in text or "! " in text or "? " in text or '" ' in text:
-            for part in _SPLIT(text):
+            split_text, parts = self.split
+            for part in parts if split_text is text else _SPLIT(text):
                 counts[part] = counts.get(part, 0) + 1
         else:
             counts[text] = counts.get(text, 0) + 1

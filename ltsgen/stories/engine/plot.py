@@ -299,6 +299,7 @@ class Plot:
         narrator = self.narrator
         rng = self.rng
         chatty = "dialogue" in self.features
+        events = self.events  # latest first: the next one is events[-1]
         while end - narrator.words > 25:
             narrator.paragraph()
             if self.conflict == "pending" and narrator.words > self.conflict_at:
@@ -310,7 +311,7 @@ class Plot:
                 if script[0] in OPENS_A_PROBLEM and end - narrator.words < 110:
                     script = CALM  # no room to get out of trouble: no trouble
             for key in script:
-                if self.events:
+                if events and events[-1][0] <= narrator.words:
                     self.recall_due()
                 room = end - narrator.words
                 if room <= 12:
