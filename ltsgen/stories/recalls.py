@@ -111,12 +111,20 @@ def schedule(
     # a chain fills at most half the span (or holds one longer gap), so that chain starts spread out
     capacity = span // 2
     packed: list[list[int]] = []
+    room: list[int] = []  # capacity left in each chain of ``packed``
+    open_chains: list[int] = []  # indices of the chains with fewer than MAX_RECALLS_PER_FACT gaps, in order
     for gap in sorted(gaps, reverse=True):
-        fitting = [m for m in packed if sum(m) + gap <= capacity and len(m) < MAX_RECALLS_PER_FACT]
+        fitting = [number for number in open_chains if gap <= room[number]]
         if fitting:
-            rng.choice(fitting).append(gap)
+            number = rng.choice(fitting)
+            packed[number].append(gap)
+            room[number] -= gap
+            if len(packed[number]) == MAX_RECALLS_PER_FACT:
+                open_chains.remove(number)
         else:
             packed.append([gap])
+            room.append(capacity - gap)
+            open_chains.append(len(packed) - 1)
     chains = []
     for members in packed:
         rng.shuffle(members)
