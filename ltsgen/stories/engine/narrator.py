@@ -77,9 +77,10 @@ class Narrator:
         if first.islower():
             text = first.upper() + text[1:]
         marks = None
-        parts = split_placeholders(text)
-        if len(parts) > 1:
-            text, marks = self.facts.resolve(parts)
+        if not text.isascii():  # placeholders are private-use characters
+            parts = split_placeholders(text)
+            if len(parts) > 1:
+                text, marks = self.facts.resolve(parts)
         return text, text.count(" ") + 1, marks
 
     def candidate(
@@ -150,7 +151,8 @@ class Narrator:
         separator = self.separator
         self.separator = " "
         pos = self.pos + len(separator)
-        self._record(marks, pos)
+        if marks:
+            self._record(marks, pos)
         self.parts.append(separator + text if separator else text)
         self.pos = pos + len(text)
         self.words += words
@@ -173,18 +175,18 @@ class Narrator:
         counts[joined] = counts.get(joined, 0) + 1
         self.parts[-1] = self.parts[-1][: -len(previous)] + joined
         pos = self.pos + 5  # "." became ", and "
-        self._record(marks, pos)
+        if marks:
+            self._record(marks, pos)
         self.pos = pos + len(text)
         self.words += words + 1
         self.joinable = None
         return True
 
-    def _record(self, marks: list[tuple[int, int]] | None, pos: int) -> None:
+    def _record(self, marks: list[tuple[int, int]], pos: int) -> None:
         """Record the offsets of the fact values of a sentence written at character ``pos``."""
-        if marks:
-            offsets = self.facts.offsets
-            for offset, fact in marks:
-                offsets[fact].append(pos + offset)
+        offsets = self.facts.offsets
+        for offset, fact in marks:
+            offsets[fact].append(pos + offset)
 
     def say(self, slots: Slots, key: str, keep_section: bool = False) -> int:
         """Render a sentence of ``key`` (guarded against repeats) and append it; returns its word count."""

@@ -316,9 +316,12 @@ class Plot:
                 room = end - narrator.words
                 if room <= 12:
                     break
-                key, slots = self.resolve(key, chatty)
-                if key is None:
-                    continue
+                if key in _CHOOSING_STEPS:
+                    key, slots = self.resolve(key, chatty)
+                    if key is None:
+                        continue
+                else:
+                    slots = self.pair
                 if room < 40:
                     self.fits(key, room, slots)
                 else:
@@ -452,6 +455,7 @@ SCRIPTS = (
         ("weather_turn", "weather_react", "pet_act", "talk", "recall"),
     )
 )
+_CHOOSING_STEPS = frozenset(("recall", "talk", "help"))  # steps whose section or roles ``resolve`` chooses
 OPENS_A_PROBLEM = ("problem", "deed_need", "weather_turn")
 CALM = ("describe", "pet_act", "feel", "recall")
 ARGUE = ("argue", "feel", "talk", "argue", "feel")
