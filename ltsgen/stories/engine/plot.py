@@ -376,7 +376,9 @@ class Plot:
                 key = f"plant_{kind}"
             else:
                 key = "again_hidden" if kind == "hidden" and step > 1 else f"recall_{kind}"
-            self.narrator.say(self.narrator.slots({**self.pair, **values}), key, keep_section=True)
+            slots = self.narrator.slots(self.pair)
+            slots.update(values)
+            self.narrator.say(slots, key, keep_section=True)
 
     def resolve(self, key: str, chatty: bool):
         """The section and the roles for a script step (None when a talk step is skipped)."""
