@@ -41,9 +41,13 @@ class FactBook:
     def resolve(self, parts: list[str]) -> tuple[str, list[tuple[int, int]]]:
         """The sentence split into ``parts`` by ``split_placeholders``, with placeholders replaced by values,
         and (offset in sentence, fact index) pairs."""
+        values = self.values
+        if len(parts) == 3:  # one placeholder: no loop
+            head, placeholder, tail = parts
+            fact = ord(placeholder) - _BASE
+            return head + values[fact] + tail, [(len(head), fact)]
         out = [parts[0]]
         marks: list[tuple[int, int]] = []
-        values = self.values
         length = len(parts[0])
         for at in range(1, len(parts), 2):
             fact = ord(parts[at]) - _BASE
