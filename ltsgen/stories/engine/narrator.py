@@ -132,12 +132,7 @@ class Narrator:
         """Append a rendered sentence (as from ``candidate``) to the text; a short plain statement may join
         the plain statement before it (", and ...")."""
         text, words, marks = sentence
-        plain = (
-            words <= _JOIN_WORDS
-            and text[-1:] == "."
-            and ". " not in text
-            and not _UNPLAIN(text)
-        )
+        plain = words <= _JOIN_WORDS and text[-1:] == "." and ". " not in text and not _UNPLAIN(text)
         if plain and self.joinable and self.separator == " " and self.random() < JOIN_RATE:
             if self._join(text, words, marks):
                 return
