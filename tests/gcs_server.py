@@ -14,15 +14,14 @@ relies on create-only writes.
 from __future__ import annotations
 
 import subprocess
-import uuid
 from typing import Any
 
-from s3_server import start_listening
+from s3_server import BucketServer, start_listening
 
 DEAD = "127.0.0.1:9"  # nothing listens there
 
 
-class GCSServer:
+class GCSServer(BucketServer):
     def __init__(self, process: subprocess.Popen, port: int) -> None:
         self.process = process
         self.port = port
@@ -55,12 +54,6 @@ class GCSServer:
             skip_instance_cache=True,
             use_listings_cache=False,
         )
-
-    def bucket(self) -> str:
-        """A new, empty bucket's name."""
-        name = f"test-{uuid.uuid4().hex[:12]}"
-        self.client().mkdir(name)
-        return name
 
     def stop(self) -> None:
         self.process.kill()

@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,21 @@ def start_listening(
             time.sleep(0.05)
 
 
-class S3Server:
+class BucketServer(ABC):
+    """What the local object stores share: ``client()`` (an fsspec filesystem on the server) and new buckets."""
+
+    @abstractmethod
+    def client(self) -> Any:
+        """An fsspec filesystem on this server."""
+
+    def bucket(self) -> str:
+        """A new, empty bucket's name."""
+        name = f"test-{uuid.uuid4().hex[:12]}"
+        self.client().mkdir(name)
+        return name
+
+
+class S3Server(BucketServer):
     def __init__(self, process: subprocess.Popen, port: int, scratch: Path) -> None:
         self.process = process
         self.port = port
@@ -90,12 +105,6 @@ class S3Server:
             skip_instance_cache=True,
             use_listings_cache=False,
         )
-
-    def bucket(self) -> str:
-        """A new, empty bucket's name."""
-        name = f"test-{uuid.uuid4().hex[:12]}"
-        self.client().mkdir(name)
-        return name
 
     @contextmanager
     def recording(self) -> Iterator[list[tuple[str, str]]]:
