@@ -26,7 +26,10 @@ How a record is laid out in each format:
 - webdataset tar: member ``<id>.txt`` holds the UTF-8 text, ``<id>.json`` the other scalar fields and
   ``meta``, ``<id>.input_ids.npy`` the token ids (a plain ``.npy`` array, never pickled).
 - parquet (zstd): columns ``id, text, source, num_words, meta``, plus ``num_tokens, input_ids``
-  (``list<uint16|uint32>``) when tokenized.
+  (``list<uint16|uint32>``) when tokenized. The footer's key-value entry :data:`ROW_GROUP_INDEX_KEY`
+  lists each row group's sha256 and, when tokenized, each record's token count, and the manifest holds the
+  footer's own sha256 (``footer_sha256``): a reader that checks the footer can check each row group as it
+  decodes it, instead of hashing the whole shard before its first record (``indexed.RowGroupIndex``).
 - jsonl.zst: one JSON object per line with every field, ``input_ids`` as a list of ints.
 
 ``meta`` is a JSON string in all three, so that ``datasets.load_dataset`` gives it one type (``string``)
@@ -58,6 +61,7 @@ TOKENIZER_NAME = "tokenizer.json"
 
 # format name -> shard file extension
 FORMATS: dict[str, str] = {"webdataset": "tar", "parquet": "parquet", "jsonl.zst": "jsonl.zst"}
+ROW_GROUP_INDEX_KEY = "ltsgen.row_groups"  # parquet footer entry: a RowGroupIndex as JSON
 
 TAR_TEXT_EXT = "txt"
 TAR_FIELDS_EXT = "json"
@@ -168,6 +172,7 @@ class ShardInfo:
     sha256: str | None  # None: unverifiable, refused while verification is on
     tokens: int | None = None
     bucket: str | None = None
+    footer_sha256: str | None = None  # parquet: the sha256 of the footer, from its start to the end of file
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ShardInfo:
@@ -386,6 +391,7 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
                 check.field(f"{name}.{count}", value, _is_count(value), "a non-negative integer")
             check.optional(shard, name, "tokens", _is_count, "a non-negative integer")
             check.optional(shard, name, "sha256", _is_sha256, "64 hexadecimal digits")
+            check.optional(shard, name, "footer_sha256", _is_sha256, "64 hexadecimal digits")
             check.optional(shard, name, "bucket", str, "a string")
     data = dict(data, builder=data.get("builder", {}))
     return Manifest.from_dict(data)

@@ -396,6 +396,13 @@ class StreamingDataset(IterableDataset):
             return self._read(where), False
         return self.cache.read(info, where, functools.partial(self._read, where))
 
+    def _local(self, info: ShardInfo) -> str | None:
+        """The shard's local path, when it is read directly from a local directory (not through a cache)."""
+        if self.cache is not None or is_remote(self.root):
+            return None
+        where = self._where(info)
+        return where[len("file://") :] if where.startswith("file://") else where
+
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""
         if shard.tokens is not None:
@@ -553,6 +560,7 @@ class _ProcessState:
         self.reader = ShardReader(
             dataset._fetch,
             dataset._where,
+            dataset._local,
             dataset.manifest,
             dataset.shards,
             columns=(["input_ids"] if dataset.tokenized else ["text"]) if packed else dataset.columns,

@@ -2,7 +2,8 @@
 
 Decoding is columnar so that the training path touches no per-record Python: a parquet shard's
 ``input_ids`` come out of one pyarrow column read as a flat ``values`` array plus ``offsets`` (or, for a
-shard whose bytes were verified, row group by row group as they are first needed: ``RowGroupTokens``); a
+shard whose bytes were verified, row group by row group as they are first needed: ``RowGroupTokens``,
+each row group read and checked on its own where the footer lists their sha256: ``indexed.py``); a
 webdataset tar is walked by a small header parser (no ``tarfile`` objects per member) and its ``.npy``
 members are parsed from their fixed header; a jsonl.zst shard is one zstd decompression and one JSON
 parse per line. Every failure is a ``ContractError`` that names the shard.
@@ -82,15 +83,15 @@ class TokenColumn:
 class RowGroupTokens(TokenColumn):
     """The token ids of a parquet shard, decoded a row group at a time when first asked for.
 
-    The offsets come from the shard's ``num_tokens`` column (a few kB to decode), so a window can be laid
-    out and cut before any ids are decoded; ``load`` decodes the row groups that hold the rows asked for,
-    ``load_all`` the others. Each row group's decoded lengths are checked against ``num_tokens``. Safe to
-    use from several threads: other threads may ``decode`` row groups ahead while the reader loads the
-    rows it needs first.
+    The offsets come from the token counts (the footer's ``RowGroupIndex``, or the ``num_tokens`` column),
+    so a window can be laid out and cut before any ids are decoded; ``load`` decodes the row groups that
+    hold the rows asked for, ``load_all`` the others. Each row group's decoded lengths are checked against
+    the counts. Safe to use from several threads: other threads may ``decode`` row groups ahead while the
+    reader loads the rows it needs first.
 
-    ``checked`` (optional) is the check of the shard's bytes that runs while they decode (their sha256):
-    ``load`` and ``load_all`` call it before any id is readable, so a row group decoded from bytes that
-    turn out corrupt is never handed out, and a decoding error on such bytes is reported as the check's.
+    ``check`` (optional) is called with a row group's number before it is decoded (``indexed.IndexedParquet``
+    reads its bytes and checks them against their sha256 there), so that no id is decoded from bytes that
+    were not checked.
     """
 
     def __init__(
@@ -99,18 +100,22 @@ class RowGroupTokens(TokenColumn):
         offsets: np.ndarray,
         dtype: np.dtype,
         where: str,
-        checked: Callable[[], None] | None = None,
+        check: Callable[[int], None] | None = None,
     ) -> None:
         super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
         metadata = parquet.metadata
         counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if self._group_starts[-1] != len(offsets) - 1:
+            raise ContractError(
+                f"{where}: {len(offsets) - 1} token counts for {self._group_starts[-1]} records"
+            )
         self._loaded = np.zeros(len(counts), dtype=bool)
         self._parquet = parquet
+        self._check = check
         self._lock = threading.Lock()
         self._where = where
-        self._checked = checked
-        self.complete = not counts and checked is None  # every id decoded and the check passed
+        self.complete = not counts  # every id decoded
 
     @property
     def decoded_groups(self) -> int:
@@ -128,11 +133,11 @@ class RowGroupTokens(TokenColumn):
 
     def load(self, rows: np.ndarray) -> None:
         if not self.complete:
-            self._checked_decode(rows)
+            self.decode(rows)
 
     def load_all(self) -> None:
         if not self.complete:
-            self._checked_decode(None)
+            self.decode()
 
     def decode(self, rows: np.ndarray | None = None) -> None:
         if rows is None:
@@ -143,26 +148,13 @@ class RowGroupTokens(TokenColumn):
         for group in groups:
             self._load_group(group)
 
-    def _checked_decode(self, rows: np.ndarray | None) -> None:
-        try:
-            self.decode(rows)
-        except ContractError:
-            self._check()  # bytes that fail their check explain the decoding error: say so instead
-            raise
-        self._check()
-
-    def _check(self) -> None:
-        if self._checked is not None:
-            self._checked()
-        with self._lock:
-            self._checked = None
-            self.complete = bool(self._loaded.all())
-
     def _load_group(self, group: int) -> None:
         with self._lock:
             if self._loaded[group]:
                 return
             where = f"{self._where}: row group {group}"
+            if self._check is not None:
+                self._check(group)
             try:
                 table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
             except Exception as error:  # pyarrow's own error on corrupt bytes
@@ -181,8 +173,8 @@ class RowGroupTokens(TokenColumn):
             self.values[start:stop] = decoded.values
             self._loaded[group] = True
             if self._loaded.all():
-                self._parquet = None
-                self.complete = self._checked is None
+                self._parquet = self._check = None  # and with them the shard's bytes
+                self.complete = True
 
 
 @dataclass
@@ -250,7 +242,6 @@ def decode_shard(
     columns: Sequence[str] | None = None,
     *,
     lazy_tokens: bool = False,
-    checked: Callable[[], None] | None = None,
 ) -> ShardColumns:
     """Decode a whole shard held in memory, column by column.
 
@@ -262,8 +253,6 @@ def decode_shard(
         lazy_tokens: decode a parquet shard's ``input_ids`` a row group at a time as they are asked for
             (``RowGroupTokens``, when the shard has ``num_tokens``); for bytes checked against the
             manifest, since a row group that fails to decode is then found only when it is reached.
-        checked: with ``lazy_tokens``, the check of ``data`` that is still running (it raises a
-            ``ContractError`` when the bytes are corrupt): no lazily decoded id is readable before it passed.
 
     Returns:
         The decoded columns; ``ContractError`` naming the shard when the bytes are corrupt.
@@ -273,7 +262,7 @@ def decode_shard(
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
-            shard = _decode_parquet(data, where, wanted, lazy_tokens, checked)
+            shard = _decode_parquet(data, where, wanted, lazy_tokens)
         elif fmt == "webdataset":
             shard = _decode_tar(data, where, wanted)
         else:
@@ -300,9 +289,7 @@ def _meta(value: str | dict | None, where: str) -> dict | None:
 # ---------------------------------------------------------------- parquet
 
 
-def _decode_parquet(
-    data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool, checked: Callable[[], None] | None
-) -> ShardColumns:
+def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool) -> ShardColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -316,9 +303,7 @@ def _decode_parquet(
     for name in selected:
         if name == "input_ids":
             shard.tokens = (
-                _row_group_tokens(
-                    parquet, table.column("num_tokens"), schema.field(name).type, where, checked
-                )
+                _row_group_tokens(parquet, table.column("num_tokens"), schema.field(name).type, where)
                 if lazy
                 else _arrow_token_column(table.column(name), where)
             )
@@ -327,24 +312,36 @@ def _decode_parquet(
     return shard
 
 
-def _row_group_tokens(parquet, num_tokens, ids_type, where: str, checked) -> RowGroupTokens:
+def _row_group_tokens(parquet, num_tokens, ids_type, where: str) -> RowGroupTokens:
     """The lazily decoded ``input_ids`` of a parquet shard, laid out by its ``num_tokens`` column."""
-    import pyarrow as pa
-
     counts = num_tokens.combine_chunks() if num_tokens.num_chunks != 1 else num_tokens.chunk(0)
     if counts.null_count or str(counts.type) != "int64":
         raise ContractError(f"{where}: num_tokens must be int64 without nulls, not {counts.type}")
     lengths = np.frombuffer(counts.buffers()[1], np.int64, len(counts), counts.offset * 8)
     if (lengths < 0).any():
         raise ContractError(f"{where}: num_tokens has negative counts")
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return RowGroupTokens(parquet, offsets, ids_dtype(ids_type, where), where)
+
+
+def ids_dtype(ids_type, where: str) -> np.dtype:
+    """The numpy dtype of an ``input_ids`` column's arrow type (``ContractError`` unless a list of integers).
+
+    Args:
+        ids_type: the column's pyarrow type.
+        where: the shard, for the message.
+
+    Returns:
+        The dtype of the ids.
+    """
+    import pyarrow as pa
+
     if not (pa.types.is_list(ids_type) or pa.types.is_large_list(ids_type)) or not pa.types.is_integer(
         ids_type.value_type
     ):
         raise ContractError(f"{where}: input_ids must be a list of integers, not {ids_type}")
-    dtype = np.dtype(str(ids_type.value_type))
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return RowGroupTokens(parquet, offsets, dtype, where, checked)
+    return np.dtype(str(ids_type.value_type))
 
 
 def _arrow_token_column(column, where: str) -> TokenColumn:

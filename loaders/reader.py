@@ -1,16 +1,16 @@
 """The shards of a dataset as one process reads them: fetched, verified and decoded in a few threads.
 
 A window of the epoch order needs several shards before its first item (its items are permuted
-together), so the shards of a window are fetched at once, one thread each (reading, hashing and parquet
+together), so the shards of a window are opened at once, one thread each (reading, hashing and parquet
 decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids of
 verified parquet shards decoded lazily, a row group at a time as the blocks reach them
 (``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
-row groups its few documents live in. Its sha256 is computed on another thread meanwhile, so the first
-batch costs the larger of hashing and decoding rather than their sum; no id of the shard is readable
-before the check has passed. Once that batch is out, the rest of the window is completed and the next
-window decoded whole in the background (one read per shard, the cheapest) while the current one is
-consumed. The most recent decoded shards are kept; the threads are daemons, so a process never waits at
-exit for a prefetch it no longer needs.
+row groups its few documents live in. Where the footer lists the row groups' sha256 (``footer_sha256`` in
+the manifest), only the footer and those row groups are read and checked (``indexed.IndexedParquet``);
+other shards are hashed whole first. No id is readable before the bytes it comes from passed their check.
+Once that batch is out, the rest of the window is completed and the next window decoded whole in the
+background while the current one is consumed. The most recent decoded shards are kept; the threads are
+daemons, so a process never waits at exit for a prefetch it no longer needs.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import Any
 
 from .contract import ContractError, Manifest, ShardInfo
 from .formats import ShardColumns, decode_shard
+from .indexed import IndexedParquet, ShardBytes
 
 
 class ShardReader:
@@ -34,12 +35,14 @@ class ShardReader:
 
     Args:
         fetch: ``fetch(info) -> (bytes, verified)``: the shard's bytes, and whether its sha256 was
-            already checked (by a cache at download); ``where(info)`` names it in errors.
+            already checked (by a cache at download); ``where(info)`` names it in errors; ``local(info)``
+            is its path when it is a local file read directly (a range at a time), else None.
         manifest: the dataset's manifest (its format).
         shards: the split's shards, in manifest order.
         columns: fields to decode (None: all).
         convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
-        verify: check each shard's sha256 against the manifest on its first read in this process.
+        verify: check each shard's sha256 against the manifest on its first read in this process (or
+            its footer's and each row group's, as they are read, where the manifest has a footer_sha256).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
         keep: decoded shards kept in memory (the most recently used).
         threads: decoding threads.
@@ -51,6 +54,7 @@ class ShardReader:
         self,
         fetch: Callable[[ShardInfo], tuple[bytes, bool]],
         where: Callable[[ShardInfo], str],
+        local: Callable[[ShardInfo], str | None],
         manifest: Manifest,
         shards: list[ShardInfo],
         *,
@@ -62,7 +66,7 @@ class ShardReader:
         threads: int,
         lazy: bool = False,
     ) -> None:
-        self._fetch, self._where = fetch, where
+        self._fetch, self._where, self._local = fetch, where, local
         self.format, self.shards = manifest.format, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
@@ -101,7 +105,7 @@ class ShardReader:
         for index in indices:
             future = self._submit(index, lazy=False)
             if self.lazy:
-                self._pool.submit(_complete, future)
+                self._pool.submit(self._complete, index, future)
 
     def forget(self) -> None:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
@@ -120,34 +124,16 @@ class ShardReader:
     def _decode(self, index: int, lazy: bool) -> Any:
         info = self.shards[index]
         where = self._where(info)
-        check: Future | None = None
         try:
-            data, verified = self._fetch(info)
-            unchecked = self.verify and not verified and index not in self._verified
-            # only checked bytes are decoded lazily: a row group may then wait until it is reached
-            lazy = lazy and (verified or self.verify)
-            if unchecked and lazy and self.on_error == "raise":
-                # the sha256 runs on another thread while the footer and the first row groups decode
-                # (both release the GIL); the column's ids are readable only once it has passed
-                check = self._pool.submit(self._check, index, data, where)
-            elif unchecked:
-                self._check(index, data, where)
-            try:
-                shard = decode_shard(
-                    data,
-                    self.format,
-                    where,
-                    self.columns,
-                    lazy_tokens=lazy,
-                    checked=None if check is None else check.result,
-                )
-            except ContractError:
-                # bytes that fail their sha256 explain a decoding error: hashed again here, since a reader
-                # thread never waits for a call queued behind it
-                if check is not None:
+            shard = self._indexed(index, where) if lazy else None
+            if shard is None:
+                data, verified = self._fetch(info)
+                if self.verify and not verified and index not in self._verified:
                     self._check(index, data, where)
-                raise
-            del data
+                # only checked bytes are decoded lazily: a row group may then fail only when it is reached
+                lazy = lazy and (verified or self.verify)
+                shard = decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
+                del data
             check_counts(shard, info, where)
             return self.convert(shard)
         except ContractError as error:
@@ -155,6 +141,32 @@ class ShardReader:
                 raise
             self.skipped[where] = str(error)
             return None
+
+    def _indexed(self, index: int, where: str) -> ShardColumns | None:
+        """The shard's token ids with each row group checked as it is decoded (``IndexedParquet``), where
+        the shard is a parquet file whose footer lists their sha256 and it would otherwise be hashed whole
+        (with ``on_error="skip"`` it is: the window's layout depends on which shards are skipped)."""
+        info = self.shards[index]
+        if index in self._verified or not (
+            self.format == "parquet"
+            and info.footer_sha256
+            and self.verify
+            and self.on_error == "raise"
+            and self.columns == ["input_ids"]
+        ):
+            return None
+        path = self._local(info)
+        if path is None:
+            data, verified = self._fetch(info)
+            if verified:  # checked whole at download
+                return decode_shard(data, self.format, where, self.columns, lazy_tokens=True)
+            source = ShardBytes(where, data=data)
+        else:
+            source = ShardBytes(where, path=path)
+        if source.size != info.bytes:
+            raise ContractError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
+        indexed = IndexedParquet(source, info.footer_sha256)
+        return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
 
     def _check(self, index: int, data: bytes, where: str) -> None:
         """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""
@@ -167,13 +179,14 @@ class ShardReader:
             )
         self._verified.add(index)
 
-
-def _complete(decoded: Future) -> None:
-    """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is
-    loaded; a shard decoded whole has none left)."""
-    column = decoded.result()
-    if column is not None:
-        column.decode()
+    def _complete(self, index: int, decoded: Future) -> None:
+        """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is
+        loaded); once all of them passed their checks, the shard counts as verified in this process."""
+        column = decoded.result()
+        if column is not None:
+            column.decode()
+            if column.complete:
+                self._verified.add(index)
 
 
 def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:

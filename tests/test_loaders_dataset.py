@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from loader_fixtures import EOS, document, make_dataset
@@ -16,6 +17,7 @@ from loader_fixtures import EOS, document, make_dataset
 from ltsgen.errors import UsageError
 from ltsgen.loaders import ContractError, PadCollate, StateError, StreamingDataset, load_eval_set
 from ltsgen.loaders.contract import Manifest, read_manifest, write_manifest
+from ltsgen.loaders.indexed import row_group_span
 from ltsgen.loaders.order import EpochOrder
 from ltsgen.shards import ShardWriter
 
@@ -198,26 +200,47 @@ def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
         list(StreamingDataset(directory, verify=False))
 
 
+def blocks_until_error(directory: Path, match: str) -> set[int]:
+    """The documents of the packed blocks yielded before the ContractError ``match`` stopped the epoch."""
+    blocks = []
+    with pytest.raises(ContractError, match=match):
+        for batch in StreamingDataset(directory, seq_len=5, batch_size=2, shuffle_window=2).loader():
+            blocks.append(batch["input_ids"])
+    return {(int(i) - 1) // 100 for block in blocks for i in block.flatten() if i != EOS}
+
+
 def test_packed_blocks_never_carry_a_shard_whose_sha256_fails(parquet_dir, tmp_path):
-    # intact bytes under a wrong checksum: every row group decodes, only the check (run beside the
-    # decoding) refuses the shard, before any block holding one of its documents is yielded
+    # intact bytes under wrong checksums (the shard's and its footer's): every row group decodes, only
+    # the check refuses the shard, before any block holding one of its documents is yielded
     shutil.copytree(parquet_dir, tmp_path / "d")
     manifest = read_manifest(tmp_path / "d")
     bad = manifest.splits["train"][3]
-    manifest.splits["train"][3] = dataclasses.replace(bad, sha256="0" * 64)
+    manifest.splits["train"][3] = dataclasses.replace(bad, sha256="0" * 64, footer_sha256="0" * 64)
     write_manifest(tmp_path / "d", manifest)
     firsts = np.cumsum([0] + SIZES)
-    blocks = []
-    with pytest.raises(ContractError, match=f"{bad.path}: sha256 .* does not match"):
-        for batch in StreamingDataset(tmp_path / "d", seq_len=5, batch_size=2, shuffle_window=2).loader():
-            blocks.append(batch["input_ids"])
-    documents = {(int(i) - 1) // 100 for block in blocks for i in block.flatten() if i != EOS}
+    documents = blocks_until_error(tmp_path / "d", f"{bad.path}: (footer )?sha256 .* does not match")
     assert not documents & set(range(firsts[3], firsts[4]))
-    # damaged bytes fail to decode before their check is done: the error still names the mismatch
     directory, relpath = corrupt_copy(parquet_dir, tmp_path / "damaged", shard=3)
     (directory / relpath).write_bytes((directory / relpath).read_bytes()[:-100])
-    with pytest.raises(ContractError, match=f"{relpath}: sha256 .* does not match"):
-        list(StreamingDataset(directory, seq_len=5, batch_size=2, shuffle_window=2).iter_batches())
+    blocks_until_error(directory, f"{relpath}: (holds .* bytes, the manifest says|sha256 .* does not match)")
+
+
+def test_packed_blocks_never_carry_a_row_group_whose_sha256_fails(parquet_dir, tmp_path):
+    # one row group damaged in place: the shard's other row groups are served, that one's never
+    shutil.copytree(parquet_dir, tmp_path / "d")
+    firsts = np.cumsum([0] + SIZES)
+    for shard in [i for i, size in enumerate(SIZES) if size > 4]:  # wherever the order puts it
+        info = read_manifest(tmp_path / "d").shards("train")[shard]
+        path = tmp_path / "d" / info.path
+        original = path.read_bytes()
+        data = bytearray(original)
+        data[row_group_span(pq.read_metadata(path), 1)[1] - 2] ^= 0xFF  # in row group 1's input_ids
+        path.write_bytes(bytes(data))
+        documents = blocks_until_error(
+            tmp_path / "d", f"{info.path}: (row group 1: )?sha256 .* does not match"
+        )
+        assert not documents & set(range(firsts[shard] + 4, firsts[shard] + 8))  # row group 1: rows 4-7
+        path.write_bytes(original)
 
 
 @pytest.mark.parametrize("seq_len", [None, 5])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import http.server
 import io
 import shlex
@@ -18,6 +19,7 @@ from loader_fixtures import document, make_dataset
 from ltsgen.loaders import ContractError, StreamingDataset, read_shard
 from ltsgen.loaders.contract import FORMATS, read_manifest
 from ltsgen.loaders.formats import decode_shard
+from ltsgen.loaders.indexed import IndexedParquet, ShardBytes, row_group_span
 from ltsgen.loaders.sources import join
 
 
@@ -201,29 +203,68 @@ def test_parquet_token_ids_decode_by_row_group_as_they_are_asked_for(tmp_path):
     assert [r["input_ids"].tolist() for r in records] == [eager[i].tolist() for i in range(11)]
 
 
-def test_lazily_decoded_ids_are_readable_only_once_the_check_of_their_bytes_passed(tmp_path):
-    directory = make_dataset(tmp_path, [11], row_group_rows=3)
-    data = (directory / read_manifest(directory).shards("train")[0].path).read_bytes()
-    calls = []
+def _indexed_shard(tmp_path, lengths=None):
+    """A shard of 11 records in row groups of 3, its manifest entry, its bytes and the row groups' spans."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    def corrupt() -> None:
-        calls.append("corrupt")
-        raise ContractError("s: sha256 ... does not match the manifest's")
+    directory = make_dataset(tmp_path, [11], lengths=lengths, row_group_rows=3)
+    info = read_manifest(directory).shards("train")[0]
+    path = directory / info.path
+    metadata = pq.ParquetFile(pa.BufferReader(path.read_bytes())).metadata
+    return info, path, [row_group_span(metadata, g) for g in range(metadata.num_row_groups)]
 
-    tokens = decode_shard(data, "parquet", "s", ["input_ids"], lazy_tokens=True, checked=corrupt).tokens
-    tokens.decode()  # decoding ahead (another thread's job) never waits for the check
-    assert tokens.decoded_groups == 4 and not tokens.complete and not calls
-    for read in (lambda: tokens.load(np.asarray([0])), lambda: tokens[5], tokens.load_all):
-        with pytest.raises(ContractError, match="s: sha256 ... does not match"):
-            read()
-    assert not tokens.complete and len(calls) == 3
-    passing = decode_shard(
-        data, "parquet", "s", ["input_ids"], lazy_tokens=True, checked=lambda: calls.append("ok")
-    )
-    tokens = passing.tokens
-    assert tokens[4].tolist() == document(4, 3 + 4 % 5)["input_ids"].tolist() and calls[3:] == ["ok"]
+
+def test_an_indexed_shard_reads_and_checks_only_its_footer_and_the_row_groups_decoded(tmp_path):
+    info, path, spans = _indexed_shard(tmp_path)
+    data = path.read_bytes()
+    source = ShardBytes(str(path), path=path)
+    tokens = IndexedParquet(source, info.footer_sha256).tokens()
+    eager = decode_shard(data, "parquet", "s", ["input_ids"]).tokens
+    assert np.array_equal(tokens.offsets, eager.offsets) and tokens.decoded_groups == 0  # from the footer
+    assert [tokens[i].tolist() for i in (3, 5)] == [eager[i].tolist() for i in (3, 5)]
+    buffer = np.asarray(source.buffer)
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    (start, stop), last = spans[1], spans[-1][1]
+    assert not buffer[:start].any() and not buffer[stop:last].any()  # row groups 0, 2 and 3 never read
+    assert bytes(buffer[start:stop]) == data[start:stop] and bytes(buffer[footer:]) == data[footer:]
     tokens.load_all()
-    assert tokens.complete and calls[3:] == ["ok"]  # checked once
+    assert tokens.complete and np.array_equal(tokens.values, eager.values)
+
+
+def test_a_row_group_changed_after_opening_is_refused_before_any_of_its_ids_is_readable(tmp_path):
+    info, path, spans = _indexed_shard(tmp_path)
+    tokens = IndexedParquet(ShardBytes(str(path), path=path), info.footer_sha256).tokens()
+    assert tokens[0].tolist() == document(0, 3)["input_ids"].tolist()
+    data = bytearray(path.read_bytes())
+    data[spans[2][1] - 3] ^= 0xFF  # inside row group 2 (its input_ids), same size
+    path.write_bytes(bytes(data))
+    with pytest.raises(ContractError, match=r"shard-00000.parquet: row group 2: sha256 .* does not match"):
+        tokens[7]
+    assert tokens.decoded_groups == 1 and not tokens.complete
+    assert tokens[4].tolist() == document(4, 3 + 4 % 5)["input_ids"].tolist()  # row group 1 is intact
+    with pytest.raises(ContractError, match="row group 2"):
+        tokens.load_all()
+
+
+def test_an_indexed_shard_with_a_changed_footer_or_no_index_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    info, path, _ = _indexed_shard(tmp_path)
+    data = bytearray(path.read_bytes())
+    at = data.rindex(b"sha256") + 12  # a hex digit of the index's first sha256
+    data[at] = ord("0") if data[at] != ord("0") else ord("1")
+    with pytest.raises(ContractError, match=r"s: footer sha256 .* does not match the manifest's"):
+        IndexedParquet(ShardBytes("s", data=bytes(data)), info.footer_sha256)
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"id": ["a"]}), buffer)
+    plain = buffer.getvalue()
+    footer = plain[len(plain) - 8 - int.from_bytes(plain[-8:-4], "little") :]
+    with pytest.raises(ContractError, match="p: the footer has no row group index"):
+        IndexedParquet(ShardBytes("p", data=plain), hashlib.sha256(footer).hexdigest())
+    with pytest.raises(ContractError, match="t: not a parquet file"):
+        IndexedParquet(ShardBytes("t", data=bytes(data[:-2])), info.footer_sha256)
 
 
 def test_a_row_group_whose_ids_disagree_with_num_tokens_is_refused_naming_it(tmp_path):

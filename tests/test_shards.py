@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -15,8 +16,10 @@ import pytest
 import webdataset as wds
 import zstandard
 
-from ltsgen.loaders.contract import FORMATS, ContractError
+import ltsgen.shards
+from ltsgen.loaders.contract import FORMATS, ROW_GROUP_INDEX_KEY, ContractError
 from ltsgen.loaders.formats import read_shard
+from ltsgen.loaders.indexed import row_group_span
 from ltsgen.shards import ShardWriter
 
 
@@ -103,12 +106,39 @@ def test_parquet_schema_and_pyarrow(tmp_path):
     write(tmp_path, "train/shard-00000.parquet", "parquet", records, "uint16")
     table = pq.read_table(tmp_path / "train/shard-00000.parquet")
     assert table.column_names == ["id", "text", "source", "num_words", "meta", "num_tokens", "input_ids"]
-    assert str(table.schema.field("input_ids").type) == "list<element: uint16>"
+    assert str(table.schema.field("input_ids").type) == "list<element: uint16 not null>"
     assert pq.ParquetFile(tmp_path / "train/shard-00000.parquet").metadata.row_group(0).column(
         1
     ).compression == ("ZSTD")
     assert table.column("id").to_pylist() == [r["id"] for r in records]
     assert [json.loads(m) for m in table.column("meta").to_pylist()] == [r["meta"] for r in records]
+
+
+def test_a_parquet_footer_lists_the_sha256_of_each_row_group_and_the_manifest_the_footers(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(ltsgen.shards, "PARQUET_ROW_GROUP_ROWS", 3)
+    records = make_records(8, True)
+    info = write(tmp_path, "train/shard-00000.parquet", "parquet", records, "uint16")
+    data = (tmp_path / info.path).read_bytes()
+    metadata = pq.ParquetFile(tmp_path / info.path).metadata
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    assert info.footer_sha256 == hashlib.sha256(data[footer:]).hexdigest()
+    index = json.loads(metadata.metadata[ROW_GROUP_INDEX_KEY.encode()])
+    spans = [row_group_span(metadata, group) for group in range(metadata.num_row_groups)]
+    assert len(spans) == 3  # 3 + 3 + 2 records
+    assert spans[0][0] == 4 and spans[-1][1] == footer  # the row groups tile the file up to the footer
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+    assert index["sha256"] == [hashlib.sha256(data[start:stop]).hexdigest() for start, stop in spans]
+    counts = np.frombuffer(base64.b64decode(index["num_tokens"]), "<u4")
+    assert counts.tolist() == [len(r["input_ids"]) for r in records]
+    untokenized = write(tmp_path, "train/shard-00001.parquet", "parquet", make_records(4, False))
+    plain = pq.ParquetFile(tmp_path / untokenized.path).metadata
+    assert "num_tokens" not in json.loads(plain.metadata[ROW_GROUP_INDEX_KEY.encode()])
+    assert (
+        untokenized.footer_sha256
+        and write(tmp_path, "a.tar", "webdataset", records[:1], "uint16").footer_sha256 is None
+    )
 
 
 @pytest.mark.skipif(
