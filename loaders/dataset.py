@@ -626,7 +626,12 @@ class _ProcessState:
             keep = np.isin(local, valid)
             column_of = np.searchsorted(np.sort(valid), local[keep])  # index into the sorted valid shards
             packed = PackedWindow(
-                [columns[s] for s in sorted(valid)], column_of, rows[keep], ds.eos_id, nominal
+                [columns[s] for s in sorted(valid)],
+                column_of,
+                rows[keep],
+                ds.eos_id,
+                nominal,
+                background=self.reader.background,
             )
             if len(valid) == len(shards) and packed.total != nominal:
                 raise ContractError(

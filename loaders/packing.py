@@ -14,7 +14,8 @@ sees a position beyond ``seq_len`` in training.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,9 +38,12 @@ class PackedWindow:
         rows: np.ndarray,
         eos_id: int,
         nominal: int | None = None,
+        background: Callable[..., Any] | None = None,
     ) -> None:
-        """Document ``i`` of the window is row ``rows[i]`` of ``columns[column_of[i]]``."""
+        """Document ``i`` of the window is row ``rows[i]`` of ``columns[column_of[i]]``; ``background(fn,
+        *args)`` runs a call on another thread, to decode some columns' rows while this one decodes others."""
         self.columns = columns
+        self.background = background
         self.values = [column.values for column in columns]
         self.column_of, self.rows = column_of, rows
         self.complete = all(column.complete for column in columns)
@@ -98,9 +102,18 @@ class PackedWindow:
     def _load(self, first: int, last: int) -> None:
         """Load the ids of documents ``[first, last)`` in the columns that decode lazily."""
         column_of, rows = self.column_of[first:last], self.rows[first:last]
-        for index in set(column_of.tolist()):  # a few documents (np.unique would import numpy.ma: ~40 ms)
-            self.columns[index].load(rows[column_of == index])
+        indices = sorted(set(column_of.tolist()))  # a few documents (np.unique would import numpy.ma: ~40 ms)
+        wanted = [(self.columns[index], rows[column_of == index]) for index in indices]
+        if self.background is not None and len(wanted) > 1:
+            self.background(_decode, wanted[1::2])  # half the columns, on one other thread meanwhile
+        for column, its_rows in wanted:  # waits for a row group another thread is decoding, or decodes it
+            column.load(its_rows)
         self.complete = all(column.complete for column in self.columns)
+
+
+def _decode(wanted: list[tuple[TokenColumn, np.ndarray]]) -> None:
+    for column, rows in wanted:
+        column.decode(rows)
 
 
 def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:

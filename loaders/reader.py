@@ -107,6 +107,14 @@ class ShardReader:
             if self.lazy:
                 self._pool.submit(self._complete, index, future)
 
+    def background(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on one of the reader's threads (after the reads already queued there).
+
+        Args:
+            fn, args: the call; its result and errors are dropped (it decodes ahead of a later load).
+        """
+        self._pool.submit(fn, *args)
+
     def forget(self) -> None:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
         self._decoded.clear()

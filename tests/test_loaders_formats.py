@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loader_fixtures import document, make_dataset
+from loader_fixtures import EOS, document, make_dataset
 
 from ltsgen.loaders import ContractError, StreamingDataset, read_shard
 from ltsgen.loaders.contract import FORMATS, read_manifest
@@ -284,3 +284,41 @@ def test_a_row_group_whose_ids_disagree_with_num_tokens_is_refused_naming_it(tmp
     pq.write_table(table, buffer)
     with pytest.raises(ContractError, match="bad.parquet: num_tokens must be int64 without nulls"):
         decode_shard(buffer.getvalue(), "parquet", "bad.parquet", lazy_tokens=True)
+
+
+def test_a_packed_window_decodes_half_its_shards_on_another_thread_and_cuts_the_same_tokens(tmp_path):
+    from ltsgen.loaders.packing import PackedWindow
+
+    directory = make_dataset(tmp_path, [7, 5, 6], row_group_rows=2)
+    shards = read_manifest(directory).shards("train")
+
+    def columns(lazy: bool):
+        return [
+            IndexedParquet(ShardBytes(s.path, path=directory / s.path), s.footer_sha256).tokens()
+            if lazy
+            else decode_shard((directory / s.path).read_bytes(), "parquet", s.path, ["input_ids"]).tokens
+            for s in shards
+        ]
+
+    rng = np.random.default_rng(3)
+    column_of = rng.permutation(np.repeat(np.arange(3), [7, 5, 6]))
+    rows = np.empty_like(column_of)
+    for c, n in enumerate([7, 5, 6]):
+        rows[column_of == c] = rng.permutation(n)
+    threads = []
+
+    def background(fn, *args):
+        threads.append(threading.Thread(target=fn, args=args))
+        threads[-1].start()
+
+    lazy = columns(lazy=True)
+    window = PackedWindow(lazy, column_of, rows, EOS, background=background)
+    expected = PackedWindow(columns(lazy=False), column_of, rows, EOS)
+    assert window.total == expected.total
+    ids, _ = window.slice(0, 40)
+    assert np.array_equal(ids, expected.slice(0, 40)[0]) and len(threads) == 1
+    for thread in threads:
+        thread.join()
+    assert all(column.decoded_groups for column in lazy)  # every shard touched, some by the other thread
+    ids, _ = window.slice(0, window.total)
+    assert np.array_equal(ids, expected.slice(0, expected.total)[0])
