@@ -61,7 +61,7 @@ TOKENIZER_NAME = "tokenizer.json"
 
 # format name -> shard file extension
 FORMATS: dict[str, str] = {"webdataset": "tar", "parquet": "parquet", "jsonl.zst": "jsonl.zst"}
-ROW_GROUP_INDEX_KEY = "ltsgen.row_groups"  # parquet footer entry: a RowGroupIndex as JSON
+ROW_GROUP_INDEX_KEY = "ltsgen:row_groups"  # parquet footer entry: a RowGroupIndex as JSON
 
 TAR_TEXT_EXT = "txt"
 TAR_FIELDS_EXT = "json"

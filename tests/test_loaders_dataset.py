@@ -86,10 +86,22 @@ def test_epochs_and_seeds_change_the_order_and_set_epoch_restarts(parquet_dir):
     ]
 
 
+def without_footer_sha256(source: Path, target: Path) -> Path:
+    """A copy whose manifest lists no footer_sha256, as written before the footers listed row groups."""
+    shutil.copytree(source, target)
+    manifest = read_manifest(target)
+    for split, shards in manifest.splits.items():
+        manifest.splits[split] = [dataclasses.replace(s, footer_sha256=None) for s in shards]
+    write_manifest(target, manifest)
+    return target
+
+
 @pytest.mark.parametrize("window", [1, 3])
-def test_packed_blocks_are_the_epoch_stream_cut_in_blocks(parquet_dir, lengths, window):
+@pytest.mark.parametrize("footer", [True, False], ids=["row-groups-checked", "shards-hashed-whole"])
+def test_packed_blocks_are_the_epoch_stream_cut_in_blocks(parquet_dir, lengths, window, footer, tmp_path):
     seq_len = 9
-    dataset = StreamingDataset(parquet_dir, seed=3, seq_len=seq_len, position_ids=True, shuffle_window=window)
+    directory = parquet_dir if footer else without_footer_sha256(parquet_dir, tmp_path / "d")
+    dataset = StreamingDataset(directory, seed=3, seq_len=seq_len, position_ids=True, shuffle_window=window)
     blocks = list(dataset)
     tokens, positions = reference_stream(parquet_dir, 3, 0, window, lengths)
     count = len(tokens) // (seq_len + 1)
