@@ -47,12 +47,13 @@ class PackedWindow:
         self.values = [column.values for column in columns]
         self.column_of, self.rows = column_of, rows
         self.complete = all(column.complete for column in columns)
-        self.sources = np.empty(len(rows), dtype=np.int64)
-        self.lengths = np.empty(len(rows), dtype=np.int64)
-        for index, column in enumerate(columns):
-            mine = column_of == index
-            self.sources[mine] = column.offsets[rows[mine]]
-            self.lengths[mine] = column.offsets[rows[mine] + 1] - self.sources[mine] + 1
+        none = np.zeros(0, dtype=np.int64)
+        starts = np.concatenate([column.offsets[:-1] for column in columns] or [none])
+        ends = np.concatenate([column.offsets[1:] for column in columns] or [none])
+        first_row = np.cumsum([0] + [len(column) for column in columns], dtype=np.int64)[:-1]
+        documents = first_row[column_of] + rows  # index into every column's documents, laid end to end
+        self.sources = starts[documents]
+        self.lengths = ends[documents] - self.sources + 1
         self.starts = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(self.lengths, out=self.starts[1:])
         self.total = int(self.starts[-1])
