@@ -184,6 +184,11 @@ class IndexedParquet:
         np.cumsum(self.index.num_tokens, out=offsets[1:])
         return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check)
 
+    def check_row_groups(self) -> None:
+        """Read every row group and refuse the shard unless each has the footer's sha256 for it."""
+        for group in range(self.parquet.metadata.num_row_groups):
+            self._check(group)
+
     def _check(self, group: int) -> None:
         """Read row group ``group`` and refuse it unless its bytes have the footer's sha256 for them."""
         start, stop = row_group_span(self.parquet.metadata, group)

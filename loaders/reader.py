@@ -5,9 +5,10 @@ together), so the shards of a window are opened at once, one thread each (readin
 decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids of
 verified parquet shards decoded lazily, a row group at a time as the blocks reach them
 (``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
-row groups its few documents live in. Where the footer lists the row groups' sha256 (``footer_sha256`` in
-the manifest), only the footer and those row groups are read and checked (``indexed.IndexedParquet``);
-other shards are hashed whole first. No id is readable before the bytes it comes from passed their check.
+row groups its few documents live in. A parquet shard whose footer lists its row groups' sha256
+(``footer_sha256`` in the manifest) is checked by its footer and row groups (``indexed.IndexedParquet``),
+there only the footer and the row groups decoded are read and checked; other shards are hashed whole
+first. No id is readable before the bytes it comes from passed their check.
 Once that batch is out, the rest of the window is completed and the next window decoded whole in the
 background while the current one is consumed. The most recent decoded shards are kept; the threads are
 daemons, so a process never waits at exit for a prefetch it no longer needs.
@@ -41,8 +42,8 @@ class ShardReader:
         shards: the split's shards, in manifest order.
         columns: fields to decode (None: all).
         convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
-        verify: check each shard's sha256 against the manifest on its first read in this process (or
-            its footer's and each row group's, as they are read, where the manifest has a footer_sha256).
+        verify: check each shard's sha256 against the manifest on its first read in this process (where
+            the manifest has a footer_sha256: the footer's, and each row group's against the footer).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
         keep: decoded shards kept in memory (the most recently used).
         threads: decoding threads.
@@ -133,10 +134,12 @@ class ShardReader:
         info = self.shards[index]
         where = self._where(info)
         try:
-            shard = self._indexed(index, where) if lazy else None
-            if shard is None:
+            checked = not self.verify or index in self._verified
+            if not checked and self.format == "parquet" and info.footer_sha256:
+                shard = self._by_row_group(index, where, lazy)
+            else:
                 data, verified = self._fetch(info)
-                if self.verify and not verified and index not in self._verified:
+                if not (checked or verified):
                     self._check(index, data, where)
                 # only checked bytes are decoded lazily: a row group may then fail only when it is reached
                 lazy = lazy and (verified or self.verify)
@@ -150,31 +153,29 @@ class ShardReader:
             self.skipped[where] = str(error)
             return None
 
-    def _indexed(self, index: int, where: str) -> ShardColumns | None:
-        """The shard's token ids with each row group checked as it is decoded (``IndexedParquet``), where
-        the shard is a parquet file whose footer lists their sha256 and it would otherwise be hashed whole
-        (with ``on_error="skip"`` it is: the window's layout depends on which shards are skipped)."""
+    def _by_row_group(self, index: int, where: str, lazy: bool) -> ShardColumns:
+        """A parquet shard checked by its footer and its row groups (``IndexedParquet``): when its packed
+        ids are decoded lazily (a window's first batches) only the row groups decoded are read and checked,
+        otherwise every row group is checked first (also with ``on_error="skip"``: which shards are skipped
+        changes a window's layout)."""
         info = self.shards[index]
-        if index in self._verified or not (
-            self.format == "parquet"
-            and info.footer_sha256
-            and self.verify
-            and self.on_error == "raise"
-            and self.columns == ["input_ids"]
-        ):
-            return None
-        path = self._local(info)
+        ranged = lazy and self.on_error == "raise" and self.columns == ["input_ids"]
+        path = self._local(info) if ranged else None
         if path is None:
             data, verified = self._fetch(info)
             if verified:  # checked whole at download
-                return decode_shard(data, self.format, where, self.columns, lazy_tokens=True)
+                return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
             source = ShardBytes(where, data=data)
         else:
             source = ShardBytes(where, path=path)
         if source.size != info.bytes:
             raise ContractError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
         indexed = IndexedParquet(source, info.footer_sha256)
-        return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
+        if ranged:
+            return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
+        indexed.check_row_groups()
+        self._verified.add(index)
+        return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
 
     def _check(self, index: int, data: bytes, where: str) -> None:
         """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""

@@ -204,7 +204,9 @@ def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
 
 def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
     directory, relpath = corrupt_copy(parquet_dir, tmp_path / "d", shard=3)
-    with pytest.raises(ContractError, match=f"{relpath}: sha256 .* does not match"):
+    with pytest.raises(
+        ContractError, match=rf"{relpath}: (footer |row group \d+: )?sha256 .* does not match"
+    ):
         list(StreamingDataset(directory))
     path = directory / relpath
     path.write_bytes(path.read_bytes()[:-100])  # structural damage, found without the checksum
@@ -230,11 +232,36 @@ def test_packed_blocks_never_carry_a_shard_whose_sha256_fails(parquet_dir, tmp_p
     manifest.splits["train"][3] = dataclasses.replace(bad, sha256="0" * 64, footer_sha256="0" * 64)
     write_manifest(tmp_path / "d", manifest)
     firsts = np.cumsum([0] + SIZES)
-    documents = blocks_until_error(tmp_path / "d", f"{bad.path}: (footer )?sha256 .* does not match")
+    documents = blocks_until_error(tmp_path / "d", f"{bad.path}: footer sha256 .* does not match")
     assert not documents & set(range(firsts[3], firsts[4]))
     directory, relpath = corrupt_copy(parquet_dir, tmp_path / "damaged", shard=3)
     (directory / relpath).write_bytes((directory / relpath).read_bytes()[:-100])
-    blocks_until_error(directory, f"{relpath}: (holds .* bytes, the manifest says|sha256 .* does not match)")
+    blocks_until_error(directory, f"{relpath}: holds .* bytes, the manifest says")
+
+
+def test_a_parquet_shard_is_checked_by_its_footer_in_every_window_and_mode(parquet_dir, tmp_path, lengths):
+    # the loader checks a parquet shard with a footer_sha256 by its footer and row groups wherever the
+    # order puts it (first window, read by row group; later windows and records, read whole), so a wrong
+    # sha256 of the whole shard (what a cache checks at download) changes nothing, and a changed row
+    # group is refused in records mode too
+    shutil.copytree(parquet_dir, tmp_path / "d")
+    manifest = read_manifest(tmp_path / "d")
+    manifest.splits["train"] = [dataclasses.replace(s, sha256="0" * 64) for s in manifest.splits["train"]]
+    write_manifest(tmp_path / "d", manifest)
+    for window in (1, 3):
+        blocks = list(StreamingDataset(tmp_path / "d", seed=3, seq_len=9, shuffle_window=window))
+        tokens, _ = reference_stream(parquet_dir, 3, 0, window, lengths)
+        assert torch.cat([b["input_ids"] for b in blocks]).tolist() == tokens[: len(blocks) * 10]
+    assert len(list(StreamingDataset(tmp_path / "d"))) == sum(SIZES)
+    info = manifest.splits["train"][0]
+    path = tmp_path / "d" / info.path
+    data = bytearray(path.read_bytes())
+    data[row_group_span(pq.read_metadata(path), 1)[1] - 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        ContractError, match=f"{info.path}: row group 1: sha256 .* does not match the footer's"
+    ):
+        list(StreamingDataset(tmp_path / "d"))
 
 
 def test_packed_blocks_never_carry_a_row_group_whose_sha256_fails(parquet_dir, tmp_path):
@@ -248,9 +275,7 @@ def test_packed_blocks_never_carry_a_row_group_whose_sha256_fails(parquet_dir, t
         data = bytearray(original)
         data[row_group_span(pq.read_metadata(path), 1)[1] - 2] ^= 0xFF  # in row group 1's input_ids
         path.write_bytes(bytes(data))
-        documents = blocks_until_error(
-            tmp_path / "d", f"{info.path}: (row group 1: )?sha256 .* does not match"
-        )
+        documents = blocks_until_error(tmp_path / "d", f"{info.path}: row group 1: sha256 .* does not match")
         assert not documents & set(range(firsts[shard] + 4, firsts[shard] + 8))  # row group 1: rows 4-7
         path.write_bytes(original)
 
