@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from process_tools import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
@@ -91,12 +91,8 @@ def start(*args: str) -> subprocess.Popen:
 
 def kill_when(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 120.0) -> None:
     """kill -9 ``process`` (alone) as soon as ``ready()`` holds; fail if it ends first."""
-    deadline = time.monotonic() + timeout
     try:
-        while not ready():
-            assert process.poll() is None, f"ended before the kill: {process.stderr.read().decode()[-500:]}"
-            assert time.monotonic() < deadline, "never reached the point to kill it"
-            time.sleep(0.005)
+        wait_until(process, ready, timeout)
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=30) == -signal.SIGKILL
     finally:

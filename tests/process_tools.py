@@ -53,5 +53,5 @@ def kill_9(process: subprocess.Popen) -> None:
     """kill -9 ``process`` alone; its children (workers, a local Ray runtime) must end with it."""
     workers = children(process.pid)
     process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    assert process.wait(timeout=30) == -signal.SIGKILL
     assert still_alive(workers, seconds=30) == [], "child processes outlived the killed one"

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from process_tools import children, still_alive
+from faults import end
+from process_tools import kill_9, wait_until
 from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 
 from ltsgen.cli import main
@@ -211,23 +210,13 @@ def _cli(*args: str) -> subprocess.Popen:
     )
 
 
-def _kill_when(process: subprocess.Popen, ready, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
+def _kill_when(process: subprocess.Popen, ready) -> None:
+    """kill -9 the build as soon as ``ready()`` holds; its worker processes must end with it."""
     try:
-        while not ready():
-            assert process.poll() is None, "the build finished before it could be killed"
-            assert time.monotonic() < deadline, "the build never reached the point to kill it"
-            time.sleep(0.01)
-        workers = children(process.pid)
-        process.send_signal(signal.SIGKILL)
-        assert process.wait(timeout=30) == -signal.SIGKILL
-        assert still_alive(workers) == []  # its worker processes end with it
+        wait_until(process, ready, timeout=60.0)
+        kill_9(process)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdout.close()
-        process.stderr.close()
+        end(process)
 
 
 def test_kill_9_in_either_pass_then_rerun_gives_the_uninterrupted_result(tmp_path, tokenizer_path, real_data):
