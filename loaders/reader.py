@@ -6,9 +6,9 @@ decoding release the GIL). A shard that a window needs now (``get``) has the pac
 verified parquet shards decoded lazily, a row group at a time as the blocks reach them
 (``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
 row groups its few documents live in. A parquet shard whose footer lists its row groups' sha256
-(``footer_sha256`` in the manifest) is checked by its footer and row groups (``indexed.IndexedParquet``),
-there only the footer and the row groups decoded are read and checked; other shards are hashed whole
-first. No id is readable before the bytes it comes from passed their check.
+(``footer_sha256`` in the manifest) is checked by its footer and row groups (``indexed.IndexedParquet``):
+a window's first batches read and check only the footers and the row groups they decode. Other shards are
+hashed whole first. No id is readable before the bytes it comes from passed their check.
 Once that batch is out, the rest of the window is completed and the next window decoded whole in the
 background while the current one is consumed. The most recent decoded shards are kept; the threads are
 daemons, so a process never waits at exit for a prefetch it no longer needs.
