@@ -210,8 +210,8 @@ def plot_vs_length(path: Path, summary, metrics: list[tuple[str, str]], log_y: b
 
 def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
     """Per-position loss at each run's longest length (lines, the mean over seeds), and at each length beyond
-    the training length, the loss of its last T tokens with a T-token window (crosses, at their middle): one
-    panel per family, one row per training length."""
+    the training length, the loss of its last T tokens with the full context (circles) and with a T-token
+    window (crosses), at their middle: one panel per family, one row per training length."""
     plt = _figure()
     train_lengths = sorted({run["train_length"] for run in runs})
     base = [run for run in runs if not run["encoding"].endswith(FINETUNED)]
@@ -228,15 +228,19 @@ def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
                 style = {**_style(encoding), "markersize": 0}
                 loss = [_mean(list(values)) for values in zip(*(c["loss"] for c in curves), strict=True)]
                 ax.plot(curves[0]["position"], loss, label=display(encoding), linewidth=1, **style)
-                far = [res for res in mine[0]["eval"]["results"] if res["eval_length"] > train_length]
-                xs = [res["eval_length"] - train_length / 2 for res in far]
-                window = [_mean([r["eval"]["results"][i]["same_token_loss_window"] for r in mine])
-                          for i, res in enumerate(mine[0]["eval"]["results"]) if res["eval_length"] > train_length]  # fmt: skip
-                ax.plot(xs, window, linestyle="none", marker="x", color=style["color"], markersize=6)
+                far = [
+                    i for i, res in enumerate(mine[0]["eval"]["results"]) if res["eval_length"] > train_length
+                ]
+                xs = [mine[0]["eval"]["results"][i]["eval_length"] - train_length / 2 for i in far]
+                for key, marker in (("same_token_loss_full", "o"), ("same_token_loss_window", "X")):
+                    ys = [_mean([r["eval"]["results"][i][key] for r in mine]) for i in far]
+                    ax.plot(xs, ys, linestyle="none", marker=marker, markersize=8, zorder=5,
+                            markerfacecolor="white" if marker == "o" else style["color"], markeredgecolor="black")  # fmt: skip
             ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
             ax.set_xscale("log", base=2)
             ax.set_title(f"{title} (T = {train_length})", fontsize=8)
-            ax.set_xlabel("position (tokens); x: T-token window", fontsize=7)
+            ax.set_xlabel("position (tokens); at each length's last T tokens: o full context, x T-token window",
+                          fontsize=6)  # fmt: skip
             ax.grid(True, alpha=0.3)
             if column == 0:
                 ax.set_ylabel("next-token loss (nats)", fontsize=8)
