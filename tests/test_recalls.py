@@ -4,6 +4,7 @@ distribution that follows its parameters."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -24,6 +25,7 @@ from ltsgen.stories.recalls import (
     schedule,
     word_index,
 )
+from ltsgen.stories.statistics import add_cued_recalls, cued_recall_table
 
 
 def planted(record: dict) -> list[dict]:
@@ -110,8 +112,8 @@ def test_the_lexical_oracle_answers_every_recall(stories):
     ]
     cued = sum(len(fact["uses"]) for record in stories for fact in planted(record))
     assert len(answers) == cued > 300
-    assert sum(right for _, right in answers) == cued  # a cue only the right plant fully holds
-    assert all(0 < chars <= 200 for chars, _ in answers)
+    assert sum(right for *_, right in answers) == cued  # a cue only the right plant fully holds
+    assert all(0 < chars <= 200 for *_, chars, _ in answers)
 
 
 def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
@@ -134,9 +136,9 @@ def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
     facts[0]["cues"] = [[first_cue, first_cue + 26], [shed, shed + 22]]
     facts[1]["uses"] = [text.index("749", text.index("Mia")), text.index("749", bare)]
     facts[1]["cues"] = [None, [bare, bare + 10]]
-    answers = [right for _, right in recall_answers(text, facts)]
+    answers = [(fact, use, right) for fact, use, _, right in recall_answers(text, facts)]
     # the gate names 951 alone; no earlier sentence names a shed; "number" alone names both values
-    assert answers == [True, False, False]
+    assert answers == [(0, 0, True), (0, 1, False), (1, 1, False)]
     assert evidence(text, text.index("749")) == "On the red door there was the number "
     assert content_words("Do you remember the number on the old gate?") == {"number", "old", "gate"}
 
@@ -282,3 +284,24 @@ def test_short_training_windows_hold_cued_recalls_with_their_plant():
                     previous = max(offset for offset in occurrences(text, fact["value"]) if offset < use)
                     assert previous < start and len(text[previous:use].split()) <= NEAR_WORDS + 1
     assert total > 250 and near > total / 6, (near, total)
+
+
+def test_the_card_counts_cued_recalls_by_distance(stories):
+    stats: dict = {}
+    for record in stories[:6]:
+        add_cued_recalls(stats, record)
+    total = sum(len(fact["uses"]) for record in stories[:6] for fact in planted(record))
+    near = sum(w < 40 for record in stories[:6] for fact in planted(record) for w in fact["distance_words"])
+    # a copy whose first recall lost its cue, and whose second has a cue that names nothing
+    record = json.loads(
+        json.dumps(next(r for r in stories[6:] if any(len(f["uses"]) > 1 for f in planted(r))))
+    )
+    fact = next(fact for fact in planted(record) if len(fact["uses"]) > 1)
+    start = fact["cues"][1][0]
+    fact["cues"][:2] = [None, [start, start + 1]]
+    add_cued_recalls(stats, record)
+    rows = {row[0]: row[1:] for row in cued_recall_table(stats)["rows"]}
+    cued = total + sum(len(fact["uses"]) for fact in planted(record)) - 1
+    assert rows["all"] == [cued, cued - 1, f"{100 * (cued - 1) / cued:.1f}%"]
+    assert rows["0-40"][0] >= near > 0 and sum(rows[label][0] for label in rows if "-" in label[:-1]) == cued
+    assert rows["uses of planted facts without a cue (not scored)"][0] == 1

@@ -39,9 +39,9 @@ def evidence(text: str, offset: int) -> str:
     return text[ends[-1] if ends else start : offset]
 
 
-def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, bool]]:
-    """(distance in characters from the cue's end to the value, answerable) for every cued use of a planted
-    fact in ``facts``, in the order of the facts and their uses."""
+def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bool]]:
+    """(fact index in ``facts``, use index, characters from the cue's end to the value, answerable) for every
+    cued use of a planted fact, in the order of the facts and their uses."""
     planted = [fact for fact in facts if fact.get("planted")]
     found = {fact["value"]: occurrences(text, fact["value"]) for fact in planted}
     words_at: dict[tuple[str, int], frozenset[str]] = {}
@@ -57,8 +57,10 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, bool]]:
         return sets
 
     answers = []
-    for fact in planted:
-        for use, span in zip(fact["uses"], fact.get("cues", ()), strict=False):
+    for number, fact in enumerate(facts):
+        if not fact.get("planted"):
+            continue
+        for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False)):
             if span is None:
                 continue
             cue = content_words(text[span[0] : span[1]])
@@ -70,5 +72,5 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, bool]]:
                 for value, sets in candidates.items()
             }
             right = scores.pop(fact["value"])
-            answers.append((use - span[1], right > max(scores.values(), default=0.0)))
+            answers.append((number, index, use - span[1], right > max(scores.values(), default=0.0)))
     return answers
