@@ -18,7 +18,7 @@ from ltsgen.training import compare
 from ltsgen.training.stats import mean_interval
 
 FILES = ("results.json", "results.csv", "summary.csv", "report.md", "ppl_vs_length.png", "entropy_vs_length.png",
-         "loss_vs_position.png")  # fmt: skip
+         "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
 ENCODINGS = ("nope", "rope", "rope_pi", "alibi")
 LENGTHS = ("16", "32", "64")
 TINY = ["--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--heads", "2", "--vocab-size", "300",
@@ -49,7 +49,15 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         assert math.isclose(float(row["perplexity"]), math.exp(float(row["loss"])), rel_tol=1e-9)
         assert 0 < float(row["attention_entropy_last"]) < math.log(int(row["eval_length"]))
         assert float(row["train_tokens_per_s"]) > 0 and row["num_sequences"] == "4"
-        assert row["fact_recall"] == "" or 0 <= float(row["fact_recall"]) <= 1
+        # each document's cued recall in its second sentence, which a 300-token vocabulary spells out in 36 tokens
+        if row["eval_length"] == "64":
+            assert row["recall_count"] == "4" and 0 <= float(row["recall_accuracy_control"]) <= 1
+        else:
+            assert (row["recall_count"], row["recall_accuracy"], row["recall_accuracy_control"]) == (
+                "0",
+                "",
+                "",
+            )
     # the RoPE family trains once: rope_pi is rope's weights read with another scaling
     runs = sorted(p.name for p in (out / "runs" / "T16-seed0").iterdir())
     assert runs == ["alibi", "nope", "rope"]
@@ -80,9 +88,20 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         assert [
             float(row[k]) for k in ("perplexity_mean", "perplexity_ci_low", "perplexity_ci_high")
         ] == pytest.approx(expected)
+        if row["eval_length"] == "64":
+            for metric in ("recall_accuracy", "recall_accuracy_control"):
+                values = [
+                    float(by_key[(row["encoding"], row["train_length"], s, "64")][metric]) for s in ("0", "1")
+                ]
+                assert [float(row[f"{metric}_{k}"]) for k in ("mean", "ci_low", "ci_high")] == pytest.approx(
+                    mean_interval(values)
+                )
+            assert row["recall_count"] == "4"
+        else:
+            assert row["recall_count"] == row["recall_accuracy_mean"] == row["recall_accuracy_ci_low"] == ""
     report = (out / "report.md").read_text()
     for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Ranking at 64 tokens",
-                    "## Speed and memory", "### The papers' claims"):  # fmt: skip
+                    "## Speed and memory", "### The papers' claims", "### Cued recall"):  # fmt: skip
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "paired t over 2 seeds" in report and "95% Student-t" in report
     assert (

@@ -20,12 +20,16 @@ from ltsgen.training.stats import mean_interval, paired_test, significant
 
 CSV_COLUMNS = (
     "encoding", "train_length", "seed", "eval_length", "num_sequences", "loss", "perplexity", "attention_entropy",
-    "attention_entropy_last", "fact_recall", "fact_loss", "fact_uses", "peak_memory_mib", "train_tokens_per_s",
+    "attention_entropy_last", "recall_accuracy", "recall_accuracy_control", "recall_count", "peak_memory_mib",
+    "train_tokens_per_s",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "encoding", "train_length", "eval_length", "n_seeds", "perplexity_mean", "perplexity_ci_low",
-    "perplexity_ci_high", "loss_mean", "attention_entropy_mean", "attention_entropy_last_mean", "fact_recall_mean",
+    "perplexity_ci_high", "loss_mean", "attention_entropy_mean", "attention_entropy_last_mean",
+    "recall_accuracy_mean", "recall_accuracy_ci_low", "recall_accuracy_ci_high", "recall_accuracy_control_mean",
+    "recall_accuracy_control_ci_low", "recall_accuracy_control_ci_high", "recall_count",
 )  # fmt: skip
+RECALL_METRICS = ("recall_accuracy", "recall_accuracy_control")
 INTERVAL = "95% Student-t interval of the mean over seeds"
 DEGRADED = 1.5  # perplexity at the longest length over the in-distribution one, above which we say "degrades"
 CLOSE = 1.2  # ... and at or below which we say "stays close"
@@ -48,8 +52,9 @@ def result_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "loss": result["loss"], "perplexity": result["perplexity"],
                     "attention_entropy": result["attention_entropy"],
                     "attention_entropy_last": result["attention_entropy_last"],
-                    "fact_recall": result.get("fact_recall"), "fact_loss": result.get("fact_loss"),
-                    "fact_uses": result.get("fact_uses"), "peak_memory_mib": result["peak_memory_mib"],
+                    "recall_accuracy": result.get("recall_accuracy"),
+                    "recall_accuracy_control": result.get("recall_accuracy_control"),
+                    "recall_count": result.get("recall_count"), "peak_memory_mib": result["peak_memory_mib"],
                     "train_tokens_per_s": run["train"].get("tokens_per_s"),
                 }
             )  # fmt: skip
@@ -64,7 +69,6 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (encoding, train_length, eval_length), members in groups.items():
         mean, low, high = mean_interval([m["perplexity"] for m in members])
-        recalls = [m["fact_recall"] for m in members if m["fact_recall"] is not None]
         out.append(
             {
                 "encoding": encoding, "train_length": train_length, "eval_length": eval_length,
@@ -72,9 +76,19 @@ def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "perplexity_ci_high": high, "loss_mean": _mean([m["loss"] for m in members]),
                 "attention_entropy_mean": _mean([m["attention_entropy"] for m in members]),
                 "attention_entropy_last_mean": _mean([m["attention_entropy_last"] for m in members]),
-                "fact_recall_mean": _mean(recalls) if recalls else None,
+                **recall_summary(members),
             }
         )  # fmt: skip
+    return out
+
+
+def recall_summary(members: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cued recall accuracy and its control over seeds: means and intervals, and the recalls per seed."""
+    scored = [m for m in members if m.get("recall_count")]
+    out: dict[str, Any] = {"recall_count": scored[0]["recall_count"] if scored else None}
+    for metric in RECALL_METRICS:
+        mean, low, high = mean_interval([m[metric] for m in scored]) if scored else (None, None, None)
+        out.update({f"{metric}_mean": mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high})
     return out
 
 
@@ -328,6 +342,35 @@ def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
     _save(fig, path, plt)
 
 
+def plot_recall_vs_distance(path: Path, runs: list[dict[str, Any]]) -> None:
+    """Cued recall accuracy (solid) and its control (dashed, hollow) against the distance bin, at each run's
+    longest length, means over seeds: one panel per training length."""
+    plt = _figure()
+    train_lengths = sorted({run["train_length"] for run in runs})
+    fig, axes = plt.subplots(1, len(train_lengths), figsize=_figsize(len(train_lengths), 1, 3.8), dpi=120,
+                             squeeze=False)  # fmt: skip
+    for column, train_length in enumerate(train_lengths):
+        ax = axes[0][column]
+        bins = recall_bins(runs, train_length)
+        labels = sorted({b for per in bins.values() for b in per}, key=_bin_order)
+        for encoding, per in bins.items():
+            xs = [i for i, b in enumerate(labels) if b in per]
+            style = _style(encoding)
+            for key, extra, name in (("accuracy", {}, display(encoding)),
+                                     ("accuracy_control", {"linestyle": "--", "markerfacecolor": "none"},
+                                      f"{display(encoding)}, control")):  # fmt: skip
+                ys = [_mean([e[key] for e in per[labels[i]]]) for i in xs]
+                ax.plot(xs, ys, label=name, **{**style, **extra})
+        ax.set_xticks(range(len(labels)), labels)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(f"trained at {train_length} tokens", fontsize=9)
+        ax.set_xlabel("distance to the value's earlier occurrence (T = training length)")
+        ax.set_ylabel("cued recall accuracy")
+        ax.grid(True, alpha=0.3)
+    _legend_right(fig, axes)
+    _save(fig, path, plt)
+
+
 def _figsize(columns: int, rows: int, height: float) -> tuple[float, float]:
     """Panels of 5.2 inches (6.4 when alone) and 2.2 inches for the legend on the right."""
     return (6.4 if columns == 1 else 5.2 * columns) + LEGEND_INCHES, height * rows
@@ -469,7 +512,7 @@ def _length_section(measured: Measured, runs, summary, train_length: int, steps)
         ),  # fmt: skip
         "",
     ]
-    parts += _facts_section(runs, rows, train_length, lengths, steps)
+    parts += _recalls_section(runs, rows, train_length, lengths, steps)
     parts += _learned_section(runs, train_length)
     table = claims(measured, train_length)
     if table:
@@ -489,50 +532,76 @@ def _length_section(measured: Measured, runs, summary, train_length: int, steps)
     return parts
 
 
-def _facts_section(runs, rows, train_length, lengths, steps) -> list[str]:
-    recall = {(row["encoding"], row["eval_length"]): row["fact_recall_mean"] for row in rows
-              if row["fact_recall_mean"] is not None}  # fmt: skip
-    bins: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    edges: dict[str, int] = {}
+def recall_bins(runs, train_length: int) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per encoding and distance bin, each seed's entry at its longest evaluation length (eval.json's
+    ``recalls``), fine-tuned variants left out (they are evaluated at one length)."""
+    bins: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        if run["train_length"] != train_length:
-            continue
-        for entry in run["eval"]["results"][-1].get("facts", []):
-            hi = entry["distance_hi"]
-            label = f"{entry['distance_lo']}-{hi - 1 if hi else 'inf'}"
-            edges[label] = entry["distance_lo"]
-            bins[run["encoding"]][label].append(entry["recall"])
-    if not bins:
+        if run["train_length"] == train_length and not run["encoding"].endswith(FINETUNED):
+            for entry in run["eval"]["results"][-1].get("recalls", []):
+                bins[run["encoding"]][entry["bin"]].append(entry)
+    return bins
+
+
+def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
+    cell = {(row["encoding"], row["eval_length"]): row for row in rows if row["recall_count"]}
+    bins = recall_bins(runs, train_length)
+    if not cell:
         return []
-    labels = sorted(edges, key=edges.get)
-    far = [n for n in lengths if any((e, n) in recall for e in bins)]
+    encodings = list(dict.fromkeys(e for e, _ in cell))
+    scored = [n for n in lengths if any((e, n) in cell for e in encodings)]
+
+    def pair(row: dict[str, Any] | None) -> str:
+        if row is None:
+            return "-"
+        half = [(row[f"{m}_ci_high"] - row[f"{m}_ci_low"]) / 2 for m in RECALL_METRICS]
+        shown = [
+            f"{_num(row[f'{m}_mean'])}" + (f" ±{_num(h)}" if h else "")
+            for m, h in zip(RECALL_METRICS, half, strict=True)
+        ]
+        return f"{shown[0]} / {shown[1]} ({row['recall_count']})"
+
+    labels = sorted({b for per in bins.values() for b in per}, key=_bin_order)
     parts = [
-        "### Fact recall",
+        "### Cued recall",
         "",
-        "Top-1 accuracy on the first token of each later use of a fact's value, by distance in tokens to the "
-        "value's nearest earlier occurrence, at the longest length (mean over seeds):",
+        "Share of cued recalls whose every value token is the top-1 prediction (`recall_accuracy`) / the same "
+        "with the value's earlier occurrences replaced by another value of its kind, so that the context no "
+        "longer holds the answer (`recall_accuracy_control`), and the number of recalls scored. The gap is what "
+        "the model read from the context. By evaluation length:",
         "",
         _table(
-            ["encoding", *labels],
-            [
-                [display(e, steps), *(_num(_mean(v[b])) if (v := bins[e]).get(b) else "-" for b in labels)]
-                for e in bins
-            ],
+            ["encoding", *map(str, scored)],
+            [[display(e, steps), *(pair(cell.get((e, n))) for n in scored)] for e in encodings],
         ),  # fmt: skip
         "",
     ]
-    if far:
+    if labels:
         parts += [
-            f"Recall of uses whose nearest earlier occurrence lies beyond the training length ({train_length} "
-            "tokens), by evaluation length (`fact_recall` in results.csv):",
+            f"By distance in tokens from the value's nearest earlier occurrence (T = {train_length}), at the longest "
+            "length, accuracy / control (recalls per seed), means over seeds:",
             "",
             _table(
-                ["encoding", *map(str, far)],
-                [[display(e, steps), *(_num(recall.get((e, n))) for n in far)] for e in bins],
+                ["encoding", *labels],
+                [[display(e, steps), *(_bin_cell(bins[e].get(b)) for b in labels)] for e in bins],
             ),  # fmt: skip
+            "",
+            "![recall vs distance](recall_vs_distance.png)",
             "",
         ]
     return parts
+
+
+def _bin_order(label: str) -> int:
+    return 0 if label == "<=T" else int(label.split("-")[0].removesuffix("T") or 1)
+
+
+def _bin_cell(entries: list[dict[str, Any]] | None) -> str:
+    if not entries:
+        return "-"
+    accuracy = _mean([e["accuracy"] for e in entries])
+    control = _mean([e["accuracy_control"] for e in entries])
+    return f"{_num(accuracy)} / {_num(control)} ({entries[0]['count']})"
 
 
 def _learned_section(runs, train_length: int) -> list[str]:
@@ -602,7 +671,8 @@ def write_report(
     documents: str = "",
     notice: str | None = None,
 ) -> list[Path]:
-    """Write results.csv, summary.csv, the three plots and report.md into ``out_dir``; return their paths.
+    """Write results.csv, summary.csv, the plots (recall_vs_distance.png when there are cued recalls) and
+    report.md into ``out_dir``; return their paths.
 
     ``documents`` says where the evaluation documents come from; ``notice`` that fewer than asked reach the
     longest length.
@@ -619,6 +689,9 @@ def write_report(
                                        ("attention_entropy_last", "attention entropy, last T queries (nats)")],
                    log_y=False)  # fmt: skip
     plot_loss_vs_position(paths[4], runs)
-    with atomic_path(paths[5]) as tmp:
+    if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
+        paths.append(out_dir / "recall_vs_distance.png")
+        plot_recall_vs_distance(paths[-1], runs)
+    with atomic_path(out_dir / "report.md") as tmp:
         tmp.write_text(render_markdown(settings, runs, rows, summary, documents, notice), encoding="utf-8")
     return paths
