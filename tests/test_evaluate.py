@@ -164,6 +164,22 @@ def test_recalls_point_at_the_value_and_their_controls_hide_it(trained):
         )  # the distance goes back to the value's nearest earlier occurrence
 
 
+def test_a_record_that_breaks_the_cue_contract_is_one_line(trained, tmp_path, capsys):
+    def broken(index: int, words: int) -> dict:
+        record = tiny_story(index, words)
+        if index == 45:
+            record["meta"]["facts"][0]["cues"].pop()
+        return record
+
+    data = write_tiny_dataset(tmp_path / "broken", story=broken)
+    _, run = trained
+    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "64",
+                   "--eval-sequences", "12", "--no-progress"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{data}/validation: record tiny-00045: meta facts[0] ('pet name') has 2 cues for 3 uses" in err
+
+
 def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys):
     tokenizer = train_tokenizer(
         (f"story {i} about a dog and a cat in the park" for i in range(200)), vocab_size=300

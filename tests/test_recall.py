@@ -53,7 +53,7 @@ def test_recalls_and_controls_of_hand_built_records_are_exact():
     records = [("garden", GARDEN, {"facts": [planted(GARDEN, "secret word", "Zeekin", [True, False, True])]}),
                ("river", OTHER, {"facts": [planted(OTHER, "secret word", "Tobory", [True]),
                                            {"name": "pet name", "value": "Bobo", "first": 0, "uses": [3]}]})]  # fmt: skip
-    pool = value_pool([meta for _, _, meta in records])
+    pool = value_pool({name: meta for name, _, meta in records})
     assert pool == {"secret word": ["Tobory", "Zeekin"]}  # the fact without cues is not scored
     garden = document_recalls("garden", GARDEN, records[0][2], word_encode, pool, 100)
     ids, _ = word_encode(GARDEN)
@@ -85,13 +85,13 @@ def test_recalls_and_controls_of_hand_built_records_are_exact():
 
 def test_a_recall_without_a_substitute_is_counted_not_scored():
     meta = {"facts": [planted(OTHER, "secret word", "Tobory", [True])]}
-    alone = document_recalls("river", OTHER, meta, word_encode, value_pool([meta]), 100)
+    alone = document_recalls("river", OTHER, meta, word_encode, value_pool({"river": meta}), 100)
     assert alone.recalls == [] and alone.without_control == [21] and alone.controls == []
     assert recall_set([alone], 100).without_control == 1 and recall_set([alone], 20).without_control == 0
     # a substitute the story already contains is no substitute
     text = OTHER + " Zeekin is a word too ."
     other = {"facts": [planted(GARDEN, "secret word", "Zeekin", [True, False, True])]}
-    pool = value_pool([meta, other])
+    pool = value_pool({"river": meta, "garden": other})
     assert document_recalls("river", text, meta, word_encode, pool, 100).without_control == [21]
 
 

@@ -61,6 +61,7 @@ def write_tiny_dataset(
     validation: int = 12,
     tokenizer=None,
     eval_lengths: tuple[int, ...] = (),
+    story=tiny_story,
 ) -> Path:
     """Stories of 100-400 words: ``train`` in two shards, ``validation`` in one, webdataset.
 
@@ -74,7 +75,7 @@ def write_tiny_dataset(
         for shard in range(shards):
             with ShardWriter(directory, shard_relpath(split, shard, fmt), fmt, token_dtype=dtype) as writer:
                 for _ in range(min(per_shard, count - shard * per_shard)):
-                    record = tiny_story(index, 100 + (index * 37) % 300)
+                    record = story(index, 100 + (index * 37) % 300)
                     if tokenizer is not None:
                         record["input_ids"] = tokenizer.encode(record["text"]).ids
                     stories.setdefault(split, []).append(record)

@@ -369,14 +369,17 @@ def _document_recalls(records, tokenizer: Tokenizer, length: int, where: str) ->
         encoding = tokenizer.encode(text, add_special_tokens=False)
         return encoding.ids, encoding.offsets
 
-    metas = [json.loads(r["meta"]) if isinstance(r.get("meta"), str) else r.get("meta") for r in records]
+    metas = {
+        str(r["id"]): json.loads(r["meta"]) if isinstance(r.get("meta"), str) else r.get("meta")
+        for r in records
+    }
     try:
         pool = value_pool(metas)
         if not pool:
             return None
         return [
-            document_recalls(str(r["id"]), r["text"], meta, encode, pool, length)
-            for r, meta in zip(records, metas, strict=True)
+            document_recalls(str(r["id"]), r["text"], metas[str(r["id"])], encode, pool, length)
+            for r in records
         ]
     except RecallContractError as error:
         raise DataError(f"{where}: {error}") from None

@@ -100,11 +100,12 @@ def _span_before(cue: Any, use: int) -> bool:
     )
 
 
-def value_pool(metas: Sequence[Any]) -> dict[str, list[str]]:
-    """Every kind's distinct values over the documents, sorted: where controls take their substitutes."""
+def value_pool(metas: dict[str, Any]) -> dict[str, list[str]]:
+    """Every kind's distinct values over the documents (``metas`` by record id), sorted: where controls take
+    their substitutes."""
     pool: dict[str, set[str]] = defaultdict(set)
-    for meta in metas:
-        for fact in planted_facts(meta, "evaluation documents"):
+    for record_id, meta in metas.items():
+        for fact in planted_facts(meta, f"record {record_id}"):
             pool[str(fact["name"])].add(str(fact["value"]))
     return {kind: sorted(values) for kind, values in pool.items()}
 
