@@ -1,5 +1,6 @@
-"""Planted facts recalled at controlled distances: absent in between, distances that match the text, enough
-far recalls in long stories, and a distance distribution that follows its parameters."""
+"""Planted facts recalled at controlled distances: absent in between, distances that match the text, a cue
+before every recall that only the right value answers, enough far recalls in long stories, and a distance
+distribution that follows its parameters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import pytest
 from scipy.stats import kstest
 
+from ltsgen.stories.answerable import content_words, evidence, recall_answers
 from ltsgen.stories.engine import generate_story
 from ltsgen.stories.engine.banks import PLANTED_VALUES, WORLD, bank_words
 from ltsgen.stories.plan import target_words
@@ -55,6 +57,79 @@ def test_recorded_distances_match_the_text(stories):
                 assert chars == use - previous
                 assert words == word_at(text, use) - word_at(text, previous)
                 assert text[use : use + len(fact["value"])] == fact["value"]
+
+
+def test_every_recall_has_a_cue_just_before_its_value(stories):
+    cued = 0
+    for record in stories:
+        text = record["text"]
+        for fact in record["meta"]["facts"]:
+            assert len(fact["cues"]) == len(fact["uses"])
+            if not fact["planted"]:
+                assert set(fact["cues"]) <= {None}, "the setting's uses are not scored recalls"
+                continue
+            for use, (start, end) in zip(fact["uses"], fact["cues"], strict=True):
+                assert 0 <= start < end <= use and use - end <= 200
+                cue = text[start:end]
+                assert cue == cue.strip() and cue and fact["value"] not in cue
+                cued += 1
+    assert cued > 300
+
+
+def test_no_two_planted_values_of_a_story_share_a_key(stories):
+    for record in stories:
+        text = record["text"]
+        by_cue: dict[frozenset[str], set[str]] = {}
+        for fact in planted(record):
+            for start, end in fact["cues"]:
+                by_cue.setdefault(content_words(text[start:end]), set()).add(fact["value"])
+        assert all(len(values) == 1 for values in by_cue.values()), by_cue
+
+
+def test_a_cue_names_only_words_its_plant_stated_before_the_value(stories):
+    for record in stories:
+        text = record["text"]
+        for fact in planted(record):
+            stated = content_words(evidence(text, fact["first"]))
+            for start, end in fact["cues"]:
+                assert content_words(text[start:end]) <= stated, (text[start:end], stated)
+
+
+def test_the_lexical_oracle_answers_every_recall(stories):
+    answers = [
+        answer for record in stories for answer in recall_answers(record["text"], record["meta"]["facts"])
+    ]
+    cued = sum(len(fact["uses"]) for record in stories for fact in planted(record))
+    assert len(answers) == cued > 300
+    assert sum(right for _, right in answers) == cued  # a cue only the right plant fully holds
+    assert all(0 < chars <= 200 for chars, _ in answers)
+
+
+def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
+    text = (
+        "On the old gate, someone had painted the number 951. On the red door there was the number 749. "
+        "Mia said the number 749 to herself. Do you remember the number on the old gate? It was 951. "
+        "What was the number on the shed? It was 951. What was the number? It was 749."
+    )
+    facts = [
+        {"value": value, "planted": True, "first": text.index(value), "uses": uses, "cues": cues}
+        for value, uses, cues in (
+            ("951", [], []),
+            ("749", [], []),
+        )
+    ]
+    first_cue = text.index("the number on the old gate")
+    shed = text.index("the number on the shed")
+    bare = text.index("the number?")
+    facts[0]["uses"] = [text.index("951", first_cue), text.index("951", shed)]
+    facts[0]["cues"] = [[first_cue, first_cue + 26], [shed, shed + 22]]
+    facts[1]["uses"] = [text.index("749", text.index("Mia")), text.index("749", bare)]
+    facts[1]["cues"] = [None, [bare, bare + 10]]
+    answers = [right for _, right in recall_answers(text, facts)]
+    # the gate names 951 alone; no earlier sentence names a shed; "number" alone names both values
+    assert answers == [True, False, False]
+    assert evidence(text, text.index("749")) == "On the red door there was the number "
+    assert content_words("Do you remember the number on the old gate?") == {"number", "old", "gate"}
 
 
 def test_recalls_read_as_story_text(stories):

@@ -17,7 +17,7 @@ import pytest
 from ltsgen.stories.engine import generate_story
 from ltsgen.stories.engine.banks import PLANTED_VALUES, RECALL_SECTIONS, SECTIONS, THEME_SECTIONS
 from ltsgen.stories.engine.grammar import Slots, parse_sections
-from ltsgen.stories.engine.plot import Plot
+from ltsgen.stories.engine.plot import KEYS, Plot
 from ltsgen.stories.engine.world import PLACES, build_world
 from ltsgen.stories.plan import MIN_TARGET_WORDS, sample_features, story_id, story_rng, target_words
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND
@@ -270,7 +270,7 @@ def test_grammar_slots_all_defined():
     plot = Plot(random.Random(0), world, FEATURES, DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND)
     plot.go_to("the park")
     companion = {**plot.world.companions[0].slots("C"), "C_place": "the park"}
-    planted = {"V", "at", "creature", "sign", "sign_cap", "spot"}
+    planted = {"V", "at"} | {slot + cap for _, slot in KEYS.values() for cap in ("", "_cap")}
     known = set(plot.table) | set(plot.with_friend) | set(companion) | planted
     for name, options in {**SECTIONS, **THEME_SECTIONS, **RECALL_SECTIONS}.items():
         for option in options:

@@ -1,8 +1,8 @@
 """The engine's phrase banks and world tables: package data files, read once per process.
 
 ``data/sentences.txt`` and ``data/structure.txt`` hold the sentence grammar (notation: ``grammar.py``),
-``data/themes.txt`` the sentences of each theme, ``data/recalls.txt`` the plants and recalls of planted
-facts, ``data/world.json`` the places, kinds, objects and names a world is sampled from, and the pools of
+``data/themes.txt`` the sentences of each theme, ``data/recalls.txt`` the plants and cued recalls of
+planted facts, ``data/world.json`` the places, kinds, objects and names a world is sampled from, and the pools of
 planted values: invented names, numbers and object words that no other sentence can produce.
 
 Grammar slots: ``A`` is the one who acts in a sentence and ``B`` the one beside them (``A_he A_He A_his
@@ -20,6 +20,7 @@ import re
 from importlib.resources import files
 from typing import Any
 
+from ltsgen.stories.engine.facts import CUE_CLOSE, CUE_OPEN
 from ltsgen.stories.engine.grammar import parse_sections
 from ltsgen.stories.vocabulary import BASIC_WORDS, NAMES
 
@@ -78,7 +79,11 @@ SECTIONS: dict[str, tuple[str, ...]] = (
 THEME_SECTIONS: dict[str, tuple[str, ...]] = with_synonyms(parse_sections(read_data("themes.txt")))
 THEMES: tuple[str, ...] = tuple(name for name in THEME_SECTIONS if not name.endswith("_love"))
 WORLD: dict[str, Any] = _tuples(json.loads(read_data("world.json")))
-RECALL_SECTIONS: dict[str, tuple[str, ...]] = with_synonyms(parse_sections(read_data("recalls.txt")))
+# A cue is written [in square brackets] in recalls.txt: the brackets become the marks a sentence's cue
+# is recorded by (``facts.CUE_OPEN`` and ``CUE_CLOSE``), which the text resolves to nothing.
+RECALL_SECTIONS: dict[str, tuple[str, ...]] = with_synonyms(
+    parse_sections(read_data("recalls.txt").translate({ord("["): CUE_OPEN, ord("]"): CUE_CLOSE}))
+)
 
 
 def bank_words() -> frozenset[str]:

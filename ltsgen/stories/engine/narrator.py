@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from ltsgen.stories.engine.facts import FactBook, split_placeholders
+from ltsgen.stories.engine.facts import CUE_MARKS, FactBook, split_placeholders
 from ltsgen.stories.engine.grammar import Slots
 from ltsgen.stories.variety import LONG_SENTENCE_WORDS
 from ltsgen.stories.vocabulary import NAMES
@@ -178,10 +178,14 @@ class Narrator:
         return True
 
     def _record(self, marks: list[tuple[int, int]], pos: int) -> None:
-        """Record the offsets of the fact values of a sentence written at character ``pos``."""
-        offsets = self.facts.offsets
+        """Record the offsets of the fact values (and cues) of a sentence written at character ``pos``."""
+        facts = self.facts
+        offsets, planted = facts.offsets, facts.planted
         for offset, fact in marks:
-            offsets[fact].append(pos + offset)
+            if fact < CUE_MARKS and not planted[fact]:
+                offsets[fact].append(pos + offset)
+            else:
+                facts.record(pos + offset, fact)
 
     def say(self, slots: Slots, key: str, keep_section: bool = False) -> int:
         """Render a sentence of ``key`` (guarded against repeats) and append it; returns its word count."""

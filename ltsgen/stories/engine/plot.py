@@ -334,31 +334,39 @@ class Plot:
 
     # ------------------------------------------------------------------ planted facts
     def plant(self, start: int, end: int) -> None:
-        """Schedule the planted facts whose plants and recalls go between words ``start`` and ``end``."""
+        """Schedule the planted facts whose plants and recalls go between words ``start`` and ``end``: one
+        per chain, each with a kind, a value and a key (``KEYS``) that no other fact of the story shares."""
         rng = self.rng
         chains, self.recall_bounds = schedule(rng, self.distances, start, end, self.recalls_per_thousand)
         if not chains:
             return
         table = WORLD["planted"]
-        kinds = rng.choices(tuple(table["kinds"]), tuple(table["kinds"].values()), k=len(chains))
-        hidden = [number for number, kind in enumerate(kinds) if kind == "hidden"]
-        for number in hidden[len(PLANTED_VALUES["objects"]) :]:  # more than there are objects: secret words
-            kinds[number] = "word"
+        weights = table["kinds"]
+        left = {kind: len(table[KEYS[kind][0]]) for kind in weights}  # keys (and objects) left per kind
+        left["hidden"] = min(left["hidden"], len(PLANTED_VALUES["objects"]))
+        kinds: list[str] = []
+        for _ in chains:
+            open_kinds = [kind for kind in weights if left[kind]]
+            if not open_kinds:  # every key taken: no more planted facts in this story
+                break
+            kind = rng.choices(open_kinds, [weights[kind] for kind in open_kinds])[0]
+            left[kind] -= 1
+            kinds.append(kind)
+        keys = {kind: iter(rng.sample(table[KEYS[kind][0]], kinds.count(kind))) for kind in weights}
         pool_of = {"name": "names", "word": "names", "number": "numbers", "hidden": "objects"}
         draws = {
             pool: iter(rng.sample(PLANTED_VALUES[pool], sum(pool_of[kind] == pool for kind in kinds)))
             for pool in PLANTED_VALUES
         }
         facts = self.world.facts
+        del chains[len(kinds) :]
         for number, (chain, kind) in enumerate(zip(chains, kinds, strict=True)):
-            value = next(draws[pool_of[kind]])
-            sign = rng.choice(table["signs"])
+            key = next(keys[kind])
+            slot = KEYS[kind][1]
             values = {
-                "V": facts.add(f"planted_{kind}_{number + 1}", value, planted=True),
-                "creature": rng.choice(table["creatures"]),
-                "sign": sign,
-                "sign_cap": sign[0].upper() + sign[1:],
-                "spot": rng.choice(table["spots"]),
+                "V": facts.add(f"planted_{kind}", next(draws[pool_of[kind]]), planted=True),
+                slot: key,
+                slot + "_cap": key[0].upper() + key[1:],
             }
             self.planted.append((kind, values))
             self.events += [(position, number, step) for step, position in enumerate(chain.positions)]
@@ -410,6 +418,13 @@ class Plot:
         return self.rng.choice(options), self.pair
 
 
+# The key of a planted fact by kind: the world table it is drawn from, and its slot in the sentences.
+KEYS = {
+    "name": ("creatures", "creature"),
+    "word": ("clubs", "club"),
+    "number": ("signs", "sign"),
+    "hidden": ("spots", "spot"),
+}
 # Planted facts are recalled no later than this many words before the ending.
 RECALL_END_MARGIN = 40
 # Stories shorter than this get a short ending (no twist, one happy sentence).

@@ -1,0 +1,74 @@
+"""Whether the cued recalls of a story can be answered from its text: a lexical oracle that knows nothing of
+how the story was written, only the contract (``meta["facts"]``: planted values, their uses and the cue
+span before each use).
+
+For a cued recall, every planted value that occurs before the cue is a candidate. A candidate's evidence at
+one of its earlier occurrences is the text of the sentence that holds it, up to the value (at most
+``WINDOW`` characters). Each of the cue's content words (``content_words``) weighs one over the number of
+candidates whose evidence holds it (a word every candidate has tells nothing), and a candidate scores the
+largest weight of cue words that the evidence of one of its occurrences holds. The recall is answerable
+when the right value scores more than every other candidate (a tie is not).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+
+from ltsgen.stories.recalls import occurrences
+
+WINDOW = 200  # characters of evidence before a value's occurrence, and of a cue's reach before its use
+STOP_WORDS = frozenset(
+    "the and was were for with that this you your our they them their his her its him she had has have not "
+    "but from what who all are did does one then there here said asked into out about again still just "
+    "would could will may can know knew remember remembered think thought".split()
+)
+_WORD = re.compile(r"[a-z]+")
+_SENTENCE_END = re.compile(r'[.!?]["”]? |\n')
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The lowercased words of ``text`` of three or more letters, stop words left out."""
+    return frozenset(word for word in _WORD.findall(text.lower()) if len(word) > 2 and word not in STOP_WORDS)
+
+
+def evidence(text: str, offset: int) -> str:
+    """The text before ``offset`` within its sentence, at most ``WINDOW`` characters."""
+    start = max(0, offset - WINDOW)
+    ends = [match.end() for match in _SENTENCE_END.finditer(text, start, offset)]
+    return text[ends[-1] if ends else start : offset]
+
+
+def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, bool]]:
+    """(distance in characters from the cue's end to the value, answerable) for every cued use of a planted
+    fact in ``facts``, in the order of the facts and their uses."""
+    planted = [fact for fact in facts if fact.get("planted")]
+    found = {fact["value"]: occurrences(text, fact["value"]) for fact in planted}
+    words_at: dict[tuple[str, int], frozenset[str]] = {}
+
+    def evidence_before(value: str, before: int) -> list[frozenset[str]]:
+        offsets = found[value]
+        sets = []
+        for offset in offsets[: bisect_left(offsets, before)]:
+            key = (value, offset)
+            if key not in words_at:
+                words_at[key] = content_words(evidence(text, offset))
+            sets.append(words_at[key])
+        return sets
+
+    answers = []
+    for fact in planted:
+        for use, span in zip(fact["uses"], fact.get("cues", ()), strict=False):
+            if span is None:
+                continue
+            cue = content_words(text[span[0] : span[1]])
+            candidates = {value: evidence_before(value, span[0]) for value in found}
+            seen = {value: frozenset().union(*sets) & cue for value, sets in candidates.items()}
+            weight = {word: 1 / max(1, sum(word in words for words in seen.values())) for word in cue}
+            scores = {
+                value: max((sum(weight[word] for word in cue & words) for words in sets), default=0.0)
+                for value, sets in candidates.items()
+            }
+            right = scores.pop(fact["value"])
+            answers.append((use - span[1], right > max(scores.values(), default=0.0)))
+    return answers
