@@ -138,8 +138,10 @@ def test_recall_scores_count_exactly_by_distance_bin():
     assert [(b["bin"], b["distance_lo"], b["distance_hi"], b["hits"], b["hits_control"], b["count"])
             for b in scores["recalls"]] == [("<=T", 1, 8, 2, 1, 2), ("2T-4T", 17, 32, 1, 0, 1),
                                             ("4T-8T", 33, 64, 0, 1, 1)]  # fmt: skip
+    assert scores["per_document"] == {"recall_accuracy": [1.0, 0.5], "recall_accuracy_control": [0.5, 0.5]}
     empty = recall_scores(RecallSet([], torch.zeros(0, 50, dtype=torch.long), 0), correct, control[:0], 8)
     assert empty["recall_accuracy"] is None and empty["recall_count"] == 0 and empty["recalls"] == []
+    assert empty["per_document"]["recall_accuracy"] == [None, None]
     assert [distance_bin(d, 64) for d in (1, 64, 65, 128, 129, 256, 257)] == [0, 0, 1, 1, 2, 2, 3]
     assert [bin_label(i) for i in range(4)] == ["<=T", "T-2T", "2T-4T", "4T-8T"]
 

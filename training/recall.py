@@ -232,8 +232,9 @@ def answered(correct: torch.Tensor, spans: Sequence[tuple[int, int, int]]) -> li
 def recall_scores(
     recalls: RecallSet, correct: torch.Tensor, control_correct: torch.Tensor, train_length: int
 ) -> dict[str, Any]:
-    """``recall_accuracy``, ``recall_accuracy_control``, ``recall_count``, ``recall_without_control`` and
-    ``recalls``: the same by distance bin (within T, (T, 2T], (2T, 4T], ...; occupied bins only)."""
+    """``recall_accuracy``, ``recall_accuracy_control``, ``recall_count``, ``recall_without_control``,
+    ``recalls``: the same by distance bin (within T, (T, 2T], (2T, 4T], ...; occupied bins only), and
+    ``per_document``: both accuracies of each sequence (None for one without a scored recall)."""
     hits = answered(correct, [(r.row, r.start, r.end) for r in recalls.recalls])
     controls = answered(
         control_correct, [(r.control_row, r.control_start, r.control_end) for r in recalls.recalls]
@@ -242,6 +243,9 @@ def recall_scores(
     for recall, hit, control in zip(recalls.recalls, hits, controls, strict=True):
         bins[distance_bin(recall.distance, train_length)].append((hit, control))
     count = len(hits)
+    documents: list[list[tuple[bool, bool]]] = [[] for _ in range(correct.shape[0])]
+    for recall, hit, control in zip(recalls.recalls, hits, controls, strict=True):
+        documents[recall.row].append((hit, control))
     return {
         "recall_accuracy": sum(hits) / count if count else None,
         "recall_accuracy_control": sum(controls) / count if count else None,
@@ -260,6 +264,10 @@ def recall_scores(
             }
             for index, members in sorted(bins.items())
         ],
+        "per_document": {
+            f"recall_accuracy{suffix}": [sum(p[k] for p in d) / len(d) if d else None for d in documents]
+            for k, suffix in ((0, ""), (1, "_control"))
+        },
     }
 
 
