@@ -46,9 +46,10 @@ class T5Bias(PositionEncoding):
 
     @classmethod
     def training_options(cls, train_length: int) -> dict[str, Any]:
-        """``max_distance`` = the training length (at least 32, past the 16 exact buckets), so every bucket
-        is trained rather than left at its initialisation."""
-        return {"max_distance": max(train_length, 32)}
+        """``max_distance`` = min(128, T): T5's own 128 where it fits, and never past the training length, so
+        that every bucket is trained rather than left at its initialisation (at T <= 16, where every distance
+        falls in the 16 exact buckets, 17: the least the default 32 buckets allow)."""
+        return {"max_distance": min(128, max(train_length, 17))}
 
     def lookup(self, distances: torch.Tensor) -> torch.Tensor:
         buckets = t5_relative_position_bucket(distances, self.num_buckets, self.max_distance)

@@ -15,10 +15,10 @@ from ltsgen.cli import build_parser
 from ltsgen.cli import main as ltsgen
 from ltsgen.commands.train import training_config
 from ltsgen.training import compare
-from ltsgen.training.stats import mean_interval
+from ltsgen.training.stats import bootstrap
 
-FILES = ("results.json", "results.csv", "summary.csv", "report.md", "ppl_vs_length.png", "entropy_vs_length.png",
-         "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
+FILES = ("results.json", "results.csv", "summary.csv", "claims.csv", "report.md", "penalty_vs_length.png",
+         "ppl_vs_length.png", "entropy_vs_length.png", "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
 ENCODINGS = ("nope", "rope", "rope_pi", "alibi")
 LENGTHS = ("16", "32", "64")
 TINY = ["--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--heads", "2", "--vocab-size", "300",
@@ -38,7 +38,7 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     assert ltsgen([*args, "--workers", "2"]) == 0  # two runs at a time, in worker processes
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
-    for name in FILES[4:]:
+    for name in FILES[5:]:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert [(r["encoding"], r["train_length"], r["seed"], r["eval_length"]) for r in rows] == [
@@ -58,6 +58,11 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
                 "",
                 "",
             )
+        penalty = float(row["same_token_loss_full"]) - float(row["same_token_loss_window"])
+        assert float(row["extrapolation_penalty"]) == pytest.approx(penalty, abs=1e-12)
+        if row["eval_length"] <= row["train_length"]:  # at L <= T the window is the whole context
+            assert float(row["extrapolation_penalty"]) == 0.0
+        assert row["trained"] == "False"  # three steps learn nothing: every verdict says so
     # the RoPE family trains once: rope_pi is rope's weights read with another scaling
     runs = sorted(p.name for p in (out / "runs" / "T16-seed0").iterdir())
     assert runs == ["alibi", "nope", "rope"]
@@ -77,33 +82,61 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     assert len(losses[0]) == 3 and losses[0] != losses[1]
     config = json.loads((out / "runs" / "T32-seed1" / "rope" / "config.json").read_text())
     assert config["train"]["seed"] == 1 and config["model"]["encoding_options"] == {"base": 500.0}
-    # summary.csv: one row per (encoding, training length, length), the interval over both seeds
+    # summary.csv: one row per (encoding, training length, length), intervals over seeds and documents
     summary = list(csv.DictReader((out / "summary.csv").open()))
     assert len(summary) == len(ENCODINGS) * 2 * len(LENGTHS)
+    runs_json = json.loads((out / "results.json").read_text())["runs"]
     for row in summary:
-        values = [float(by_key[(row["encoding"], row["train_length"], s, row["eval_length"])]["perplexity"])
-                  for s in ("0", "1")]  # fmt: skip
-        expected = mean_interval(values)
-        assert row["n_seeds"] == "2"
-        assert [
-            float(row[k]) for k in ("perplexity_mean", "perplexity_ci_low", "perplexity_ci_high")
-        ] == pytest.approx(expected)
-        if row["eval_length"] == "64":
+        docs = {run["seed"]: result["per_document"] for run in runs_json for result in run["eval"]["results"]
+                if (run["encoding"], str(run["train_length"]), str(result["eval_length"]))
+                == (row["encoding"], row["train_length"], row["eval_length"])}  # fmt: skip
+        loss = bootstrap({s: d["loss"] for s, d in docs.items()})
+        penalty = bootstrap({s: d["extrapolation_penalty"] for s, d in docs.items()})
+        assert row["n_seeds"] == "2" and all(len(d["loss"]) == 4 for d in docs.values())
+        assert [float(row[k]) for k in ("perplexity_mean", "perplexity_ci_low", "perplexity_ci_high")] == (
+            pytest.approx([math.exp(loss.mean), math.exp(loss.low), math.exp(loss.high)])
+        )
+        assert [float(row[f"extrapolation_penalty_{k}"]) for k in ("mean", "ci_low", "ci_high")] == (
+            pytest.approx([penalty.mean, penalty.low, penalty.high])
+        )
+        if (
+            row["eval_length"] == "64"
+        ):  # the recall intervals: the same bootstrap, documents without a recall left out
             for metric in ("recall_accuracy", "recall_accuracy_control"):
-                values = [
-                    float(by_key[(row["encoding"], row["train_length"], s, "64")][metric]) for s in ("0", "1")
-                ]
+                estimate = bootstrap(
+                    {s: [math.nan if v is None else v for v in d[metric]] for s, d in docs.items()}
+                )
                 assert [float(row[f"{metric}_{k}"]) for k in ("mean", "ci_low", "ci_high")] == pytest.approx(
-                    mean_interval(values)
+                    [estimate.mean, estimate.low, estimate.high]
                 )
             assert row["recall_count"] == "4"
         else:
             assert row["recall_count"] == row["recall_accuracy_mean"] == row["recall_accuracy_ci_low"] == ""
+    # claims.csv: every test, Holm-corrected across both training lengths; no verdict for untrained models
+    claims = list(csv.DictReader((out / "claims.csv").open()))
+    assert list(claims[0])[:8] == [
+        "claim",
+        "source",
+        "measured",
+        "ci_low",
+        "ci_high",
+        "p",
+        "p_holm",
+        "verdict",
+    ]
+    # per training length: rope_pi, rope and alibi against NoPE, rope_pi and alibi against RoPE, the claims
+    # that RoPE and NoPE degrade, ALiBi better than RoPE (already a comparison: tested once)
+    assert len(claims) == 2 * (3 + 2 + 2)
+    assert {c["verdict"] for c in claims} == {"undertrained"}
+    ps = sorted(float(c["p"]) for c in claims)
+    assert max(float(c["p_holm"]) for c in claims) <= 1.0
+    assert min(float(c["p_holm"]) for c in claims) == pytest.approx(min(1.0, len(claims) * ps[0]))
     report = (out / "report.md").read_text()
-    for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Ranking at 64 tokens",
-                    "## Speed and memory", "### The papers' claims", "### Cued recall"):  # fmt: skip
+    for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Extrapolation penalty",
+                    "## Speed and memory", "## Tests and verdicts", "## Did the models learn?", "### Cued recall"):  # fmt: skip
         assert heading in report
-    assert "rope_pi (zero-shot)" in report and "paired t over 2 seeds" in report and "95% Student-t" in report
+    assert "rope_pi (zero-shot)" in report and "hierarchical-bootstrap" in report
+    assert "runs are undertrained" in report
     assert (
         "Evaluation documents: the validation split: the first 4 documents (in stored order) of at least 64"
         in report

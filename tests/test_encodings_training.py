@@ -32,6 +32,8 @@ def test_t5_buckets_are_all_reached_within_the_training_length():
     buckets = t5_relative_position_bucket(torch.arange(64), **options)
     assert int(buckets.max()) == 31 and len(set(buckets.tolist())) > 24
     assert int(t5_relative_position_bucket(torch.arange(64), 32, 128).max()) < 31  # the old default: not
+    assert resolve("t5", 2048)["max_distance"] == 128  # T5's own setting where it fits
+    assert resolve("t5", 100)["max_distance"] == 100 and resolve("t5", 8)["max_distance"] == 17
 
 
 def test_options_resolve_defaults_and_typed_overrides_in_one_line_errors():

@@ -7,10 +7,11 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 from test_training import tiny_config, tiny_story, write_tiny_dataset
 
 from ltsgen.cli import main as ltsgen
-from ltsgen.tokenizer import load_tokenizer, train_tokenizer
+from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
 from ltsgen.training.data import DataError, load_eval_sets
 from ltsgen.training.errors import TrainingError
@@ -72,6 +73,46 @@ def test_numbers_are_finite_and_consistent(trained):
     assert longest["recall_accuracy_control"] == sum(controls) / len(controls)
     first = report["results"][0]  # 16 tokens: no value is recalled that soon
     assert first["recall_count"] == 0 and first["recall_accuracy"] is None
+
+
+def test_the_penalty_scores_the_same_last_tokens_with_full_context_and_with_a_window(trained):
+    data, run = trained
+    report = evaluate_run(run, data, [16, 32, 100], max_sequences=3, progress=False)
+    model_config, weights, _, tokenizer = load_run(run)
+    sets = load_eval_sets(data, [16, 32, 100], tokenizer, 3).sets
+    model = build_model(model_config, weights, torch.device("cpu"))
+    for result in report["results"][:2]:  # L <= T = 32: the window is the whole context
+        assert (
+            result["extrapolation_penalty"] == 0.0
+            and result["per_document"]["extrapolation_penalty"] == [0.0] * 3
+        )
+        assert result["same_token_positions"] == result["eval_length"] - 1
+    far = report["results"][2]
+    assert far["same_token_positions"] == 32  # the last T tokens: 68..99
+    tokens = sets[100].input_ids
+    full, window = [], []
+    with torch.no_grad():
+        model.set_eval_length(100)
+        logits = model(tokens[:, :-1])
+        full = F.cross_entropy(logits[:, 67:].transpose(1, 2), tokens[:, 68:], reduction="none").mean(1)
+        model.set_eval_length(32)  # rope_pi read at its training scale: the context it was trained with
+        for j in range(68, 100):
+            window.append(
+                F.cross_entropy(model(tokens[:, j - 32 : j])[:, -1], tokens[:, j], reduction="none")
+            )
+    window = torch.stack(window, dim=1).mean(1)
+    assert far["per_document"]["same_token_loss_full"] == pytest.approx(full.tolist(), rel=1e-5)
+    assert far["per_document"]["same_token_loss_window"] == pytest.approx(window.tolist(), rel=1e-5)
+    assert far["extrapolation_penalty"] == pytest.approx(float((full - window).mean()), abs=1e-5)
+    # the unigram baseline: fitted on every token of the 100-token sequences, scored on the same targets
+    counts = torch.bincount(tokens.flatten()).double()
+    expected = -(counts / counts.sum()).log()[tokens[:, 68:].flatten()].mean()
+    assert far["unigram_loss"] == pytest.approx(float(expected), rel=1e-12)
+    assert far["entropy_sequences"] == 3 and len(far["per_document"]["attention_entropy_last"]) == 3
+    strided = evaluate_run(run, data, [100], max_sequences=3, window_stride=8, progress=False)["results"][0]
+    assert strided["same_token_positions"] == 4  # 99, 91, 83, 75
+    with pytest.raises(TrainingError, match="--window-stride must be at least 1"):
+        evaluate_run(run, data, [100], max_sequences=3, window_stride=0, progress=False)
 
 
 def test_every_length_reads_the_same_documents_nested(trained):
@@ -200,6 +241,19 @@ def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys)
         "the validation split"
     )  # no stored set at 100: prefixes for all
     assert len({tuple(r["documents"]) for r in mixed["results"]}) == 1
+    # the concatenated stream: the first windows at the longest length, each cut to every length
+    concat = evaluate_run(tmp_path / "run", data, [16, 64], max_sequences=3, eval_concat=True, progress=False)
+    assert concat["documents_from"].startswith("the concatenated held-out stream eval_concat/64: its first 3")
+    sets = load_eval_sets(data, [16, 64], tokenizer, 3, concat=True).sets
+    stream = [
+        t
+        for i in range(40, 52)
+        for t in [*tokenizer.encode(tiny_story(i, 100 + (i * 37) % 300)["text"]).ids, eos_id(tokenizer)]
+    ]
+    assert sets[64].input_ids.tolist() == [stream[i * 64 : (i + 1) * 64] for i in range(3)]
+    assert torch.equal(sets[16].input_ids, sets[64].input_ids[:, :16])
+    with pytest.raises(DataError, match=r"eval_concat/100: not in the dataset"):
+        load_eval_sets(data, [16, 100], tokenizer, 3, concat=True)
     other = train_tokenizer(["other text entirely"] * 50, vocab_size=280)
     other.save(str(tmp_path / "other.json"))
     with pytest.raises(DataError, match="tokenized with another tokenizer"):

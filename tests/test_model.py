@@ -191,6 +191,23 @@ def test_the_bias_stays_float32_under_bf16_autocast():
         assert abs(float(probabilities[0]) - 0.5) > 0.07  # a bias rounded to bf16 would give 0.5 / 0.5
 
 
+def test_the_public_sdpa_path_keeps_bias_and_softmax_float32_under_autocast(monkeypatch):
+    # the path CUDA takes (public SDPA), forced on the CPU: SDPA under autocast would round the bias to bf16
+    from ltsgen.training import attention
+
+    monkeypatch.setattr(attention, "_FUSED_CPU", False)
+    encoding = _TwoKeyBias(1, 8)
+    q, k = torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 2, 8)
+    v = torch.eye(2, 8)[None, None]  # the output is the attention weights
+    expected = torch.softmax(torch.tensor([-80.2, -79.9]), dim=0)  # [0.4256, 0.5744]
+    mask = torch.tensor([[[[-80.2, -79.9]]]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        rounded = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = attend(q, k, v, torch.tensor([1]), torch.arange(2), encoding)
+    assert rounded[0, 0, 0, :2].float().tolist() == [0.5, 0.5]  # what autocast alone gives
+    torch.testing.assert_close(out[0, 0, 0, :2], expected, atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("encoding", ["alibi", "kerple_log", "t5", "fire", "ape"])
 def test_training_under_cpu_bf16_autocast_keeps_gradients_close_to_float32(encoding):
     torch.manual_seed(0)

@@ -66,7 +66,8 @@ def write_tiny_dataset(
     """Stories of 100-400 words: ``train`` in two shards, ``validation`` in one, webdataset.
 
     Untokenized without a ``tokenizer``; with one, every record carries ``input_ids``, the tokenizer is saved
-    as DIR/tokenizer.json, and ``eval/<L>/`` holds the first L tokens of each validation story that long.
+    as DIR/tokenizer.json, ``eval/<L>/`` holds the first L tokens of each validation story that long and
+    ``eval_concat/<L>/`` the validation stories joined by EOS, cut into windows of L tokens.
     """
     fmt, dtype = "webdataset", (None if tokenizer is None else "uint16")
     splits, index, stories = {}, 0, {}
@@ -93,13 +94,25 @@ def write_tiny_dataset(
                     writer.write({"id": f"{record['id']}-{length}", "text": text, "source": "lts",
                                   "input_ids": record["input_ids"][:length]})  # fmt: skip
         splits["eval"].append(writer.info)
+    splits["eval_concat"] = []
+    if eval_lengths:  # the validation stories joined by EOS, cut into windows of L tokens
+        stream = [t for record in stories["validation"] for t in [*record["input_ids"], eos_id(tokenizer)]]
+    for length in eval_lengths:
+        relpath = shard_relpath("eval_concat", 0, fmt, bucket=str(length))
+        with ShardWriter(directory, relpath, fmt, token_dtype=dtype) as writer:
+            for i in range(len(stream) // length):
+                window = stream[i * length : (i + 1) * length]
+                writer.write({"id": f"concat-{length}-{i:06d}", "text": tokenizer.decode(window), "source": "lts",
+                              "input_ids": window})  # fmt: skip
+        splits["eval_concat"].append(writer.info)
     manifest = Manifest(source="lts", format=fmt, splits=splits, builder={"name": "tests"})
     if tokenizer is not None:
         tokenizer.save(str(directory / "tokenizer.json"))
         manifest.tokenizer = {"path": "tokenizer.json", "sha256": sha256_file(directory / "tokenizer.json"),
                               "vocab_size": tokenizer.get_vocab_size(), "eos_id": eos_id(tokenizer)}  # fmt: skip
-    if not splits["eval"]:
-        del splits["eval"]
+    for split in ("eval", "eval_concat"):
+        if not splits[split]:
+            del splits[split]
     write_manifest(directory, manifest)
     return directory
 
@@ -164,7 +177,9 @@ def test_a_run_without_a_tokenizer_trains_one_and_saves_it(tiny_data, tokenizer_
 @pytest.mark.parametrize("encoding", NAMES)
 def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, tmp_path):
     out = tmp_path / encoding
-    summary = train(tiny_config(tiny_data, out, encoding, tokenizer=str(tokenizer_path)), progress=False)
+    # --vocab-size only sizes a tokenizer trained here: with one given, config.json records the one used
+    config = tiny_config(tiny_data, out, encoding, tokenizer=str(tokenizer_path), vocab_size=4096)
+    summary = train(config, progress=False)
     lines = metrics(out)
     assert [line["step"] for line in lines] == [1, 2, 3, 4]
     assert all(math.isfinite(line["loss"]) and line["tokens_per_s"] > 0 for line in lines)
@@ -175,6 +190,8 @@ def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, 
     assert json.loads(checkpoint["model_config"])["encoding"] == encoding
     config = json.loads((out / "config.json").read_text())
     assert config["train"]["encoding"] == encoding and config["parameters"] > 0
+    used = json.loads(tokenizer_path.read_text())["model"]["vocab"]
+    assert config["train"]["vocab_size"] == config["model"]["vocab_size"] == len(used) < 4096
 
 
 def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path, tmp_path):

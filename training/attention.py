@@ -1,8 +1,9 @@
 """Causal attention with a position encoding's logit scale and additive bias, in blocks of query rows.
 
 Each block of query rows is attended only against the keys it can see, so the bias is never built for all
-rows of a long input at once. The bias stays in float32 under bf16 autocast (the kernels accept a float32
-mask beside bf16 queries, and a bias rounded to bf16 is off by up to 0.25 at magnitude 64). On CPU, biases
+rows of a long input at once. The bias and the softmax stay in float32 under bf16 autocast on every path (a
+bias rounded to bf16 is off by up to 0.25 at magnitude 64): the CPU kernel takes a float32 mask beside bf16
+queries; public SDPA (CUDA) runs a biased block in float32 with autocast off. On CPU, biases
 that need a gradient go through SDPA's fused kernel with a recomputed mask gradient (``_CPUBiasedAttention``).
 """
 
@@ -74,12 +75,18 @@ def attend(
         elif mask is not None and mask.is_floating_point() and q.device.type == "cpu" and _FUSED_CPU:
             outputs.append(_CPUBiasedAttention.apply(block_q, keys, values, mask, scale, square))
         else:
-            outputs.append(
-                F.scaled_dot_product_attention(
-                    block_q, keys, values, attn_mask=mask, is_causal=mask is None, scale=scale
-                )
-            )
+            outputs.append(_sdpa(block_q, keys, values, mask, scale))
     return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+
+
+def _sdpa(q, k, v, mask: torch.Tensor | None, scale: float) -> torch.Tensor:
+    """Public SDPA; a float bias keeps the bias and the softmax in float32 under autocast (SDPA is on
+    autocast's lower-precision list, which would round the bias to bf16), the output in q's dtype."""
+    if mask is not None and mask.is_floating_point() and torch.is_autocast_enabled(q.device.type):
+        with torch.autocast(q.device.type, enabled=False):
+            out = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask, scale=scale)
+        return out.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None, scale=scale)
 
 
 def _block_mask(

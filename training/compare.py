@@ -34,7 +34,7 @@ RESULTS_NAME = "results.json"
 #: settings a rerun may change without invalidating finished runs (new runs or evaluations are made)
 FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
-    "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
+    "window_stride", "eval_concat", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
 )  # fmt: skip
 SCALED = ("rope_pi", "yarn")  # evaluated zero-shot on RoPE's weights, optionally fine-tuned
 FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
@@ -85,6 +85,8 @@ class RunSpec:
     eval_sequences: int
     batch_tokens: int
     eval_dtype: str = "float32"
+    window_stride: int = 1
+    eval_concat: bool = False
     progress: bool = False
 
 
@@ -117,8 +119,14 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         kept = read_json(path) if path.exists() else None
         if kept is not None and (
             [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths)
-            and (kept.get("step"), kept.get("requested_sequences"), kept.get("eval_dtype"))
-            == (summary["step"], spec.eval_sequences, spec.eval_dtype)
+            and (
+                kept.get("step"),
+                kept.get("requested_sequences"),
+                kept.get("eval_dtype"),
+                kept.get("window_stride"),
+                kept.get("eval_concat"),
+            )
+            == (summary["step"], spec.eval_sequences, spec.eval_dtype, spec.window_stride, spec.eval_concat)
         ):
             lines.append(f"{spec.tag}: {evaluation.label} evaluated earlier, kept")
             evals[evaluation.label] = kept
@@ -126,6 +134,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         report = evaluate_run(
             run_dir, config.data, list(evaluation.lengths), max_sequences=spec.eval_sequences,
             batch_tokens=spec.batch_tokens, device=config.device, eval_dtype=spec.eval_dtype,
+            window_stride=spec.window_stride, eval_concat=spec.eval_concat,
             encoding=evaluation.encoding, encoding_options=dict(evaluation.options), progress=spec.progress,
             log=lines.append,
         )  # fmt: skip
@@ -180,6 +189,8 @@ def compare(
     eval_sequences: int = 32,
     batch_tokens: int = 16384,
     eval_dtype: str = "float32",
+    window_stride: int = 1,
+    eval_concat: bool = False,
     finetune_steps: int = 0,
     workers: int = 1,
     run_map: RunMap | None = None,
@@ -195,7 +206,7 @@ def compare(
         encodings: names from ``ltsgen.encodings.NAMES``.
         eval_lengths: evaluation lengths in tokens.
         train_lengths, seeds: the grid (default: ``base``'s training length and seed).
-        eval_sequences, batch_tokens, eval_dtype: as ``evaluate_run``'s.
+        eval_sequences, batch_tokens, eval_dtype, window_stride, eval_concat: as ``evaluate_run``'s.
         finetune_steps: also fine-tune RoPE-PI and YaRN for this many steps at each evaluation length
             beyond the training length (0: zero-shot only).
         workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
@@ -212,7 +223,8 @@ def compare(
     _check_options(encodings, base.encoding_options)
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
                 "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
-                "batch_tokens": batch_tokens, "finetune_steps": finetune_steps}  # fmt: skip
+                "batch_tokens": batch_tokens, "window_stride": window_stride, "eval_concat": eval_concat,
+                "finetune_steps": finetune_steps}  # fmt: skip
     for key in ("encoding", "tokenizer", "train_length", "seed", "init_from"):
         settings.pop(key)
     _check_settings(out / SETTINGS_NAME, settings)
@@ -225,7 +237,11 @@ def compare(
         vocab_size=base.vocab_size,
         train_tokenizer=train_tokenizer,
     )
-    held_out = load_eval_sets(base.data, eval_lengths, tokenizer, eval_sequences)  # refuses too few, now
+    if window_stride < 1:
+        raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
+    held_out = load_eval_sets(
+        base.data, eval_lengths, tokenizer, eval_sequences, concat=eval_concat
+    )  # refuses too few, now
     log(f"evaluation documents: {held_out.description}")
     if held_out.notice:
         log(f"note: {held_out.notice}")
@@ -235,7 +251,7 @@ def compare(
         run_map = serial_map if in_process else process_pool_map(workers)
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
-                  progress=progress and in_process)  # fmt: skip
+                  window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
     specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
     results = list(_dispatch(run_map, specs, progress and not in_process, log))
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
@@ -335,5 +351,6 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
 
 _REPORTED = (
     "data", "train_lengths", "seeds", "eval_lengths", "steps", "batch_size", "lr", "warmup", "d_model",
-    "n_layers", "n_heads", "encoding_options", "eval_sequences", "eval_dtype", "finetune_steps", "device",
+    "n_layers", "n_heads", "encoding_options", "eval_sequences", "eval_dtype", "window_stride", "eval_concat",
+    "finetune_steps", "device",
 )  # fmt: skip

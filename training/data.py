@@ -19,6 +19,7 @@ import torch
 from tokenizers import Tokenizer
 
 from ltsgen.loaders.contract import (
+    EVAL_CONCAT_SPLIT,
     EVAL_SPLIT,
     MANIFEST_NAME,
     TEST_SPLIT,
@@ -228,14 +229,18 @@ class EvalSets:
         return next(iter(self.sets.values())).documents
 
 
-def load_eval_sets(data_dir, lengths, tokenizer: Tokenizer, max_sequences: int) -> EvalSets:
+def load_eval_sets(
+    data_dir, lengths, tokenizer: Tokenizer, max_sequences: int, concat: bool = False
+) -> EvalSets:
     """Up to ``max_sequences`` documents, the same at every length: sequence i at length L is the first L
     tokens of document i.
 
     From the dataset's stored exact-length sets ``DIR/eval/<L>/`` when it has one for every length (the
     documents of the longest length, found at each shorter one, as the bucket pipeline nests them);
     otherwise the first documents (in stored order) of at least ``max(lengths)`` tokens of the first held-out
-    split (validation, then test) that has enough of them. Fewer than ``max_sequences`` documents: a notice;
+    split (validation, then test) that has enough of them. With ``concat``, the bucket pipeline's
+    concatenated stream ``DIR/eval_concat/<max(L)>/`` (held-out documents joined by EOS, cut into windows),
+    each window cut to every length. Fewer than ``max_sequences`` documents: a notice;
     fewer than ``MIN_EVAL_FRACTION`` of them: a ``DataError`` naming each split and its counts.
     """
     lengths = sorted(set(lengths))
@@ -243,7 +248,9 @@ def load_eval_sets(data_dir, lengths, tokenizer: Tokenizer, max_sequences: int) 
     stored = {shard.bucket for shard in manifest.splits.get(EVAL_SPLIT, [])}
     needed = max(1, math.ceil(max_sequences * MIN_EVAL_FRACTION))
     try:
-        if all(str(length) in stored for length in lengths):
+        if concat:
+            found = _concat_eval_sets(data_dir, manifest, lengths, max_sequences, needed)
+        elif all(str(length) in stored for length in lengths):
             found = _stored_eval_sets(data_dir, lengths, max_sequences, needed)
         else:
             found = _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed)
@@ -292,6 +299,41 @@ def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: 
             )
         sets[length] = EvalSet(length, torch.stack([rows[length][d] for d in documents]), documents)
     description = f"the stored exact-length sets {EVAL_SPLIT}/<L>: {len(documents)} documents at every length"
+    return EvalSets(sets, description, max_sequences)
+
+
+def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int, needed: int) -> EvalSets:
+    """The first windows of the concatenated held-out stream at the longest length, each cut to every length
+    (so the same windows are read at every length, as with documents)."""
+    from ltsgen.loaders import StreamingDataset
+
+    longest = lengths[-1]
+    where = f"{join(str(data_dir), EVAL_CONCAT_SPLIT)}/{longest}"
+    if not any(shard.bucket == str(longest) for shard in manifest.splits.get(EVAL_CONCAT_SPLIT, [])):
+        raise DataError(f"{where}: not in the dataset (build it with `ltsgen buckets --eval-concat`)")
+    dataset = StreamingDataset(
+        str(data_dir), EVAL_CONCAT_SPLIT, bucket=str(longest), shuffle=False, rank=0, world_size=1,
+        columns=("id", "input_ids"),
+    )  # fmt: skip
+    ids, rows = [], []
+    for record in dataset:
+        if len(ids) == max_sequences:
+            break
+        if len(record["input_ids"]) != longest:
+            raise DataError(f"{where}: record {record['id']} has {len(record['input_ids'])} tokens")
+        ids.append(record["id"])
+        rows.append(torch.as_tensor(record["input_ids"].astype("int64")))
+    if len(ids) < needed:
+        raise DataError(
+            f"{where}: {len(ids)} windows of {longest} tokens; an evaluation needs at least {needed} (of "
+            f"--eval-sequences {max_sequences}): lower --eval-sequences, or build with a larger --eval-sequences"
+        )
+    tokens = torch.stack(rows)
+    sets = {length: EvalSet(length, tokens[:, :length].contiguous(), ids) for length in lengths}
+    description = (
+        f"the concatenated held-out stream {EVAL_CONCAT_SPLIT}/{longest}: its first {len(ids)} windows of "
+        f"{longest} tokens, cut to each length"
+    )
     return EvalSets(sets, description, max_sequences)
 
 

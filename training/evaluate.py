@@ -5,6 +5,11 @@ numbers change with length alone. A sequence of L tokens gives L-1 next-token pr
 length L is their mean over the set and the perplexity is ``exp`` of it. Evaluation runs in float32 by
 default. Long sequences are evaluated in batches sized by a token budget (the model attends in blocks of
 query rows), so 8,192 tokens fit in memory.
+
+Beside perplexity, each length has the same-token extrapolation penalty (``ltsgen.training.extrapolation``),
+the unigram loss of the tokens it scores (the baseline a trained model must beat) and, per document, the
+values the report resamples for its intervals. Attention entropy is measured on every sequence unless asked
+for fewer.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ltsgen.training.checkpoint import load_checkpoint
 from ltsgen.training.data import EvalSet, check_tokenizer_matches, load_eval_sets, read_tokenizer
 from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.extrapolation import same_token_losses, unigram_log_probs, unigram_loss
 from ltsgen.training.precision import EVAL_DTYPES, eval_precision
 from ltsgen.training.recall import recall_scores, top1_correct
 from ltsgen.training.rundir import CHECKPOINT_NAME, CONFIG_NAME, eval_name, read_json, write_json
@@ -161,14 +167,13 @@ def token_scores(
 def attention_entropy(
     model: torch.nn.Module, tokens: torch.Tensor, device: torch.device, dtype: str
 ) -> torch.Tensor:
-    """Mean attention entropy [n_layers, n_heads, L] (nats) of every query position over ``tokens``, one
+    """Attention entropy [N, n_layers, n_heads, L] (nats) of every query position of each of ``tokens``, one
     sequence at a time."""
-    total = None
+    rows = []
     for row in tokens:
         with eval_precision(device, dtype):
-            entropy = model.attention_entropy_by_position(row[None].to(device)).float().cpu()
-        total = entropy if total is None else total + entropy
-    return total / tokens.shape[0]
+            rows.append(model.attention_entropy_by_position(row[None].to(device)).float().cpu())
+    return torch.stack(rows)
 
 
 def per_position_curve(losses: torch.Tensor, points: int = CURVE_POINTS) -> dict[str, list[float]]:
@@ -195,45 +200,57 @@ def recall_results(
 
 def evaluate_length(
     model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int,
-    entropy_sequences: int, dtype: str,
+    entropy_sequences: int | None, dtype: str, window_stride: int = 1, unigram: torch.Tensor | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Every number for one evaluation length (see the module docstring)."""
+    """Every number for one evaluation length (see the module docstring); ``per_document`` holds the values
+    of each sequence that the report's intervals and tests resample. ``unigram``: the log-probabilities of
+    the unigram baseline (``unigram_log_probs``; default: fitted on this set's tokens)."""
     length = eval_set.length
     started = time.perf_counter()
     model.set_eval_length(length)
+    tokens = eval_set.input_ids
     with PeakMemory(device) as memory:
-        losses, correct = token_scores(
-            model, eval_set.input_ids, device, max(1, batch_tokens // length), dtype
+        losses, correct = token_scores(model, tokens, device, max(1, batch_tokens // length), dtype)
+        entropy = attention_entropy(model, tokens[:entropy_sequences], device, dtype)
+        full, window, positions = same_token_losses(
+            model, tokens, losses, train_length, window_stride, device, batch_tokens, dtype
         )
-        entropy = attention_entropy(model, eval_set.input_ids[:entropy_sequences], device, dtype)
     loss = float(losses.double().mean())
+    last = entropy[..., -min(train_length, length) :].mean(dim=(1, 2, 3))
     result: dict[str, Any] = {
         "eval_length": length,
-        "num_sequences": eval_set.input_ids.shape[0],
+        "num_sequences": tokens.shape[0],
         "documents": eval_set.documents,
         "loss": loss,
         "perplexity": math.exp(loss),
         "tokens": int(losses.numel()),
+        "same_token_loss_full": float(full.mean()),
+        "same_token_loss_window": float(window.mean()),
+        "extrapolation_penalty": float((full - window).mean()),
+        "same_token_positions": len(positions),
+        "unigram_loss": unigram_loss(
+            unigram_log_probs(tokens) if unigram is None else unigram, tokens[:, positions]
+        ),
+        "entropy_sequences": entropy.shape[0],
         "attention_entropy": float(entropy.mean()),
-        "attention_entropy_last": float(entropy[..., -min(train_length, length) :].mean()),
-        "attention_entropy_per_layer": [float(v) for v in entropy.mean(dim=(1, 2))],
+        "attention_entropy_last": float(last.mean()),
+        "attention_entropy_per_layer": [float(v) for v in entropy.mean(dim=(0, 2, 3))],
         "per_position": per_position_curve(losses),
+        "per_document": {
+            "loss": losses.double().mean(dim=1).tolist(),
+            "same_token_loss_full": full.tolist(),
+            "same_token_loss_window": window.tolist(),
+            "extrapolation_penalty": (full - window).tolist(),
+            "attention_entropy_last": last.double().tolist(),
+        },
         "peak_memory_mib": memory.peak_mib,
         "seconds": time.perf_counter() - started,
     }
     if eval_set.recalls is not None:
-        batch_size = max(1, batch_tokens // length)
-        result.update(
-            recall_results(
-                model,
-                eval_set,
-                correct,
-                device,
-                train_length=train_length,
-                batch_size=batch_size,
-                dtype=dtype,
-            )  # fmt: skip
-        )
+        recalls = recall_results(model, eval_set, correct, device, train_length=train_length,
+                                 batch_size=max(1, batch_tokens // length), dtype=dtype)  # fmt: skip
+        result["per_document"].update(recalls.pop("per_document"))
+        result.update(recalls)
     return result
 
 
@@ -244,7 +261,9 @@ def evaluate_run(
     *,
     max_sequences: int = 32,
     batch_tokens: int = 16384,
-    entropy_sequences: int = 4,
+    entropy_sequences: int | None = None,
+    window_stride: int = 1,
+    eval_concat: bool = False,
     device: str = "auto",
     eval_dtype: str = "float32",
     encoding: str | None = None,
@@ -259,7 +278,11 @@ def evaluate_run(
         lengths: evaluation lengths in tokens.
         max_sequences: documents per length (the same documents at every length).
         batch_tokens: tokens per evaluation batch.
-        entropy_sequences: sequences whose attention entropy is measured per length.
+        entropy_sequences: sequences whose attention entropy is measured per length (None: all).
+        window_stride: score every n-th of the last T tokens for the extrapolation penalty (1: all of them;
+            see ``ltsgen.training.extrapolation``).
+        eval_concat: read the bucket pipeline's concatenated held-out stream (``DIR/eval_concat/<max L>/``)
+            instead of documents (see ``load_eval_sets``).
         device: ``auto``, ``cpu``, ``cuda``, ...
         eval_dtype: ``float32`` (the default: bias and softmax at full precision) or ``bfloat16`` autocast.
         encoding: evaluate a RoPE-family run as ``rope_pi`` or ``yarn`` (zero-shot rescaling of the same
@@ -272,6 +295,8 @@ def evaluate_run(
         The content of the eval file: run, data, encoding, train_length, step, documents, notice and one
         entry of ``results`` per length.
     """
+    if window_stride < 1:
+        raise EvaluateError(f"--window-stride must be at least 1 (got {window_stride})")
     if eval_dtype not in EVAL_DTYPES:
         raise EvaluateError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
     resolved = resolve_device(device)
@@ -284,10 +309,11 @@ def evaluate_run(
         model_config = as_encoding(model_config, encoding, train_length, encoding_options)
     else:
         encoding = None
-    sets = load_eval_sets(data_dir, lengths, tokenizer, max_sequences)
+    sets = load_eval_sets(data_dir, lengths, tokenizer, max_sequences, concat=eval_concat)
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
     model = build_model(model_config, weights, resolved)
+    unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
     results = [
         evaluate_length(
             model,
@@ -297,6 +323,8 @@ def evaluate_run(
             batch_tokens=batch_tokens,
             entropy_sequences=entropy_sequences,
             dtype=eval_dtype,
+            window_stride=window_stride,
+            unigram=unigram,
         )  # fmt: skip
         for length in tqdm(
             sorted(sets.sets),
@@ -318,6 +346,8 @@ def evaluate_run(
         "eval_dtype": eval_dtype,
         "documents_from": sets.description,
         "requested_sequences": max_sequences,
+        "window_stride": window_stride,
+        "eval_concat": eval_concat,
         "notice": sets.notice,
         "results": results,
     }

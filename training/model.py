@@ -230,6 +230,10 @@ class TransformerLM(nn.Module):
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
         return logits, loss
 
+    def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits [B, vocab] of the token after each sequence (the output layer runs on the last position only)."""
+        return self.lm_head(self.ln_f(self._hidden(input_ids, None, None)[:, -1]))
+
     @torch.no_grad()
     def attention_entropy(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Attention entropy in nats [n_layers, n_heads], averaged over batch and query positions."""

@@ -1,6 +1,10 @@
 """The comparison report: results.csv (one row per run and length), summary.csv (means over seeds with 95%
-intervals), plots with one panel per training length and bands over seeds, and report.md with the papers'
-claims, each ranking beside its significance.
+hierarchical-bootstrap intervals), claims.csv (every test of the report, Holm-corrected, with its verdict),
+plots with one panel per family of encodings, and report.md.
+
+The primary metric is the same-token extrapolation penalty (``ltsgen.training.extrapolation``); perplexity
+at each length is reported as the papers report it, but verdicts rest on the penalty
+(``ltsgen.training.verdicts``).
 
 ``runs`` is a list of ``{"encoding": label, "train_length", "seed", "train": summary, "eval": eval.json}``.
 """
@@ -9,47 +13,65 @@ from __future__ import annotations
 
 import csv
 import math
-import operator
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from ltsgen.errors import require
 from ltsgen.loaders.contract import atomic_path
-from ltsgen.training.stats import mean_interval, paired_test, significant
+from ltsgen.training.stats import CONFIDENCE, MIN_SEEDS, bootstrap
+from ltsgen.training.verdicts import APE_FORMULA, CLAIMS, TRAINED_MARGIN, PerDocument, tests, trained_runs
 
 CSV_COLUMNS = (
-    "encoding", "train_length", "seed", "eval_length", "num_sequences", "loss", "perplexity", "attention_entropy",
-    "attention_entropy_last", "recall_accuracy", "recall_accuracy_control", "recall_count", "peak_memory_mib",
+    "encoding", "train_length", "seed", "eval_length", "num_sequences", "loss", "perplexity",
+    "same_token_loss_full", "same_token_loss_window", "extrapolation_penalty", "unigram_loss", "trained",
+    "attention_entropy", "attention_entropy_last", "recall_accuracy", "recall_accuracy_control", "recall_count",
+    "peak_memory_mib",
     "train_tokens_per_s",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "encoding", "train_length", "eval_length", "n_seeds", "perplexity_mean", "perplexity_ci_low",
-    "perplexity_ci_high", "loss_mean", "attention_entropy_mean", "attention_entropy_last_mean",
-    "recall_accuracy_mean", "recall_accuracy_ci_low", "recall_accuracy_ci_high", "recall_accuracy_control_mean",
-    "recall_accuracy_control_ci_low", "recall_accuracy_control_ci_high", "recall_count",
+    "perplexity_ci_high", "loss_mean", "extrapolation_penalty_mean", "extrapolation_penalty_ci_low",
+    "extrapolation_penalty_ci_high", "same_token_loss_full_mean", "same_token_loss_window_mean",
+    "attention_entropy_mean", "attention_entropy_last_mean", "recall_accuracy_mean", "recall_accuracy_ci_low",
+    "recall_accuracy_ci_high", "recall_accuracy_control_mean", "recall_accuracy_control_ci_low",
+    "recall_accuracy_control_ci_high", "recall_count",
 )  # fmt: skip
 RECALL_METRICS = ("recall_accuracy", "recall_accuracy_control")
-INTERVAL = "95% Student-t interval of the mean over seeds"
-DEGRADED = 1.5  # perplexity at the longest length over the in-distribution one, above which we say "degrades"
-CLOSE = 1.2  # ... and at or below which we say "stays close"
-NOT_EXTRAPOLATING = ("nope", "rope")
-EXTRAPOLATING = ("alibi", "kerple_log", "kerple_power", "fire", "ape")
+CLAIM_COLUMNS = ("claim", "source", "measured", "ci_low", "ci_high", "p", "p_holm", "verdict", "train_length",
+                 "eval_length", "metric", "n_seeds")  # fmt: skip
+INTERVAL = (
+    f"{CONFIDENCE:.0%} hierarchical-bootstrap interval (seeds, then documents within each seed) of the mean"
+)
 FINETUNED = "+finetuned"
 LEGEND_INCHES = 2.2
 PLOTS = "comparison plots"
+#: Panels of the plots: encodings grouped by how they encode position.
+FAMILIES = (
+    ("no position encoding", ("nope",)),
+    ("rotary", ("rope", "rope_pi", "yarn")),
+    ("decaying bias", ("alibi", "kerple_log", "kerple_power", "sandwich")),
+    ("learned bias", ("t5", "fire")),
+    ("APE (ltsgen's parameterisation)", ("ape",)),
+)
 
 
 def result_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per run (encoding, training length, seed) and evaluation length."""
+    status = trained_runs(runs)
     rows = []
     for run in runs:
+        trained = status[(run["encoding"], run["train_length"], run["seed"])]["trained"]
         for result in run["eval"]["results"]:
             rows.append(
                 {
                     "encoding": run["encoding"], "train_length": run["train_length"], "seed": run["seed"],
                     "eval_length": result["eval_length"], "num_sequences": result["num_sequences"],
                     "loss": result["loss"], "perplexity": result["perplexity"],
+                    "same_token_loss_full": result["same_token_loss_full"],
+                    "same_token_loss_window": result["same_token_loss_window"],
+                    "extrapolation_penalty": result["extrapolation_penalty"],
+                    "unigram_loss": result["unigram_loss"], "trained": trained,
                     "attention_entropy": result["attention_entropy"],
                     "attention_entropy_last": result["attention_entropy_last"],
                     "recall_accuracy": result.get("recall_accuracy"),
@@ -61,35 +83,54 @@ def result_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (encoding, training length, evaluation length): means over seeds, perplexity's interval."""
+def summary_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (encoding, training length, evaluation length): means over seeds, with the intervals of
+    perplexity (``exp`` of the loss's) and of the extrapolation penalty over seeds and documents."""
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[(row["encoding"], row["train_length"], row["eval_length"])].append(row)
+    data = PerDocument(runs)
     out = []
     for (encoding, train_length, eval_length), members in groups.items():
-        mean, low, high = mean_interval([m["perplexity"] for m in members])
+        loss = bootstrap(data.values(encoding, train_length, eval_length, "loss"))
+        penalty = bootstrap(data.values(encoding, train_length, eval_length, "extrapolation_penalty"))
         out.append(
             {
                 "encoding": encoding, "train_length": train_length, "eval_length": eval_length,
-                "n_seeds": len(members), "perplexity_mean": mean, "perplexity_ci_low": low,
-                "perplexity_ci_high": high, "loss_mean": _mean([m["loss"] for m in members]),
+                "n_seeds": len(members), "perplexity_mean": math.exp(loss.mean),
+                "perplexity_ci_low": math.exp(loss.low), "perplexity_ci_high": math.exp(loss.high),
+                "loss_mean": loss.mean, "extrapolation_penalty_mean": penalty.mean,
+                "extrapolation_penalty_ci_low": penalty.low, "extrapolation_penalty_ci_high": penalty.high,
+                "same_token_loss_full_mean": _mean([m["same_token_loss_full"] for m in members]),
+                "same_token_loss_window_mean": _mean([m["same_token_loss_window"] for m in members]),
                 "attention_entropy_mean": _mean([m["attention_entropy"] for m in members]),
                 "attention_entropy_last_mean": _mean([m["attention_entropy_last"] for m in members]),
-                **recall_summary(members),
+                **recall_summary(data, (encoding, train_length, eval_length), members),
             }
         )  # fmt: skip
     return out
 
 
-def recall_summary(members: list[dict[str, Any]]) -> dict[str, Any]:
-    """Cued recall accuracy and its control over seeds: means and intervals, and the recalls per seed."""
+def recall_summary(
+    data: PerDocument, key: tuple[str, int, int], members: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Cued recall accuracy and its control: means over seeds with their hierarchical-bootstrap intervals
+    (documents without a scored recall left out), and the recalls of one seed."""
     scored = [m for m in members if m.get("recall_count")]
     out: dict[str, Any] = {"recall_count": scored[0]["recall_count"] if scored else None}
     for metric in RECALL_METRICS:
-        mean, low, high = mean_interval([m[metric] for m in scored]) if scored else (None, None, None)
-        out.update({f"{metric}_mean": mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high})
+        values = recall_values(data, key, metric) if scored else {}
+        estimate = bootstrap(values) if values else None
+        out.update({f"{metric}_mean": estimate and estimate.mean, f"{metric}_ci_low": estimate and estimate.low,
+                    f"{metric}_ci_high": estimate and estimate.high})  # fmt: skip
     return out
+
+
+def recall_values(data: PerDocument, key: tuple[str, int, int], metric: str) -> dict[int, list[float]]:
+    """{seed: [value per document]} of a recall metric, NaN for a document without a scored recall."""
+    return {
+        seed: [math.nan if v is None else v for v in docs] for seed, docs in data.values(*key, metric).items()
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -98,156 +139,11 @@ def _mean(values: list[float]) -> float:
 
 def write_csv(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...]) -> None:
     with atomic_path(path) as tmp, tmp.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(
             {key: ("" if value is None else value) for key, value in row.items()} for row in rows
         )
-
-
-# --------------------------------------------------------------------------------------------------
-# per-seed values, the basis of every claim
-
-
-class Measured:
-    """Values per (encoding, training length) and seed, for the claims and their tests."""
-
-    def __init__(self, rows: list[dict[str, Any]]) -> None:
-        self.values: dict[tuple[str, int], dict[int, dict[int, dict[str, Any]]]] = defaultdict(dict)
-        for row in rows:
-            self.values[(row["encoding"], row["train_length"])].setdefault(row["seed"], {})[
-                row["eval_length"]
-            ] = row
-
-    def encodings(self, train_length: int) -> list[str]:
-        return [e for e, t in self.values if t == train_length]
-
-    def lengths(self, encoding: str, train_length: int) -> list[int]:
-        """The evaluation lengths every seed of this encoding has (none when it was not compared)."""
-        per_seed = self.values.get((encoding, train_length), {}).values()
-        return sorted(set.intersection(*(set(lengths) for lengths in per_seed))) if per_seed else []
-
-    def per_seed(self, encoding: str, train_length: int, eval_length: int, metric: str) -> dict[int, float]:
-        return {seed: lengths[eval_length][metric] for seed, lengths in self.values.get((encoding, train_length), {}).items()
-                if eval_length in lengths and lengths[eval_length][metric] is not None}  # fmt: skip
-
-    def change(self, encoding: str, train_length: int, metric: str, combine) -> dict[int, float] | None:
-        """Per seed: ``combine(metric at the longest length, metric at the longest in-distribution length)``;
-        None without both."""
-        lengths = self.lengths(encoding, train_length)
-        inside = [n for n in lengths if n <= train_length]
-        if not inside or max(lengths) <= max(inside):
-            return None
-        far = self.per_seed(encoding, train_length, max(lengths), metric)
-        near = self.per_seed(encoding, train_length, max(inside), metric)
-        return {seed: combine(far[seed], near[seed]) for seed in far if seed in near}
-
-    def ratio(self, encoding: str, train_length: int) -> dict[int, float] | None:
-        """Per seed: perplexity at the longest length over the longest in-distribution one."""
-        return self.change(encoding, train_length, "perplexity", operator.truediv)
-
-    def growth(self, encoding: str, train_length: int) -> dict[int, float] | None:
-        """Per seed: growth of the last-queries attention entropy from in distribution to the longest length."""
-        return self.change(encoding, train_length, "attention_entropy_last", operator.sub)
-
-
-def compared(a: dict[int, float], b: dict[int, float]) -> str:
-    """Whether ``a`` lies below ``b`` (per seed, over their common seeds), in words: the paired t-test."""
-    seeds = sorted(set(a) & set(b))
-    difference, p = paired_test([a[s] for s in seeds], [b[s] for s in seeds])
-    if difference >= 0:
-        return "no (reversed on average)"
-    if p is None:
-        return "untested (one seed)"
-    verdict = "significant" if significant(p) else "not significant"
-    return f"{verdict} (paired t over {len(seeds)} seeds, p = {p:.3f})"
-
-
-def ranking(measured: Measured, train_length: int, eval_length: int) -> list[dict[str, Any]]:
-    """Encodings at ``eval_length`` by mean perplexity, each with the test against the next one."""
-    means = []
-    for encoding in measured.encodings(train_length):
-        values = measured.per_seed(encoding, train_length, eval_length, "perplexity")
-        if values:
-            means.append((sum(values.values()) / len(values), encoding, values))
-    means.sort()
-    return [
-        {"rank": rank, "encoding": encoding, "mean": mean,
-         "vs_next": compared(values, means[rank][2]) if rank < len(means) else None,
-         "next": means[rank][1] if rank < len(means) else None}
-        for rank, (mean, encoding, values) in enumerate(means, 1)
-    ]  # fmt: skip
-
-
-def claims(measured: Measured, train_length: int) -> list[dict[str, str]]:
-    """The papers' claims at one training length, each beside what was measured, a verdict and its test."""
-    found: list[dict[str, str]] = []
-    ratios = {e: r for e in measured.encodings(train_length) if (r := measured.ratio(e, train_length))}
-
-    def mean(values: dict[int, float]) -> float:
-        return sum(values.values()) / len(values)
-
-    def shown(names: list[str]) -> str:
-        return ", ".join(f"{n} x{mean(ratios[n]):.2f}" for n in names)
-
-    weak = [n for n in NOT_EXTRAPOLATING if n in ratios]
-    strong = [n for n in EXTRAPOLATING if n in ratios]
-    if weak:
-        degraded = [n for n in weak if mean(ratios[n]) > DEGRADED]
-        verdict = "shown" if len(degraded) == len(weak) else (
-            f"partly: only {', '.join(degraded)} above x{DEGRADED}" if degraded
-            else f"not shown at this scale (none above x{DEGRADED})")  # fmt: skip
-        test = "; ".join(f"{n} above x{DEGRADED}: {compared({s: DEGRADED for s in ratios[n]}, ratios[n])}"
-                         for n in weak)  # fmt: skip
-        found.append({"claim": "NoPE and RoPE degrade sharply beyond the training length", "source": "FIRE, APE",
-                      "measured": f"perplexity at the longest length / in distribution: {shown(weak)}",
-                      "verdict": verdict, "test": test})  # fmt: skip
-    if strong:
-        close = [n for n in strong if mean(ratios[n]) <= CLOSE]
-        verdict = "shown" if len(close) == len(strong) else (
-            f"partly: {', '.join(close)} within x{CLOSE}" if close else f"not shown (none within x{CLOSE})")  # fmt: skip
-        intervals = ", ".join(f"{n} [{lo:.2f}, {hi:.2f}]" for n in strong
-                              for _, lo, hi in [mean_interval(list(ratios[n].values()))])  # fmt: skip
-        found.append({"claim": "ALiBi, Kerple, FIRE and APE stay close to their in-distribution perplexity",
-                      "source": "FIRE, APE", "measured": shown(strong), "verdict": verdict,
-                      "test": f"a threshold, not a ranking; ratio intervals: {intervals}"})  # fmt: skip
-    if weak and strong:
-        worst = max(strong, key=lambda n: mean(ratios[n]))
-        best = min(weak, key=lambda n: mean(ratios[n]))
-        better = mean(ratios[worst]) < mean(ratios[best])
-        found.append({"claim": "every decaying or learned-bias encoding extrapolates better than NoPE and RoPE",
-                      "source": "FIRE, APE",
-                      "measured": f"worst of those: {worst} x{mean(ratios[worst]):.2f}; best of NoPE/RoPE: "
-                                  f"{best} x{mean(ratios[best]):.2f}",
-                      "verdict": "shown" if better else "not shown",
-                      "test": f"{worst} below {best}: {compared(ratios[worst], ratios[best])}"})  # fmt: skip
-    longest = max(
-        (max(measured.lengths(e, train_length)) for e in measured.encodings(train_length)), default=None
-    )
-    order = ranking(measured, train_length, longest) if longest else []
-    names = [entry["encoding"] for entry in order]
-    if "fire" in names and len(names) > 1:
-        rank = names.index("fire") + 1
-        rival = names[1] if rank == 1 else names[0]
-        fire = measured.per_seed("fire", train_length, longest, "perplexity")
-        other = measured.per_seed(rival, train_length, longest, "perplexity")
-        test = compared(fire, other) if rank == 1 else f"{rival} below fire: {compared(other, fire)}"
-        found.append({"claim": "FIRE has the lowest perplexity far beyond the training length", "source": "FIRE",
-                      "measured": f"at {longest}: fire {mean(fire):.2f}, rank {rank} of {len(names)} "
-                                  f"({'runner-up' if rank == 1 else 'best'}: {rival} {mean(other):.2f})",
-                      "verdict": "shown" if rank == 1 else "not shown",
-                      "test": test if rank != 1 else f"fire below {rival}: {test}"})  # fmt: skip
-    ape, rope = measured.growth("ape", train_length), measured.growth("rope", train_length)
-    if ape and rope:
-        less = mean(ape) < 0.5 * mean(rope)
-        found.append({"claim": "APE's attention entropy stays bounded as the context grows, RoPE's keeps growing",
-                      "source": "APE",
-                      "measured": f"growth of the last-{train_length}-queries entropy from in distribution to the "
-                                  f"longest length: ape {mean(ape):+.2f} nats, rope {mean(rope):+.2f} nats",
-                      "verdict": "shown" if less else ("partly (less growth, but more than half of RoPE's)"
-                                                       if mean(ape) < mean(rope) else "not shown"),
-                      "test": f"ape below rope: {compared(ape, rope)}"})  # fmt: skip
-    return found
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,68 +173,104 @@ def display(label: str, finetune_steps: int | None = None) -> str:
     return f"{label} (zero-shot)" if label in ("rope_pi", "yarn") else label
 
 
+def families(labels: list[str]) -> list[tuple[str, list[str]]]:
+    """The non-empty families of ``labels`` (fine-tuned variants go with their encoding), in ``FAMILIES``
+    order; labels of no family go last, alone."""
+    out, placed = [], set()
+    for title, members in FAMILIES:
+        found = [label for label in labels if label.removesuffix(FINETUNED) in members]
+        placed.update(found)
+        if found:
+            out.append((title, found))
+    return out + [(label, [label]) for label in labels if label not in placed]
+
+
+def _panels(plt, rows: int, columns: int, height: float = 3.0):
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns + LEGEND_INCHES, height * rows), dpi=120,
+                             squeeze=False, sharey="row")  # fmt: skip
+    return fig, axes
+
+
+def _length_axis(ax, lengths: list[int], train_length: int) -> None:
+    ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths], fontsize=7)
+    ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def plot_vs_length(path: Path, summary, metrics: list[tuple[str, str]], log_y: bool) -> None:
-    """Means over seeds (lines) and their intervals (bands) of each metric against the evaluation length:
-    one column of panels per training length, one row per metric."""
+    """Means over seeds (lines) and, where summary.csv has them, their intervals (bands) of each metric
+    against the evaluation length: one panel per family of encodings, one row per (training length, metric)."""
     plt = _figure()
     train_lengths = sorted({row["train_length"] for row in summary})
-    fig, axes = plt.subplots(len(metrics), len(train_lengths), figsize=_figsize(len(train_lengths), len(metrics), 3.8),
-                             dpi=120, squeeze=False)  # fmt: skip
-    for column, train_length in enumerate(train_lengths):
+    groups = families(list(dict.fromkeys(row["encoding"] for row in summary)))
+    fig, axes = _panels(plt, len(train_lengths) * len(metrics), len(groups))
+    for block, train_length in enumerate(train_lengths):
         rows = [row for row in summary if row["train_length"] == train_length]
         lengths = sorted({row["eval_length"] for row in rows})
         for line, (metric, label) in enumerate(metrics):
-            ax = axes[line][column]
-            for encoding in dict.fromkeys(row["encoding"] for row in rows):
-                series = sorted((r["eval_length"], r) for r in rows if r["encoding"] == encoding)
-                xs = [x for x, _ in series]
-                ax.plot(
-                    xs, [r[f"{metric}_mean"] for _, r in series], label=display(encoding), **_style(encoding)
-                )
-                if metric == "perplexity" and any(r["n_seeds"] > 1 for _, r in series):
-                    ax.fill_between(xs, [r["perplexity_ci_low"] for _, r in series],
-                                    [r["perplexity_ci_high"] for _, r in series], color=_style(encoding)["color"],
-                                    alpha=0.15, linewidth=0)  # fmt: skip
-            ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
-            ax.set_xscale("log", base=2)
-            ax.set_xticks(lengths, [str(n) for n in lengths])
-            ax.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
-            if log_y:
-                LogFormatter = require("matplotlib.ticker", "train", PLOTS).LogFormatter  # noqa: N806
-
-                ax.set_yscale("log")
-                ax.yaxis.set_major_formatter(LogFormatter())
-                ax.yaxis.set_minor_formatter(LogFormatter(minor_thresholds=(2, 0.5)))
-            ax.set_title(f"trained at {train_length} tokens", fontsize=9)
-            ax.set_xlabel("evaluation length (tokens)")
-            ax.set_ylabel(label)
-            ax.grid(True, which="both", alpha=0.3)
-    _legend_right(fig, axes)
+            for column, (title, members) in enumerate(groups):
+                ax = axes[block * len(metrics) + line][column]
+                for encoding in members:
+                    series = sorted((r["eval_length"], r) for r in rows if r["encoding"] == encoding)
+                    xs = [x for x, _ in series]
+                    style = _style(encoding)
+                    ax.plot(xs, [r[f"{metric}_mean"] for _, r in series], label=display(encoding), **style)
+                    if f"{metric}_ci_low" in SUMMARY_COLUMNS and any(r["n_seeds"] > 1 for _, r in series):
+                        ax.fill_between(xs, [r[f"{metric}_ci_low"] for _, r in series],
+                                        [r[f"{metric}_ci_high"] for _, r in series], color=style["color"],
+                                        alpha=0.15, linewidth=0)  # fmt: skip
+                if metric == "extrapolation_penalty":
+                    ax.axhline(0, color="black", linewidth=0.8)
+                _length_axis(ax, lengths, train_length)
+                if log_y:
+                    ax.set_yscale("log")
+                ax.set_title(f"{title} (T = {train_length})", fontsize=8)
+                ax.set_xlabel("evaluation length (tokens)", fontsize=7)
+                if column == 0:
+                    ax.set_ylabel(label, fontsize=8)
+    _legend_all(fig, axes)
     _save(fig, path, plt)
 
 
 def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
-    """Per-position loss at each run's longest length, the mean over seeds: one panel per training length."""
+    """Per-position loss at each run's longest length (lines, the mean over seeds), and at each length beyond
+    the training length, the loss of its last T tokens with the full context (circles) and with a T-token
+    window (crosses), at their middle: one panel per family, one row per training length."""
     plt = _figure()
     train_lengths = sorted({run["train_length"] for run in runs})
-    fig, axes = plt.subplots(1, len(train_lengths), figsize=_figsize(len(train_lengths), 1, 3.8), dpi=120,
-                             squeeze=False)  # fmt: skip
-    for column, train_length in enumerate(train_lengths):
-        ax = axes[0][column]
-        curves: dict[str, list[dict[str, list[float]]]] = defaultdict(list)
-        for run in runs:
-            if run["train_length"] == train_length and not run["encoding"].endswith(FINETUNED):
-                curves[run["encoding"]].append(run["eval"]["results"][-1]["per_position"])
-        for encoding, members in curves.items():
-            position = members[0]["position"]
-            loss = [sum(values) / len(values) for values in zip(*(m["loss"] for m in members), strict=True)]
-            ax.plot(position, loss, label=display(encoding), **{**_style(encoding), "markersize": 0})
-        ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
-        ax.set_title(f"trained at {train_length} tokens", fontsize=9)
-        ax.set_xlabel("position in the sequence (tokens)")
-        ax.set_ylabel("next-token loss (nats)")
-        ax.grid(True, alpha=0.3)
-    _legend_right(fig, axes)
+    base = [run for run in runs if not run["encoding"].endswith(FINETUNED)]
+    groups = families(list(dict.fromkeys(run["encoding"] for run in base)))
+    fig, axes = _panels(plt, len(train_lengths), len(groups))
+    for row, train_length in enumerate(train_lengths):
+        for column, (title, members) in enumerate(groups):
+            ax = axes[row][column]
+            for encoding in members:
+                mine = [r for r in base if r["train_length"] == train_length and r["encoding"] == encoding]
+                curves = [r["eval"]["results"][-1]["per_position"] for r in mine]
+                if not curves:
+                    continue
+                style = {**_style(encoding), "markersize": 0}
+                loss = [_mean(list(values)) for values in zip(*(c["loss"] for c in curves), strict=True)]
+                ax.plot(curves[0]["position"], loss, label=display(encoding), linewidth=1, **style)
+                far = [
+                    i for i, res in enumerate(mine[0]["eval"]["results"]) if res["eval_length"] > train_length
+                ]
+                xs = [mine[0]["eval"]["results"][i]["eval_length"] - train_length / 2 for i in far]
+                for key, marker in (("same_token_loss_full", "o"), ("same_token_loss_window", "X")):
+                    ys = [_mean([r["eval"]["results"][i][key] for r in mine]) for i in far]
+                    ax.plot(xs, ys, linestyle="none", marker=marker, markersize=8, zorder=5,
+                            markerfacecolor="white" if marker == "o" else style["color"], markeredgecolor="black")  # fmt: skip
+            ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{title} (T = {train_length})", fontsize=8)
+            ax.set_xlabel("position (tokens); at each length's last T tokens: o full context, x T-token window",
+                          fontsize=6)  # fmt: skip
+            ax.grid(True, alpha=0.3)
+            if column == 0:
+                ax.set_ylabel("next-token loss (nats)", fontsize=8)
+    _legend_all(fig, axes)
     _save(fig, path, plt)
 
 
@@ -347,8 +279,7 @@ def plot_recall_vs_distance(path: Path, runs: list[dict[str, Any]]) -> None:
     longest length, means over seeds: one panel per training length."""
     plt = _figure()
     train_lengths = sorted({run["train_length"] for run in runs})
-    fig, axes = plt.subplots(1, len(train_lengths), figsize=_figsize(len(train_lengths), 1, 3.8), dpi=120,
-                             squeeze=False)  # fmt: skip
+    fig, axes = _panels(plt, 1, len(train_lengths), height=3.8)
     for column, train_length in enumerate(train_lengths):
         ax = axes[0][column]
         bins = recall_bins(runs, train_length)
@@ -361,27 +292,28 @@ def plot_recall_vs_distance(path: Path, runs: list[dict[str, Any]]) -> None:
                                       f"{display(encoding)}, control")):  # fmt: skip
                 ys = [_mean([e[key] for e in per[labels[i]]]) for i in xs]
                 ax.plot(xs, ys, label=name, **{**style, **extra})
-        ax.set_xticks(range(len(labels)), labels)
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
         ax.set_ylim(-0.03, 1.03)
-        ax.set_title(f"trained at {train_length} tokens", fontsize=9)
-        ax.set_xlabel("distance to the value's earlier occurrence (T = training length)")
-        ax.set_ylabel("cued recall accuracy")
+        ax.set_title(f"trained at {train_length} tokens", fontsize=8)
+        ax.set_xlabel("distance to the value's earlier occurrence (T = training length)", fontsize=7)
+        if column == 0:
+            ax.set_ylabel("cued recall accuracy", fontsize=8)
         ax.grid(True, alpha=0.3)
-    _legend_right(fig, axes)
+    _legend_all(fig, axes)
     _save(fig, path, plt)
 
 
-def _figsize(columns: int, rows: int, height: float) -> tuple[float, float]:
-    """Panels of 5.2 inches (6.4 when alone) and 2.2 inches for the legend on the right."""
-    return (6.4 if columns == 1 else 5.2 * columns) + LEGEND_INCHES, height * rows
-
-
-def _legend_right(fig, axes) -> None:
-    """One legend for every panel, just right of them."""
-    handles, labels = axes[0][-1].get_legend_handles_labels()
+def _legend_all(fig, axes) -> None:
+    """One legend of every labelled line of every panel, just right of them."""
+    seen: dict[str, Any] = {}
+    for row in axes:
+        for ax in row:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                seen.setdefault(label, handle)
     edge = 1 - LEGEND_INCHES / fig.get_figwidth()
     fig.tight_layout(rect=(0, 0, edge, 1))
-    fig.legend(handles, labels, fontsize=8, loc="center left", bbox_to_anchor=(edge, 0.5), frameon=False)
+    fig.legend(list(seen.values()), list(seen), fontsize=8, loc="center left", bbox_to_anchor=(edge, 0.5),
+               frameon=False)  # fmt: skip
 
 
 def _save(fig, path: Path, plt) -> None:
@@ -406,19 +338,21 @@ def _num(value: float | None, digits: int = 2) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _with_interval(row: dict[str, Any] | None) -> str:
+def _with_interval(row: dict[str, Any] | None, metric: str, digits: int = 2) -> str:
     if row is None:
         return "-"
-    if row["n_seeds"] < 2:
-        return _num(row["perplexity_mean"])
-    half = (row["perplexity_ci_high"] - row["perplexity_ci_low"]) / 2
-    return f"{_num(row['perplexity_mean'])} ±{_num(half)}"
+    return f"{_num(row[f'{metric}_mean'], digits)} [{_num(row[f'{metric}_ci_low'], digits)}, {_num(row[f'{metric}_ci_high'], digits)}]"
 
 
 def render_markdown(
-    settings: dict[str, Any], runs: list[dict[str, Any]], rows, summary, documents: str, notice: str | None
+    settings: dict[str, Any],
+    runs: list[dict[str, Any]],
+    rows,
+    summary,
+    found,
+    documents: str,
+    notice: str | None,
 ) -> str:
-    measured = Measured(rows)
     steps = settings.get("finetune_steps")
     train_lengths = sorted({row["train_length"] for row in rows})
     seeds = sorted({row["seed"] for row in rows})
@@ -429,7 +363,14 @@ def render_markdown(
         "then evaluated on the same documents at every length (sequence i at length L is the first L tokens of "
         f"document i). RoPE-PI and YaRN reuse RoPE's training (they differ only in how they read longer inputs); "
         f'"zero-shot" rescales at evaluation with factor = length / training length. '
-        f"Values are means over seeds; ± is half the {INTERVAL}.",
+        f"Values are means over seeds; brackets hold the {INTERVAL}.",
+        "",
+        "**The primary metric is the same-token extrapolation penalty**: at each length L beyond the training "
+        "length T, the last T tokens of every sequence are scored once with the full L-token context and once "
+        "with only the T tokens before each one (the training context); the penalty is the difference, in nats "
+        "per token (negative: the longer context helps; positive: it hurts). Both scores are of the same tokens, "
+        "so the text's difficulty at each position cancels out. Perplexity at each length is the papers' metric "
+        "and is reported, but no verdict rests on it.",
         "",
     ]
     if documents:
@@ -437,9 +378,12 @@ def render_markdown(
     if notice:
         parts += [f"**Note:** {notice}.", ""]
     parts += [_table(["setting", "value"], [[key, f"`{value}`"] for key, value in settings.items()]), "",
+              "![extrapolation penalty vs length](penalty_vs_length.png)", "",
               "![perplexity vs length](ppl_vs_length.png)", ""]  # fmt: skip
+    parts += _trained_section(runs)
     for train_length in train_lengths:
-        parts += _length_section(measured, runs, summary, train_length, steps)
+        parts += _length_section(runs, summary, train_length, steps)
+    parts += _claims_section(found, steps)
     parts += _speed_section(runs, rows)
     parts += [
         "Scale matters: the papers train models of 30M-350M parameters for thousands of steps; a small, briefly "
@@ -450,45 +394,61 @@ def render_markdown(
     return "\n".join(parts)
 
 
-def _length_section(measured: Measured, runs, summary, train_length: int, steps) -> list[str]:
-    rows = [row for row in summary if row["train_length"] == train_length]
-    lengths = sorted({row["eval_length"] for row in rows})
-    encodings = list(dict.fromkeys(row["encoding"] for row in rows))
-    cell = {(row["encoding"], row["eval_length"]): row for row in rows}
-
-    def ratio(encoding: str) -> str:
-        values = measured.ratio(encoding, train_length)
-        return _num(sum(values.values()) / len(values)) if values else "-"
-
+def _trained_section(runs) -> list[str]:
+    status = trained_runs(runs)
+    untrained = [(key, value) for key, value in status.items() if not value["trained"]]
+    margins = [value["margin"] for value in status.values()]
     parts = [
-        f"## Trained at {train_length} tokens",
+        "## Did the models learn?",
         "",
-        "### Perplexity by evaluation length",
-        "",
-        _table(
-            ["encoding", *map(str, lengths), f"ratio longest / <= {train_length}"],
-            [
-                [display(e, steps), *(_with_interval(cell.get((e, n))) for n in lengths), ratio(e)]
-                for e in encodings
-            ],
-        ),  # fmt: skip
+        f"A run counts as trained when its loss with a T-token window (the training context) is at least "
+        f"{TRAINED_MARGIN} nats per token below the loss of a unigram model of the same tokens, fitted on every "
+        "token of the evaluation documents (so it has seen what it scores: a strict baseline), on average over "
+        f"the evaluation lengths. Margins over the runs: {_num(min(margins))} to {_num(max(margins))} nats.",
         "",
     ]
-    longest = max(lengths)
-    order = ranking(measured, train_length, longest)
+    if untrained:
+        listed = "; ".join(f"{label} T={t} seed {seed}: window loss {_num(v['window_loss'])}, unigram "
+                           f"{_num(v['unigram_loss'])} (margin {_num(v['margin'])})"
+                           for (label, t, seed), v in untrained)  # fmt: skip
+        parts += [f"**{len(untrained)} of {len(status)} runs are undertrained**, and every verdict that rests on "
+                  f"them is \"undertrained\": {listed}. Train longer (--steps) or larger.", ""]  # fmt: skip
+    else:
+        parts += [f"All {len(status)} runs are trained.", ""]
+    return parts
+
+
+def _length_section(runs, summary, train_length: int, steps) -> list[str]:
+    rows = [row for row in summary if row["train_length"] == train_length]
+    lengths = sorted({row["eval_length"] for row in rows})
+    far = [n for n in lengths if n > train_length]
+    encodings = list(dict.fromkeys(row["encoding"] for row in rows))
+    cell = {(row["encoding"], row["eval_length"]): row for row in rows}
+    parts = [f"## Trained at {train_length} tokens", ""]
+    if far:
+        parts += [
+            "### Extrapolation penalty (nats per token, full context minus a T-token window, same tokens)",
+            "",
+            _table(
+                ["encoding", *map(str, far)],
+                [
+                    [
+                        display(e, steps),
+                        *(_with_interval(cell.get((e, n)), "extrapolation_penalty", 3) for n in far),
+                    ]
+                    for e in encodings
+                ],
+            ),  # fmt: skip
+            "",
+        ]
     parts += [
-        f"### Ranking at {longest} tokens, each against the next",
+        "### Perplexity by evaluation length (the papers' metric)",
         "",
         _table(
-            ["rank", "encoding", "perplexity", "better than the next?"],
+            ["encoding", *map(str, lengths)],
             [
-                [
-                    str(e["rank"]),
-                    display(e["encoding"], steps),
-                    _num(e["mean"]),
-                    f"vs {e['next']}: {e['vs_next']}" if e["next"] else "-",
-                ]
-                for e in order
+                [display(e, steps), *(_with_interval(cell.get((e, n)), "perplexity") for n in lengths)]
+                for e in encodings
             ],
         ),  # fmt: skip
         "",
@@ -511,25 +471,60 @@ def _length_section(measured: Measured, runs, summary, train_length: int, steps)
             ],
         ),  # fmt: skip
         "",
+        f"Entropy is measured on every evaluation sequence ({_entropy_count(runs, train_length)} per length).",
+        "",
     ]
     parts += _recalls_section(runs, rows, train_length, lengths, steps)
     parts += _learned_section(runs, train_length)
-    table = claims(measured, train_length)
-    if table:
-        parts += [
-            "### The papers' claims beside what was measured",
-            "",
-            f"Ratios are perplexity at the longest length over perplexity at the longest in-distribution length "
-            f"(<= {train_length}), means over seeds. A claim is marked shown only when these numbers show it; the "
-            "last column says whether the comparison it rests on holds across seeds (paired t-test, 5% level).",
-            "",
-            _table(
-                ["claim", "paper", "measured here", "verdict", "significance"],
-                [[c["claim"], c["source"], c["measured"], c["verdict"], c["test"]] for c in table],
-            ),  # fmt: skip
-            "",
-        ]
     return parts
+
+
+def _entropy_count(runs, train_length: int) -> str:
+    counts = {r.get("entropy_sequences") for run in runs if run["train_length"] == train_length
+              for r in run["eval"]["results"]}  # fmt: skip
+    return ", ".join(str(c) for c in sorted(c for c in counts if c is not None)) or "-"
+
+
+def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:
+    if not found:
+        return ["## Tests", "", "No evaluation length lies beyond the training length: nothing to test.", ""]
+    seeds = sorted({row["n_seeds"] for row in found})
+    return [
+        "## Tests and verdicts (claims.csv)",
+        "",
+        f"Fixed before the data is seen: every encoding against NoPE and against RoPE, and the papers' claims "
+        f"listed in ltsgen.training.verdicts (CLAIMS, {len(CLAIMS)} of them, each with its source), at the longest "
+        'evaluation length. Each is a paired hierarchical bootstrap over seeds and documents; "measured" is the '
+        "mean difference (or the mean, for a claim against 0) with its interval. p_holm is Holm's correction "
+        f'across all {len(found)} tests of this report. A verdict is "shown" only when p_holm < 0.05 in the '
+        f"claimed direction, every run behind it is trained and it has at least {MIN_SEEDS} seeds (here: "
+        f'{", ".join(map(str, seeds))}); "reversed" is significant the other way.',
+        "",
+        f"APE here is {APE_FORMULA}. Its entropy claims compare the growth of the last-T-queries entropy from "
+        "the longest in-distribution length to the longest length, document by document.",
+        "",
+        _table(
+            ["claim", "source", "T", "metric", "measured [95% interval]", "p", "p_holm", "verdict"],
+            [
+                [
+                    row["claim"],
+                    row["source"],
+                    str(row["train_length"]),
+                    row["metric"],
+                    f"{_num(row['measured'], 3)} [{_num(row['ci_low'], 3)}, {_num(row['ci_high'], 3)}]",
+                    _p(row["p"]),
+                    _p(row["p_holm"]),
+                    f"**{row['verdict']}**",
+                ]
+                for row in found
+            ],
+        ),  # fmt: skip
+        "",
+    ]
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def recall_bins(runs, train_length: int) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -554,11 +549,7 @@ def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
     def pair(row: dict[str, Any] | None) -> str:
         if row is None:
             return "-"
-        half = [(row[f"{m}_ci_high"] - row[f"{m}_ci_low"]) / 2 for m in RECALL_METRICS]
-        shown = [
-            f"{_num(row[f'{m}_mean'])}" + (f" ±{_num(h)}" if h else "")
-            for m, h in zip(RECALL_METRICS, half, strict=True)
-        ]
+        shown = [_with_interval(row, metric) for metric in RECALL_METRICS]
         return f"{shown[0]} / {shown[1]} ({row['recall_count']})"
 
     labels = sorted({b for per in bins.values() for b in per}, key=_bin_order)
@@ -568,7 +559,7 @@ def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
         "Share of cued recalls whose every value token is the top-1 prediction (`recall_accuracy`) / the same "
         "with the value's earlier occurrences replaced by another value of its kind, so that the context no "
         "longer holds the answer (`recall_accuracy_control`), and the number of recalls scored. The gap is what "
-        "the model read from the context. By evaluation length:",
+        f"the model read from the context. By evaluation length, with the {INTERVAL}:",
         "",
         _table(
             ["encoding", *map(str, scored)],
@@ -671,27 +662,35 @@ def write_report(
     documents: str = "",
     notice: str | None = None,
 ) -> list[Path]:
-    """Write results.csv, summary.csv, the plots (recall_vs_distance.png when there are cued recalls) and
-    report.md into ``out_dir``; return their paths.
+    """Write results.csv, summary.csv, claims.csv, the four plots (and recall_vs_distance.png when there are
+    cued recalls) and report.md into ``out_dir``; return their paths.
 
     ``documents`` says where the evaluation documents come from; ``notice`` that fewer than asked reach the
     longest length.
     """
     out_dir = Path(out_dir)
     rows = result_rows(runs)
-    summary = summary_rows(rows)
-    paths = [out_dir / name for name in ("results.csv", "summary.csv", "ppl_vs_length.png", "entropy_vs_length.png",
-                                          "loss_vs_position.png", "report.md")]  # fmt: skip
+    summary = summary_rows(rows, runs)
+    found = tests(runs)
+    names = ("results.csv", "summary.csv", "claims.csv", "penalty_vs_length.png", "ppl_vs_length.png",
+             "entropy_vs_length.png", "loss_vs_position.png", "report.md")  # fmt: skip
+    paths = [out_dir / name for name in names]
     write_csv(paths[0], rows, CSV_COLUMNS)
     write_csv(paths[1], summary, SUMMARY_COLUMNS)
-    plot_vs_length(paths[2], summary, [("perplexity", "perplexity")], log_y=True)
-    plot_vs_length(paths[3], summary, [("attention_entropy", "attention entropy, all queries (nats)"),
-                                       ("attention_entropy_last", "attention entropy, last T queries (nats)")],
+    write_csv(paths[2], found, CLAIM_COLUMNS)
+    plot_vs_length(
+        paths[3], summary, [("extrapolation_penalty", "extrapolation penalty (nats/token)")], log_y=False
+    )
+    plot_vs_length(paths[4], summary, [("perplexity", "perplexity")], log_y=True)
+    plot_vs_length(paths[5], summary, [("attention_entropy", "entropy, all queries (nats)"),
+                                       ("attention_entropy_last", "entropy, last T queries (nats)")],
                    log_y=False)  # fmt: skip
-    plot_loss_vs_position(paths[4], runs)
+    plot_loss_vs_position(paths[6], runs)
     if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
         paths.append(out_dir / "recall_vs_distance.png")
         plot_recall_vs_distance(paths[-1], runs)
-    with atomic_path(out_dir / "report.md") as tmp:
-        tmp.write_text(render_markdown(settings, runs, rows, summary, documents, notice), encoding="utf-8")
+    with atomic_path(paths[7]) as tmp:
+        tmp.write_text(
+            render_markdown(settings, runs, rows, summary, found, documents, notice), encoding="utf-8"
+        )
     return paths

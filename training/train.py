@@ -278,7 +278,9 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
     )
     runner = wrap_model(model, config, placement)
     if placement.is_main:
-        write_json(run_dir / CONFIG_NAME, {"train": asdict(config), "model": model_cfg.to_dict(),
+        # the vocabulary actually used (the tokenizer's), not the size asked for a tokenizer trained here
+        used = {**asdict(config), "vocab_size": tokenizer.get_vocab_size()}
+        write_json(run_dir / CONFIG_NAME, {"train": used, "model": model_cfg.to_dict(),
                                            "parameters": model.num_parameters(), "world_size": placement.world_size,
                                            "tokenizer": "tokenizer.json"})  # fmt: skip
     metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)

@@ -28,10 +28,14 @@ def register(subparsers) -> None:
         "compare",
         summary=SUMMARY,
         description=SUMMARY
-        + ". Writes OUT/results.json, results.csv (one row per run and length), summary.csv "
-        "(means over seeds with 95% Student-t intervals), report.md (with the significance of each ranking), "
-        "ppl_vs_length.png, entropy_vs_length.png and loss_vs_position.png (one panel per training length, "
-        "bands over seeds); runs live in OUT/runs/T<length>-seed<seed>/<encoding>. RoPE, RoPE-PI and YaRN "
+        + ". The primary metric is the same-token extrapolation penalty: the last T tokens at each length "
+        "scored with the full context minus the same tokens scored with a T-token window (nats per token). "
+        "Writes OUT/results.json, results.csv (one row per run and length), summary.csv (means over seeds "
+        "with 95% hierarchical-bootstrap intervals over seeds and documents), claims.csv (each encoding "
+        "against NoPE and RoPE and the papers' claims, Holm-corrected, with verdicts that need trained models "
+        "and 5 seeds), report.md, penalty_vs_length.png, ppl_vs_length.png, entropy_vs_length.png and "
+        "loss_vs_position.png (one panel per family of encodings); runs live in "
+        "OUT/runs/T<length>-seed<seed>/<encoding>. RoPE, RoPE-PI and YaRN "
         "train once (as rope) and are evaluated under each scaling, zero-shot; --finetune-steps adds "
         "RoPE-PI and YaRN fine-tuned at each evaluation length beyond the training length. A rerun skips "
         "finished runs and resumes an interrupted one. --encoding-option KEY=VALUE applies to every compared "
@@ -98,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
             parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
             eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
-            finetune_steps=args.finetune_steps, workers=args.workers or 1, train_tokenizer=train_tokenizer,
+            window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps, workers=args.workers or 1, train_tokenizer=train_tokenizer,
             progress=not args.no_progress,
             run_map=_threaded_map(engine, args.cpus_per_run) if engine is not None else None,
         )  # fmt: skip

@@ -44,6 +44,16 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
         default="float32",
         help="evaluation precision (bfloat16: autocast)",
     )
+    parser.add_argument(
+        "--window-stride", type=int, default=1, metavar="S",
+        help="for the extrapolation penalty, score every S-th of the last T tokens with the full context and "
+        "with a T-token window (1: all; the windowed pass costs one T-token forward per scored token)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--eval-concat", action="store_true",
+        help="evaluate on the concatenated held-out stream DIR/eval_concat/<longest L>/ (from `ltsgen buckets "
+        "--eval-concat`), each window cut to every length, instead of whole documents",
+    )  # fmt: skip
 
 
 def register(subparsers) -> None:
@@ -85,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         report = evaluate_run(
             args.run, args.data, parse_lengths(args.eval_lengths), max_sequences=args.eval_sequences,
             batch_tokens=args.batch_tokens, device=args.device, eval_dtype=args.eval_dtype,
-            encoding=args.as_encoding, progress=not args.no_progress,
+            window_stride=args.window_stride, eval_concat=args.eval_concat, encoding=args.as_encoding, progress=not args.no_progress,
             log=lambda line: print(f"ltsgen evaluate: note: {line}", file=sys.stderr),
         )  # fmt: skip
     scaling = f", {report['scaling']}" if report["scaling"] else ""
@@ -93,13 +103,13 @@ def run(args: argparse.Namespace) -> int:
         f"{report['encoding']}{scaling} (trained as {report['trained_as']} at {report['train_length']} tokens, "
         f"step {report['step']}), {report['eval_dtype']}; documents: {report['documents_from']}"
     )
-    print(f"{'length':>8} {'docs':>5} {'loss':>8} {'perplexity':>11} {'entropy':>8} {'last T':>7} "
+    print(f"{'length':>8} {'docs':>5} {'loss':>8} {'perplexity':>11} {'penalty':>8} {'entropy':>8} {'last T':>7} "
           f"{'recall':>7} {'control':>7} {'recalls':>7} {'peak MiB':>9}")  # fmt: skip
     for result in report["results"]:
         recall, control = result.get("recall_accuracy"), result.get("recall_accuracy_control")
         print(
             f"{result['eval_length']:>8} {result['num_sequences']:>5} {result['loss']:>8.4f} "
-            f"{result['perplexity']:>11.2f} {result['attention_entropy']:>8.3f} "
+            f"{result['perplexity']:>11.2f} {result['extrapolation_penalty']:>+8.4f} {result['attention_entropy']:>8.3f} "
             f"{result['attention_entropy_last']:>7.3f} {'-' if recall is None else f'{recall:.3f}':>7} "
             f"{'-' if control is None else f'{control:.3f}':>7} {result.get('recall_count', 0):>7} "
             f"{result['peak_memory_mib']:>9.0f}"

@@ -1,0 +1,182 @@
+"""The tests of a comparison, fixed before any data is seen, and their verdicts.
+
+For each training length T, at the longest evaluation length, on the same-token extrapolation penalty
+(``ltsgen.training.extrapolation``) of every evaluation document and seed:
+
+- every encoding against NoPE and against RoPE (``comparisons``);
+- the papers' claims listed in ``CLAIMS``, each with its source.
+
+Every test is a paired hierarchical bootstrap (``ltsgen.training.stats``), and Holm's correction runs across
+every test of the report (all training lengths). A verdict is "shown" only when the corrected p-value lies
+below 5%, the difference has the claimed sign, every run behind it is trained (``trained_runs``) and it has
+at least ``MIN_SEEDS`` seeds; otherwise "reversed" (significant, the other way), "not shown", "undertrained"
+or "too few seeds".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, bootstrap, holm, paired
+
+#: A run is trained when its windowed loss (T tokens of context, as in training) beats the unigram loss of
+#: the same tokens by at least this many nats per token, on average over its evaluation lengths.
+TRAINED_MARGIN = 0.5
+PENALTY = "extrapolation_penalty"
+ENTROPY = "attention_entropy_last"
+APE_FORMULA = (
+    "ltsgen's own reading of APE (the paper's code is not available): logit = q^T R(omega * theta, n) k / sqrt(d) "
+    "- (a n + b log(1 + n) + c sqrt(n)), n = i - j, with learnable per-head omega, a > 0, b, c >= 0"
+)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``subject``'s metric is below ``reference``'s (or below 0 when ``reference`` is None; above with
+    ``sign`` +1), at the longest evaluation length; entropy claims use its growth from in distribution."""
+
+    text: str
+    source: str
+    subject: str
+    reference: str | None
+    metric: str = PENALTY
+    sign: int = -1
+
+
+CLAIMS = (
+    Claim("RoPE's loss on the same tokens rises with context beyond the training length",
+          "ALiBi (Press et al., ICLR 2022); FIRE (Li et al., ICLR 2024)", "rope", None, sign=+1),
+    Claim("NoPE's loss on the same tokens rises with context beyond the training length",
+          "FIRE (Li et al., ICLR 2024)", "nope", None, sign=+1),
+    Claim("ALiBi extrapolates better than RoPE", "ALiBi (Press et al., ICLR 2022)", "alibi", "rope"),
+    Claim("Kerple (log) extrapolates better than ALiBi", "KERPLE (Chi et al., NeurIPS 2022)", "kerple_log", "alibi"),
+    Claim("Sandwich extrapolates better than RoPE", "Sandwich (Chi et al., ACL 2023)", "sandwich", "rope"),
+    Claim("FIRE extrapolates better than Kerple (log)", "FIRE (Li et al., ICLR 2024), C4 at 8,192", "fire", "kerple_log"),
+    Claim("FIRE extrapolates better than T5's bias", "FIRE (Li et al., ICLR 2024)", "fire", "t5"),
+    Claim("YaRN (zero-shot) extrapolates better than RoPE-PI (zero-shot)", "YaRN (Peng et al., ICLR 2024)", "yarn", "rope_pi"),
+    *(
+        Claim(f"APE's attention entropy grows less than {other}'s as the context grows",
+              "APE (Vetcha 2026), in ltsgen's parameterisation", "ape", other, metric=ENTROPY)
+        for other in ("rope", "alibi", "kerple_log", "kerple_power", "sandwich", "fire")
+    ),
+)  # fmt: skip
+
+
+class PerDocument:
+    """Per-document values of every run: ``values(label, T, L, metric)`` -> {seed: [value per document]}."""
+
+    def __init__(self, runs: list[dict[str, Any]]) -> None:
+        self.table: dict[tuple[str, int, int], dict[int, dict[str, list[float]]]] = defaultdict(dict)
+        for run in runs:
+            for result in run["eval"]["results"]:
+                key = (run["encoding"], run["train_length"], result["eval_length"])
+                self.table[key][run["seed"]] = result["per_document"]
+
+    def values(self, label: str, train_length: int, eval_length: int, metric: str) -> dict[int, list[float]]:
+        return {
+            seed: docs[metric]
+            for seed, docs in self.table.get((label, train_length, eval_length), {}).items()
+        }
+
+    def growth(
+        self, label: str, train_length: int, inside: int, far: int, metric: str
+    ) -> dict[int, list[float]]:
+        """Per document: ``metric`` at ``far`` minus at ``inside`` (the same documents at both lengths)."""
+        near, late = (
+            self.values(label, train_length, inside, metric),
+            self.values(label, train_length, far, metric),
+        )
+        return {s: [b - a for a, b in zip(near[s], late[s], strict=True)] for s in near if s in late}
+
+
+def trained_runs(runs: list[dict[str, Any]]) -> dict[tuple[str, int, int], dict[str, Any]]:
+    """Per (label, T, seed): ``margin`` (unigram minus windowed loss of the same tokens, nats, the mean over
+    evaluation lengths) and ``trained`` (margin >= ``TRAINED_MARGIN``)."""
+    out = {}
+    for run in runs:
+        results = run["eval"]["results"]
+        margin = sum(r["unigram_loss"] - r["same_token_loss_window"] for r in results) / len(results)
+        out[(run["encoding"], run["train_length"], run["seed"])] = {
+            "margin": margin, "trained": margin >= TRAINED_MARGIN,
+            "window_loss": sum(r["same_token_loss_window"] for r in results) / len(results),
+            "unigram_loss": sum(r["unigram_loss"] for r in results) / len(results),
+        }  # fmt: skip
+    return out
+
+
+def comparisons(labels: list[str]) -> list[Claim]:
+    """Every encoding against NoPE and against RoPE, on the penalty: "lower than" is the direction stated."""
+    out = []
+    for reference in ("nope", "rope"):
+        if reference in labels:
+            out += [Claim(f"{label} extrapolates better than {reference}", "comparison fixed in advance", label, reference)
+                    for label in labels if label != reference and not (reference == "rope" and label == "nope")]  # fmt: skip
+    return out
+
+
+def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every test of the report: one row per (training length, comparison or claim), corrected by Holm
+    across all rows; the columns of claims.csv plus ``train_length``, ``eval_length``, ``n_seeds``."""
+    data = PerDocument(runs)
+    status = trained_runs(runs)
+    rows = []
+    for train_length in sorted({run["train_length"] for run in runs}):
+        mine = [run for run in runs if run["train_length"] == train_length]
+        labels = list(dict.fromkeys(run["encoding"] for run in mine))
+        lengths = sorted({r["eval_length"] for run in mine for r in run["eval"]["results"]})
+        inside = [n for n in lengths if n <= train_length]
+        if not inside or lengths[-1] <= inside[-1]:
+            continue  # nothing beyond the training length
+        seen: set[tuple] = set()
+        for claim in [*CLAIMS, *comparisons(labels)]:  # a claim that is also a comparison keeps its source
+            key = (claim.subject, claim.reference, claim.metric, claim.sign)
+            needed = [claim.subject] + ([claim.reference] if claim.reference else [])
+            if key in seen or any(name not in labels for name in needed):
+                continue
+            seen.add(key)
+            estimate = _estimate(data, claim, train_length, inside[-1], lengths[-1])
+            seeds = {run["seed"] for run in mine if run["encoding"] in needed}
+            untrained = sorted(f"{name} seed {seed}" for name in needed for seed in seeds
+                               if not status[(name, train_length, seed)]["trained"])  # fmt: skip
+            rows.append({"claim": claim.text, "source": claim.source, "train_length": train_length,
+                         "eval_length": lengths[-1], "metric": _metric_name(claim, inside[-1]),
+                         "measured": estimate.mean, "ci_low": estimate.low, "ci_high": estimate.high,
+                         "p": estimate.p, "n_seeds": estimate.seeds, "sign": claim.sign, "untrained": untrained})  # fmt: skip
+    for row, adjusted in zip(rows, holm([row["p"] for row in rows]), strict=True):
+        row["p_holm"] = adjusted
+        row["verdict"] = verdict(row)
+    return rows
+
+
+def _estimate(data: PerDocument, claim: Claim, train_length: int, inside: int, far: int) -> Estimate:
+    if claim.metric == ENTROPY:
+        subject = data.growth(claim.subject, train_length, inside, far, ENTROPY)
+        reference = (
+            data.growth(claim.reference, train_length, inside, far, ENTROPY) if claim.reference else None
+        )
+    else:
+        subject = data.values(claim.subject, train_length, far, claim.metric)
+        reference = data.values(claim.reference, train_length, far, claim.metric) if claim.reference else None
+    return bootstrap(subject) if reference is None else paired(subject, reference)
+
+
+def _metric_name(claim: Claim, inside: int) -> str:
+    what = (
+        f"growth of the last-T-queries attention entropy from {inside}"
+        if claim.metric == ENTROPY
+        else "penalty"
+    )
+    return what if claim.reference is None else f"{what}: {claim.subject} - {claim.reference}"
+
+
+def verdict(row: dict[str, Any]) -> str:
+    """ "shown", "reversed", "not shown", "undertrained" or "too few seeds" (see the module docstring)."""
+    if row["untrained"]:
+        return "undertrained"
+    if row["n_seeds"] < MIN_SEEDS:
+        return "too few seeds"
+    if row["p_holm"] is None or row["p_holm"] >= LEVEL:
+        return "not shown"
+    return "shown" if row["measured"] * row["sign"] > 0 else "reversed"
