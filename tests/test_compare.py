@@ -18,7 +18,7 @@ from ltsgen.training import compare
 from ltsgen.training.stats import bootstrap
 
 FILES = ("results.json", "results.csv", "summary.csv", "claims.csv", "report.md", "penalty_vs_length.png",
-         "ppl_vs_length.png", "entropy_vs_length.png", "loss_vs_position.png")  # fmt: skip
+         "ppl_vs_length.png", "entropy_vs_length.png", "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
 ENCODINGS = ("nope", "rope", "rope_pi", "alibi")
 LENGTHS = ("16", "32", "64")
 TINY = ["--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--heads", "2", "--vocab-size", "300",
@@ -49,7 +49,15 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         assert math.isclose(float(row["perplexity"]), math.exp(float(row["loss"])), rel_tol=1e-9)
         assert 0 < float(row["attention_entropy_last"]) < math.log(int(row["eval_length"]))
         assert float(row["train_tokens_per_s"]) > 0 and row["num_sequences"] == "4"
-        assert row["fact_recall"] == "" or 0 <= float(row["fact_recall"]) <= 1
+        # each document's cued recall in its second sentence, which a 300-token vocabulary spells out in 36 tokens
+        if row["eval_length"] == "64":
+            assert row["recall_count"] == "4" and 0 <= float(row["recall_accuracy_control"]) <= 1
+        else:
+            assert (row["recall_count"], row["recall_accuracy"], row["recall_accuracy_control"]) == (
+                "0",
+                "",
+                "",
+            )
         penalty = float(row["same_token_loss_full"]) - float(row["same_token_loss_window"])
         assert float(row["extrapolation_penalty"]) == pytest.approx(penalty, abs=1e-12)
         if row["eval_length"] <= row["train_length"]:  # at L <= T the window is the whole context
@@ -91,6 +99,19 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         assert [float(row[f"extrapolation_penalty_{k}"]) for k in ("mean", "ci_low", "ci_high")] == (
             pytest.approx([penalty.mean, penalty.low, penalty.high])
         )
+        if (
+            row["eval_length"] == "64"
+        ):  # the recall intervals: the same bootstrap, documents without a recall left out
+            for metric in ("recall_accuracy", "recall_accuracy_control"):
+                estimate = bootstrap(
+                    {s: [math.nan if v is None else v for v in d[metric]] for s, d in docs.items()}
+                )
+                assert [float(row[f"{metric}_{k}"]) for k in ("mean", "ci_low", "ci_high")] == pytest.approx(
+                    [estimate.mean, estimate.low, estimate.high]
+                )
+            assert row["recall_count"] == "4"
+        else:
+            assert row["recall_count"] == row["recall_accuracy_mean"] == row["recall_accuracy_ci_low"] == ""
     # claims.csv: every test, Holm-corrected across both training lengths; no verdict for untrained models
     claims = list(csv.DictReader((out / "claims.csv").open()))
     assert list(claims[0])[:8] == [
@@ -112,7 +133,7 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     assert min(float(c["p_holm"]) for c in claims) == pytest.approx(min(1.0, len(claims) * ps[0]))
     report = (out / "report.md").read_text()
     for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Extrapolation penalty",
-                    "## Speed and memory", "## Tests and verdicts", "## Did the models learn?"):  # fmt: skip
+                    "## Speed and memory", "## Tests and verdicts", "## Did the models learn?", "### Cued recall"):  # fmt: skip
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "hierarchical-bootstrap" in report
     assert "runs are undertrained" in report

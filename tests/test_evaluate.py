@@ -1,8 +1,9 @@
-"""Evaluation: finite, consistent numbers (perplexity = exp(mean loss)), facts mapped to the right tokens."""
+"""Evaluation: finite, consistent numbers (perplexity = exp(mean loss)), cued recalls scored on the right tokens."""
 
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from test_training import tiny_config, tiny_story, write_tiny_dataset
 from ltsgen.cli import main as ltsgen
 from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
-from ltsgen.training.data import DataError, fact_uses, load_eval_sets
+from ltsgen.training.data import DataError, load_eval_sets
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import build_model, load_run
 
@@ -55,13 +56,23 @@ def test_numbers_are_finite_and_consistent(trained):
             assert result["attention_entropy_last"] == pytest.approx(result["attention_entropy"], rel=1e-6)
         assert len(result["attention_entropy_per_layer"]) == 2
         assert result["peak_memory_mib"] >= 0 and result["seconds"] > 0
-    facts = report["results"][-1]["facts"]
-    assert facts and all(math.isfinite(f["loss"]) and 0 <= f["recall"] <= 1 and f["uses"] > 0 for f in facts)
-    assert sum(f["uses"] for f in facts) == sum(len(p) for p in sets[256].facts)
-    beyond = [d for uses in sets[256].facts for _, d in uses if d > 32]
-    assert report["results"][-1]["fact_uses"] == len(beyond) > 0
-    assert 0 <= report["results"][-1]["fact_recall"] <= 1
-    assert "fact_recall" not in report["results"][0]  # 16 tokens: no fact is used again that soon
+    longest, recalls = report["results"][-1], sets[256].recalls
+    assert longest["recall_count"] == len(recalls.recalls) > 0 and longest["recall_without_control"] == 0
+    assert sum(b["count"] for b in longest["recalls"]) == longest["recall_count"]
+    # the same scores from the model's own top-1 predictions, value token by value token
+    with torch.no_grad():
+        predicted = model(sets[256].input_ids[:, :-1]).argmax(-1)
+        predicted_control = model(recalls.control_ids[:, :-1]).argmax(-1)
+    ids, control_ids = sets[256].input_ids, recalls.control_ids
+    hits = [
+        all(predicted[r.row, p - 1] == ids[r.row, p] for p in range(r.start, r.end)) for r in recalls.recalls
+    ]
+    controls = [all(predicted_control[r.control_row, p - 1] == control_ids[r.control_row, p]
+                    for p in range(r.control_start, r.control_end)) for r in recalls.recalls]  # fmt: skip
+    assert longest["recall_accuracy"] == sum(hits) / len(hits)
+    assert longest["recall_accuracy_control"] == sum(controls) / len(controls)
+    first = report["results"][0]  # 16 tokens: no value is recalled that soon
+    assert first["recall_count"] == 0 and first["recall_accuracy"] is None
 
 
 def test_the_penalty_scores_the_same_last_tokens_with_full_context_and_with_a_window(trained):
@@ -114,8 +125,12 @@ def test_every_length_reads_the_same_documents_nested(trained):
     longest = found.sets[256].input_ids
     for length in (16, 64):
         assert torch.equal(found.sets[length].input_ids, longest[:, :length])
-        for short, long in zip(found.sets[length].facts, found.sets[256].facts, strict=True):
-            assert short == [(p, d) for p, d in long if p < length]
+        short, long = found.sets[length].recalls, found.sets[256].recalls
+        assert [(r.row, r.start, r.end, r.distance) for r in short.recalls] == [
+            (r.row, r.start, r.end, r.distance)
+            for r in long.recalls
+            if r.end <= length and r.control_end <= length
+        ]
     # the documents are the first validation stories (stored order) that reach 256 tokens
     reaching = [
         f"tiny-{i:05d}"
@@ -160,40 +175,50 @@ def test_rope_pi_is_rescaled_only_beyond_its_training_length(trained):
     assert factors == [1.0, 8.0, 1.0]
 
 
-def test_fact_uses_point_at_the_first_token_of_each_value(trained):
+def test_recalls_point_at_the_value_and_their_controls_hide_it(trained):
     data, run = trained
     tokenizer = load_tokenizer(run / "tokenizer.json")
     found = load_eval_sets(data, [256], tokenizer, 5).sets[256]
-    assert any(found.facts)
-    for row, uses in zip(found.input_ids, found.facts, strict=True):
-        for position, distance in uses:
-            piece = tokenizer.decode([int(row[position])]).strip()
-            assert piece and any(name.startswith(piece) for name in ("Bobo", "Lulu", "Tiki", "Momo", "Pip"))
-            earlier = tokenizer.decode([int(row[position - distance])]).strip()
-            assert earlier == piece  # the nearest earlier occurrence starts with the same token
+    names = ("Bobo", "Lulu", "Tiki", "Momo", "Pip")
+    assert found.recalls.recalls
+    for recall in found.recalls.recalls:
+        row, control = found.input_ids[recall.row], found.recalls.control_ids[recall.control_row]
+        value = tokenizer.decode(row[recall.start : recall.end].tolist()).strip(" .")
+        assert value in names
+        assert (
+            control[recall.control_start : recall.control_end].tolist()
+            == row[recall.start : recall.end].tolist()
+        )
+        before, context = (
+            tokenizer.decode(row[: recall.start].tolist()),
+            tokenizer.decode(control[: recall.control_start].tolist()),
+        )
+        assert value in before.split() or f"{value}." in before.split()
+        assert not re.search(rf"\b{value}\b", context)  # the control's context no longer holds the value
+        others = {n for n in names if re.search(rf"\b{n}\b", context)}
+        assert len(others) == 1  # ... but another pet name in its place
+        earlier = tokenizer.decode(
+            row[recall.start - recall.distance : recall.start - recall.distance + 4].tolist()
+        )
+        assert earlier.strip().startswith(
+            value
+        )  # the distance goes back to the value's nearest earlier occurrence
 
 
-def test_fact_distances_by_hand_go_to_the_nearest_earlier_occurrence():
-    """A value first named early, repeated (unrecorded, in another case) in the middle, used at the end."""
-    text = "Zed had a kite. " + "Lo " * 40 + "zed flew it. " + "Lo " * 10 + "At last Zed came home."
-    first, repeat, use = text.index("Zed"), text.index("zed"), text.rindex("Zed")
-    record = {
-        "text": text,
-        "meta": {"facts": [{"name": "owner", "value": "Zed", "first": first, "uses": [use]}]},
-    }
-    offsets, position = [], 0  # a tokenizer of one token per word (space included): offsets are known
-    for word in text.split(" "):
-        offsets.append((position, position + len(word) + 1))
-        position += len(word) + 1
-    token = {char: i for i, (lo, hi) in enumerate(offsets) for char in range(lo, hi)}
-    assert (token[first], token[repeat], token[use]) == (0, 44, 59)
-    assert fact_uses(record, offsets, 100) == [(59, 15)]  # 15 tokens back to "zed", not 59 to the first
-    assert fact_uses(record, offsets, 59) == []  # the use lies beyond the limit
-    no_repeat = {"text": text.replace("zed", "she"), "meta": record["meta"]}
-    assert fact_uses(no_repeat, offsets, 100) == [(59, 59)]
-    embedded = {"text": text.replace("zed", "Zedd"), "meta": record["meta"]}  # not word-bounded: no match
-    assert fact_uses(embedded, offsets, 100) == [(59, 59)]
-    assert fact_uses({"text": text, "meta": {}}, offsets, 100) == []
+def test_a_record_that_breaks_the_cue_contract_is_one_line(trained, tmp_path, capsys):
+    def broken(index: int, words: int) -> dict:
+        record = tiny_story(index, words)
+        if index == 45:
+            record["meta"]["facts"][0]["cues"].pop()
+        return record
+
+    data = write_tiny_dataset(tmp_path / "broken", story=broken)
+    _, run = trained
+    assert ltsgen(["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "64",
+                   "--eval-sequences", "12", "--no-progress"]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert f"{data}/validation: record tiny-00045: meta facts[0] ('pet name') has 2 cues for 3 uses" in err
 
 
 def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys):

@@ -35,10 +35,11 @@ PET_NAMES = ("Bobo", "Lulu", "Tiki", "Momo", "Pip")
 
 
 def tiny_story(index: int, words: int) -> dict:
-    """A record whose pet name is set in the first sentence and used again mid-way and at the end."""
+    """A record whose pet name is set in the first sentence and recalled, cued, in the second, mid-way and at
+    the end."""
     rng = random.Random(index)
     name = rng.choice(PET_NAMES)
-    first = f"Once there was a pet named {name}. "
+    first = f"Once there was a pet named {name}. The pet was called {name}. "
     half = " ".join(rng.choice(WORDS) for _ in range(words // 2))
     middle = f"{first}{half}. Then {name} ran. "
     text = (
@@ -46,8 +47,10 @@ def tiny_story(index: int, words: int) -> dict:
         + " ".join(rng.choice(WORDS) for _ in range(words - words // 2))
         + f". At the end {name} came home."
     )
-    uses = [middle.rindex(name), text.rindex(name)]
-    fact = {"name": "pet name", "value": name, "first": first.index(name), "uses": uses}
+    uses = [first.rindex(name), middle.rindex(name), text.rindex(name)]
+    cues = [[first.index("The pet"), first.index("The pet") + 18], [middle.rindex("Then"), middle.rindex("Then") + 4],
+            [text.rindex("At the end"), text.rindex("At the end") + 10]]  # fmt: skip
+    fact = {"name": "pet name", "value": name, "first": first.index(name), "uses": uses, "cues": cues}
     return {"id": f"tiny-{index:05d}", "text": text, "source": "lts", "meta": {"facts": [fact]}}
 
 
@@ -58,6 +61,7 @@ def write_tiny_dataset(
     validation: int = 12,
     tokenizer=None,
     eval_lengths: tuple[int, ...] = (),
+    story=tiny_story,
 ) -> Path:
     """Stories of 100-400 words: ``train`` in two shards, ``validation`` in one, webdataset.
 
@@ -72,7 +76,7 @@ def write_tiny_dataset(
         for shard in range(shards):
             with ShardWriter(directory, shard_relpath(split, shard, fmt), fmt, token_dtype=dtype) as writer:
                 for _ in range(min(per_shard, count - shard * per_shard)):
-                    record = tiny_story(index, 100 + (index * 37) % 300)
+                    record = story(index, 100 + (index * 37) % 300)
                     if tokenizer is not None:
                         record["input_ids"] = tokenizer.encode(record["text"]).ids
                     stories.setdefault(split, []).append(record)

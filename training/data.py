@@ -7,13 +7,11 @@ may be a local folder or any URL the loaders read.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +34,14 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.recall import (
+    DocumentRecalls,
+    RecallContractError,
+    RecallSet,
+    document_recalls,
+    recall_set,
+    value_pool,
+)
 
 HELD_OUT_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 TOKENIZER_TRAINING_CHARS = 50_000_000  # enough text for a small BPE; bounds the time spent training one
@@ -200,16 +206,13 @@ class TrainingBatches:
 
 @dataclass
 class EvalSet:
-    """``input_ids`` [N, L]: the first L tokens of each of N documents, and where their facts are recalled.
-
-    ``facts[i]`` lists ``(position, distance)`` for sequence i: the first token of a later use of a fact's
-    value, and its distance in tokens to the nearest earlier occurrence of that value.
-    """
+    """``input_ids`` [N, L]: the first L tokens of each of N documents, and their cued recalls (None when the
+    documents carry none, or come from stored exact-length sets, which hold no text offsets)."""
 
     length: int
     input_ids: torch.Tensor
     documents: list[str]
-    facts: list[list[tuple[int, int]]] = field(default_factory=list)
+    recalls: RecallSet | None = None
 
 
 @dataclass
@@ -353,14 +356,15 @@ def _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, n
         if not manifest.splits[split]:
             counts.append(f"{split}: no shards (0 documents)")
             continue
-        documents, rows, facts, seen = _long_documents(data_dir, split, tokenizer, longest, max_sequences)
+        documents, rows, records, seen = _long_documents(data_dir, split, tokenizer, longest, max_sequences)
         if len(documents) >= needed:
+            recalls = _document_recalls(records, tokenizer, longest, join(str(data_dir), split))
             sets = {
                 length: EvalSet(
                     length,
                     torch.stack([row[:length] for row in rows]),
                     documents,
-                    [[(p, d) for p, d in uses if p < length] for uses in facts],
+                    None if recalls is None else recall_set(recalls, length),
                 )
                 for length in lengths
             }
@@ -379,13 +383,13 @@ def _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, n
 
 def _long_documents(data_dir, split, tokenizer, length, wanted):
     """The first ``wanted`` documents of ``split`` with at least ``length`` tokens: (ids, first ``length``
-    tokens, fact uses within them, documents read)."""
+    tokens, records, documents read)."""
     from ltsgen.loaders import StreamingDataset
 
     dataset = StreamingDataset(
         str(data_dir), split, shuffle=False, rank=0, world_size=1, columns=("id", "text", "meta")
     )
-    documents, rows, facts, seen = [], [], [], 0
+    documents, rows, records, seen = [], [], [], 0
     for record in dataset:
         seen += 1
         encoding = tokenizer.encode(record["text"], add_special_tokens=False)
@@ -393,43 +397,31 @@ def _long_documents(data_dir, split, tokenizer, length, wanted):
             continue
         documents.append(record["id"])
         rows.append(torch.tensor(encoding.ids[:length], dtype=torch.long))
-        facts.append(fact_uses(record, encoding.offsets, length))
+        records.append(record)
         if len(documents) == wanted:
             break
-    return documents, rows, facts, seen
+    return documents, rows, records, seen
 
 
-def fact_uses(record: dict[str, Any], offsets: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
-    """Each later use of a fact's value within the first ``limit`` tokens: ``(position, distance)``.
+def _document_recalls(records, tokenizer: Tokenizer, length: int, where: str) -> list[DocumentRecalls] | None:
+    """Each record's cued recalls within ``length`` tokens and their controls (``ltsgen.training.recall``);
+    None when no record has a fact with cues."""
 
-    ``meta["facts"]`` records ``{"value", "first", "uses"}`` with character offsets. A use is scored at its
-    first token (the token holding its first character); its distance is counted in tokens back to the
-    nearest earlier occurrence of the value anywhere in the text (word-bounded, any case), recorded or not,
-    so that a value repeated in between makes the distance short. Uses with no earlier occurrence are left out.
-    """
-    meta = record.get("meta") or {}
-    if isinstance(meta, str):
-        meta = json.loads(meta)
-    if not isinstance(meta, dict) or not meta.get("facts"):
-        return []
-    text = record["text"]
-    ends = [end for _, end in offsets]
+    def encode(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        encoding = tokenizer.encode(text, add_special_tokens=False)
+        return encoding.ids, encoding.offsets
 
-    def token_at(char: int) -> int:
-        return bisect.bisect_right(ends, char)
-
-    nearest: dict[int, int] = {}
-    for fact in meta["facts"]:
-        value = str(fact.get("value", ""))
-        if not value:
-            continue
-        pattern = re.compile(rf"(?<!\w){re.escape(value)}(?!\w)", re.IGNORECASE)
-        occurrences = sorted({match.start() for match in pattern.finditer(text)} | {int(fact["first"])})
-        for use in map(int, fact.get("uses", [])):
-            earlier = bisect.bisect_left(occurrences, use) - 1
-            if earlier < 0:
-                continue
-            position, previous = token_at(use), token_at(occurrences[earlier])
-            if previous < position < limit:
-                nearest[position] = min(nearest.get(position, position), position - previous)
-    return sorted(nearest.items())
+    metas = {
+        str(r["id"]): json.loads(r["meta"]) if isinstance(r.get("meta"), str) else r.get("meta")
+        for r in records
+    }
+    try:
+        pool = value_pool(metas)
+        if not pool:
+            return None
+        return [
+            document_recalls(str(r["id"]), r["text"], metas[str(r["id"])], encode, pool, length)
+            for r in records
+        ]
+    except RecallContractError as error:
+        raise DataError(f"{where}: {error}") from None

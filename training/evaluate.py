@@ -1,4 +1,4 @@
-"""Evaluation of a trained run at many lengths: perplexity, per-position loss, attention entropy, fact recall.
+"""Evaluation of a trained run at many lengths: perplexity, per-position loss, attention entropy, cued recall.
 
 Every length reads the same documents (sequence i at length L is the first L tokens of document i), so the
 numbers change with length alone. A sequence of L tokens gives L-1 next-token predictions; the loss at
@@ -35,10 +35,10 @@ from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.extrapolation import same_token_losses, unigram_log_probs, unigram_loss
 from ltsgen.training.precision import EVAL_DTYPES, eval_precision
+from ltsgen.training.recall import recall_scores, top1_correct
 from ltsgen.training.rundir import CHECKPOINT_NAME, CONFIG_NAME, eval_name, read_json, write_json
 
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
-FACT_BIN_EDGES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 #: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
 ROTARY_FAMILY = ("rope", "rope_pi", "yarn")
 
@@ -158,7 +158,7 @@ def token_scores(
             logits = model(batch[:, :-1])
         targets = batch[:, 1:]
         losses.append(F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none").cpu())
-        correct.append((logits.argmax(dim=-1) == targets).cpu())
+        correct.append(top1_correct(logits, batch).cpu())
         del logits
     return torch.cat(losses), torch.cat(correct)
 
@@ -186,41 +186,16 @@ def per_position_curve(losses: torch.Tensor, points: int = CURVE_POINTS) -> dict
     }
 
 
-def fact_scores(
-    losses: torch.Tensor, correct: torch.Tensor, facts: list[list[tuple[int, int]]], train_length: int
-) -> dict[str, Any]:
-    """Recall of facts: loss and top-1 accuracy on the first token of each later use of a value.
-
-    Returns ``facts`` (by distance in tokens to the nearest earlier occurrence, one entry per occupied bin),
-    and ``fact_recall``, ``fact_loss``, ``fact_uses`` over the uses whose nearest earlier occurrence lies
-    beyond ``train_length`` (recall the model never saw at that distance; None when there are none).
-    """
-    bins: dict[int, list[float]] = {}
-    beyond = [0.0, 0.0, 0]
-    for row, uses in enumerate(facts):
-        for position, distance in uses:
-            loss, hit = float(losses[row, position - 1]), float(correct[row, position - 1])
-            edge = max(i for i, lo in enumerate(FACT_BIN_EDGES) if lo <= distance)
-            entry = bins.setdefault(edge, [0.0, 0.0, 0])
-            for totals in (entry, beyond) if distance > train_length else (entry,):
-                totals[0] += loss
-                totals[1] += hit
-                totals[2] += 1
-    return {
-        "facts": [
-            {
-                "distance_lo": FACT_BIN_EDGES[edge],
-                "distance_hi": FACT_BIN_EDGES[edge + 1] if edge + 1 < len(FACT_BIN_EDGES) else None,
-                "loss": loss / count,
-                "recall": hits / count,
-                "uses": count,
-            }
-            for edge, (loss, hits, count) in sorted(bins.items())
-        ],
-        "fact_loss": beyond[0] / beyond[2] if beyond[2] else None,
-        "fact_recall": beyond[1] / beyond[2] if beyond[2] else None,
-        "fact_uses": beyond[2],
-    }
+def recall_results(
+    model, eval_set: EvalSet, correct: torch.Tensor, device: torch.device, *, train_length: int, batch_size: int,
+    dtype: str,
+) -> dict[str, Any]:  # fmt: skip
+    """Cued recall accuracy beside its control (``ltsgen.training.recall``); ``correct`` is the set's own."""
+    recalls = eval_set.recalls
+    control_correct = correct[:0]
+    if recalls.recalls:
+        _, control_correct = token_scores(model, recalls.control_ids, device, batch_size, dtype)
+    return recall_scores(recalls, correct, control_correct, train_length)
 
 
 def evaluate_length(
@@ -271,8 +246,11 @@ def evaluate_length(
         "peak_memory_mib": memory.peak_mib,
         "seconds": time.perf_counter() - started,
     }
-    if any(eval_set.facts):
-        result.update(fact_scores(losses, correct, eval_set.facts, train_length))
+    if eval_set.recalls is not None:
+        recalls = recall_results(model, eval_set, correct, device, train_length=train_length,
+                                 batch_size=max(1, batch_tokens // length), dtype=dtype)  # fmt: skip
+        result["per_document"].update(recalls.pop("per_document"))
+        result.update(recalls)
     return result
 
 

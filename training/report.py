@@ -25,15 +25,19 @@ from ltsgen.training.verdicts import APE_FORMULA, CLAIMS, TRAINED_MARGIN, PerDoc
 CSV_COLUMNS = (
     "encoding", "train_length", "seed", "eval_length", "num_sequences", "loss", "perplexity",
     "same_token_loss_full", "same_token_loss_window", "extrapolation_penalty", "unigram_loss", "trained",
-    "attention_entropy", "attention_entropy_last", "fact_recall", "fact_loss", "fact_uses", "peak_memory_mib",
+    "attention_entropy", "attention_entropy_last", "recall_accuracy", "recall_accuracy_control", "recall_count",
+    "peak_memory_mib",
     "train_tokens_per_s",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "encoding", "train_length", "eval_length", "n_seeds", "perplexity_mean", "perplexity_ci_low",
     "perplexity_ci_high", "loss_mean", "extrapolation_penalty_mean", "extrapolation_penalty_ci_low",
     "extrapolation_penalty_ci_high", "same_token_loss_full_mean", "same_token_loss_window_mean",
-    "attention_entropy_mean", "attention_entropy_last_mean", "fact_recall_mean",
+    "attention_entropy_mean", "attention_entropy_last_mean", "recall_accuracy_mean", "recall_accuracy_ci_low",
+    "recall_accuracy_ci_high", "recall_accuracy_control_mean", "recall_accuracy_control_ci_low",
+    "recall_accuracy_control_ci_high", "recall_count",
 )  # fmt: skip
+RECALL_METRICS = ("recall_accuracy", "recall_accuracy_control")
 CLAIM_COLUMNS = ("claim", "source", "measured", "ci_low", "ci_high", "p", "p_holm", "verdict", "train_length",
                  "eval_length", "metric", "n_seeds")  # fmt: skip
 INTERVAL = (
@@ -70,8 +74,9 @@ def result_rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "unigram_loss": result["unigram_loss"], "trained": trained,
                     "attention_entropy": result["attention_entropy"],
                     "attention_entropy_last": result["attention_entropy_last"],
-                    "fact_recall": result.get("fact_recall"), "fact_loss": result.get("fact_loss"),
-                    "fact_uses": result.get("fact_uses"), "peak_memory_mib": result["peak_memory_mib"],
+                    "recall_accuracy": result.get("recall_accuracy"),
+                    "recall_accuracy_control": result.get("recall_accuracy_control"),
+                    "recall_count": result.get("recall_count"), "peak_memory_mib": result["peak_memory_mib"],
                     "train_tokens_per_s": run["train"].get("tokens_per_s"),
                 }
             )  # fmt: skip
@@ -89,7 +94,6 @@ def summary_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
     for (encoding, train_length, eval_length), members in groups.items():
         loss = bootstrap(data.values(encoding, train_length, eval_length, "loss"))
         penalty = bootstrap(data.values(encoding, train_length, eval_length, "extrapolation_penalty"))
-        recalls = [m["fact_recall"] for m in members if m["fact_recall"] is not None]
         out.append(
             {
                 "encoding": encoding, "train_length": train_length, "eval_length": eval_length,
@@ -101,10 +105,32 @@ def summary_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
                 "same_token_loss_window_mean": _mean([m["same_token_loss_window"] for m in members]),
                 "attention_entropy_mean": _mean([m["attention_entropy"] for m in members]),
                 "attention_entropy_last_mean": _mean([m["attention_entropy_last"] for m in members]),
-                "fact_recall_mean": _mean(recalls) if recalls else None,
+                **recall_summary(data, (encoding, train_length, eval_length), members),
             }
         )  # fmt: skip
     return out
+
+
+def recall_summary(
+    data: PerDocument, key: tuple[str, int, int], members: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Cued recall accuracy and its control: means over seeds with their hierarchical-bootstrap intervals
+    (documents without a scored recall left out), and the recalls of one seed."""
+    scored = [m for m in members if m.get("recall_count")]
+    out: dict[str, Any] = {"recall_count": scored[0]["recall_count"] if scored else None}
+    for metric in RECALL_METRICS:
+        values = recall_values(data, key, metric) if scored else {}
+        estimate = bootstrap(values) if values else None
+        out.update({f"{metric}_mean": estimate and estimate.mean, f"{metric}_ci_low": estimate and estimate.low,
+                    f"{metric}_ci_high": estimate and estimate.high})  # fmt: skip
+    return out
+
+
+def recall_values(data: PerDocument, key: tuple[str, int, int], metric: str) -> dict[int, list[float]]:
+    """{seed: [value per document]} of a recall metric, NaN for a document without a scored recall."""
+    return {
+        seed: [math.nan if v is None else v for v in docs] for seed, docs in data.values(*key, metric).items()
+    }
 
 
 def _mean(values: list[float]) -> float:
@@ -244,6 +270,35 @@ def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
             ax.grid(True, alpha=0.3)
             if column == 0:
                 ax.set_ylabel("next-token loss (nats)", fontsize=8)
+    _legend_all(fig, axes)
+    _save(fig, path, plt)
+
+
+def plot_recall_vs_distance(path: Path, runs: list[dict[str, Any]]) -> None:
+    """Cued recall accuracy (solid) and its control (dashed, hollow) against the distance bin, at each run's
+    longest length, means over seeds: one panel per training length."""
+    plt = _figure()
+    train_lengths = sorted({run["train_length"] for run in runs})
+    fig, axes = _panels(plt, 1, len(train_lengths), height=3.8)
+    for column, train_length in enumerate(train_lengths):
+        ax = axes[0][column]
+        bins = recall_bins(runs, train_length)
+        labels = sorted({b for per in bins.values() for b in per}, key=_bin_order)
+        for encoding, per in bins.items():
+            xs = [i for i, b in enumerate(labels) if b in per]
+            style = _style(encoding)
+            for key, extra, name in (("accuracy", {}, display(encoding)),
+                                     ("accuracy_control", {"linestyle": "--", "markerfacecolor": "none"},
+                                      f"{display(encoding)}, control")):  # fmt: skip
+                ys = [_mean([e[key] for e in per[labels[i]]]) for i in xs]
+                ax.plot(xs, ys, label=name, **{**style, **extra})
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(f"trained at {train_length} tokens", fontsize=8)
+        ax.set_xlabel("distance to the value's earlier occurrence (T = training length)", fontsize=7)
+        if column == 0:
+            ax.set_ylabel("cued recall accuracy", fontsize=8)
+        ax.grid(True, alpha=0.3)
     _legend_all(fig, axes)
     _save(fig, path, plt)
 
@@ -419,7 +474,7 @@ def _length_section(runs, summary, train_length: int, steps) -> list[str]:
         f"Entropy is measured on every evaluation sequence ({_entropy_count(runs, train_length)} per length).",
         "",
     ]
-    parts += _facts_section(runs, rows, train_length, lengths, steps)
+    parts += _recalls_section(runs, rows, train_length, lengths, steps)
     parts += _learned_section(runs, train_length)
     return parts
 
@@ -472,50 +527,72 @@ def _p(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _facts_section(runs, rows, train_length, lengths, steps) -> list[str]:
-    recall = {(row["encoding"], row["eval_length"]): row["fact_recall_mean"] for row in rows
-              if row["fact_recall_mean"] is not None}  # fmt: skip
-    bins: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    edges: dict[str, int] = {}
+def recall_bins(runs, train_length: int) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per encoding and distance bin, each seed's entry at its longest evaluation length (eval.json's
+    ``recalls``), fine-tuned variants left out (they are evaluated at one length)."""
+    bins: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
-        if run["train_length"] != train_length:
-            continue
-        for entry in run["eval"]["results"][-1].get("facts", []):
-            hi = entry["distance_hi"]
-            label = f"{entry['distance_lo']}-{hi - 1 if hi else 'inf'}"
-            edges[label] = entry["distance_lo"]
-            bins[run["encoding"]][label].append(entry["recall"])
-    if not bins:
+        if run["train_length"] == train_length and not run["encoding"].endswith(FINETUNED):
+            for entry in run["eval"]["results"][-1].get("recalls", []):
+                bins[run["encoding"]][entry["bin"]].append(entry)
+    return bins
+
+
+def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
+    cell = {(row["encoding"], row["eval_length"]): row for row in rows if row["recall_count"]}
+    bins = recall_bins(runs, train_length)
+    if not cell:
         return []
-    labels = sorted(edges, key=edges.get)
-    far = [n for n in lengths if any((e, n) in recall for e in bins)]
+    encodings = list(dict.fromkeys(e for e, _ in cell))
+    scored = [n for n in lengths if any((e, n) in cell for e in encodings)]
+
+    def pair(row: dict[str, Any] | None) -> str:
+        if row is None:
+            return "-"
+        shown = [_with_interval(row, metric) for metric in RECALL_METRICS]
+        return f"{shown[0]} / {shown[1]} ({row['recall_count']})"
+
+    labels = sorted({b for per in bins.values() for b in per}, key=_bin_order)
     parts = [
-        "### Fact recall",
+        "### Cued recall",
         "",
-        "Top-1 accuracy on the first token of each later use of a fact's value, by distance in tokens to the "
-        "value's nearest earlier occurrence, at the longest length (mean over seeds):",
+        "Share of cued recalls whose every value token is the top-1 prediction (`recall_accuracy`) / the same "
+        "with the value's earlier occurrences replaced by another value of its kind, so that the context no "
+        "longer holds the answer (`recall_accuracy_control`), and the number of recalls scored. The gap is what "
+        f"the model read from the context. By evaluation length, with the {INTERVAL}:",
         "",
         _table(
-            ["encoding", *labels],
-            [
-                [display(e, steps), *(_num(_mean(v[b])) if (v := bins[e]).get(b) else "-" for b in labels)]
-                for e in bins
-            ],
+            ["encoding", *map(str, scored)],
+            [[display(e, steps), *(pair(cell.get((e, n))) for n in scored)] for e in encodings],
         ),  # fmt: skip
         "",
     ]
-    if far:
+    if labels:
         parts += [
-            f"Recall of uses whose nearest earlier occurrence lies beyond the training length ({train_length} "
-            "tokens), by evaluation length (`fact_recall` in results.csv):",
+            f"By distance in tokens from the value's nearest earlier occurrence (T = {train_length}), at the longest "
+            "length, accuracy / control (recalls per seed), means over seeds:",
             "",
             _table(
-                ["encoding", *map(str, far)],
-                [[display(e, steps), *(_num(recall.get((e, n))) for n in far)] for e in bins],
+                ["encoding", *labels],
+                [[display(e, steps), *(_bin_cell(bins[e].get(b)) for b in labels)] for e in bins],
             ),  # fmt: skip
+            "",
+            "![recall vs distance](recall_vs_distance.png)",
             "",
         ]
     return parts
+
+
+def _bin_order(label: str) -> int:
+    return 0 if label == "<=T" else int(label.split("-")[0].removesuffix("T") or 1)
+
+
+def _bin_cell(entries: list[dict[str, Any]] | None) -> str:
+    if not entries:
+        return "-"
+    accuracy = _mean([e["accuracy"] for e in entries])
+    control = _mean([e["accuracy_control"] for e in entries])
+    return f"{_num(accuracy)} / {_num(control)} ({entries[0]['count']})"
 
 
 def _learned_section(runs, train_length: int) -> list[str]:
@@ -585,8 +662,8 @@ def write_report(
     documents: str = "",
     notice: str | None = None,
 ) -> list[Path]:
-    """Write results.csv, summary.csv, claims.csv, the four plots and report.md into ``out_dir``; return
-    their paths.
+    """Write results.csv, summary.csv, claims.csv, the four plots (and recall_vs_distance.png when there are
+    cued recalls) and report.md into ``out_dir``; return their paths.
 
     ``documents`` says where the evaluation documents come from; ``notice`` that fewer than asked reach the
     longest length.
@@ -609,6 +686,9 @@ def write_report(
                                        ("attention_entropy_last", "entropy, last T queries (nats)")],
                    log_y=False)  # fmt: skip
     plot_loss_vs_position(paths[6], runs)
+    if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
+        paths.append(out_dir / "recall_vs_distance.png")
+        plot_recall_vs_distance(paths[-1], runs)
     with atomic_path(paths[7]) as tmp:
         tmp.write_text(
             render_markdown(settings, runs, rows, summary, found, documents, notice), encoding="utf-8"

@@ -1,4 +1,4 @@
-"""`ltsgen evaluate`: perplexity, per-position loss, attention entropy and fact recall of a run at many lengths."""
+"""`ltsgen evaluate`: perplexity, per-position loss, attention entropy and cued recall of a run at many lengths."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ import argparse
 
 from ltsgen.commands import add_command, add_storage_argument, storage_defaults
 
-SUMMARY = (
-    "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, facts)"
-)
+SUMMARY = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, cued recall)"
 
 
 def parse_lengths(text: str, option: str = "--eval-lengths") -> list[int]:
@@ -106,15 +104,16 @@ def run(args: argparse.Namespace) -> int:
         f"step {report['step']}), {report['eval_dtype']}; documents: {report['documents_from']}"
     )
     print(f"{'length':>8} {'docs':>5} {'loss':>8} {'perplexity':>11} {'penalty':>8} {'entropy':>8} {'last T':>7} "
-          f"{'recall':>7} {'peak MiB':>9}")  # fmt: skip
+          f"{'recall':>7} {'control':>7} {'recalls':>7} {'peak MiB':>9}")  # fmt: skip
     for result in report["results"]:
-        recall = result.get("fact_recall")
+        recall, control = result.get("recall_accuracy"), result.get("recall_accuracy_control")
         print(
             f"{result['eval_length']:>8} {result['num_sequences']:>5} {result['loss']:>8.4f} "
             f"{result['perplexity']:>11.2f} {result['extrapolation_penalty']:>+8.4f} {result['attention_entropy']:>8.3f} "
             f"{result['attention_entropy_last']:>7.3f} {'-' if recall is None else f'{recall:.3f}':>7} "
+            f"{'-' if control is None else f'{control:.3f}':>7} {result.get('recall_count', 0):>7} "
             f"{result['peak_memory_mib']:>9.0f}"
         )
-    print(f"recall: top-1 accuracy on facts recalled from beyond the training length; wrote {args.run}/"
-          f"{eval_name(args.as_encoding)}")  # fmt: skip
+    print("recall: share of cued recalls whose every value token is the top-1 prediction; control: the same "
+          f"with the value's earlier occurrences replaced; wrote {args.run}/{eval_name(args.as_encoding)}")  # fmt: skip
     return 0
