@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,8 +30,16 @@ from ltsgen.training.data import EvalSet, check_tokenizer_matches, load_eval_set
 from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.precision import EVAL_DTYPES, eval_precision
-from ltsgen.training.rundir import CHECKPOINT_NAME, CONFIG_NAME, eval_name, read_json, write_json
+from ltsgen.training.rundir import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    SUMMARY_NAME,
+    eval_name,
+    read_record,
+    write_json,
+)
 
+_LARGEST_EXPONENT = math.log(sys.float_info.max)  # beyond it, exp(loss) is not a float: the perplexity is inf
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
 FACT_BIN_EDGES = (1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 #: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
@@ -103,7 +112,14 @@ def load_run(run_dir):
     config_path = run_dir / CONFIG_NAME
     if not config_path.exists():
         raise EvaluateError(f"{config_path}: not found (is {run_dir} a training run?)")
-    config = read_json(config_path)
+    config = read_record(config_path, {"train": dict})
+    if not isinstance(config["train"].get("train_length"), int):
+        raise EvaluateError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
+    summary_path = run_dir / SUMMARY_NAME
+    if summary_path.exists() and read_record(summary_path, {}).get("diverged"):
+        raise EvaluateError(
+            f"{summary_path}: this run diverged (its loss was not finite); nothing to evaluate"
+        )
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
     config["step"] = int(checkpoint["step"])
     model_config = json.loads(checkpoint["model_config"])
@@ -237,7 +253,7 @@ def evaluate_length(
         "num_sequences": eval_set.input_ids.shape[0],
         "documents": eval_set.documents,
         "loss": loss,
-        "perplexity": math.exp(loss),
+        "perplexity": math.exp(loss) if loss < _LARGEST_EXPONENT else math.inf,
         "tokens": int(losses.numel()),
         "attention_entropy": float(entropy.mean()),
         "attention_entropy_last": float(entropy[..., -min(train_length, length) :].mean()),

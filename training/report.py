@@ -614,11 +614,12 @@ def write_report(
                                           "loss_vs_position.png", "report.md")]  # fmt: skip
     write_csv(paths[0], rows, CSV_COLUMNS)
     write_csv(paths[1], summary, SUMMARY_COLUMNS)
-    plot_vs_length(paths[2], summary, [("perplexity", "perplexity")], log_y=True)
-    plot_vs_length(paths[3], summary, [("attention_entropy", "attention entropy, all queries (nats)"),
-                                       ("attention_entropy_last", "attention entropy, last T queries (nats)")],
-                   log_y=False)  # fmt: skip
-    plot_loss_vs_position(paths[4], runs)
+    if rows:  # else no run was evaluated (every one diverged): nothing to plot
+        plot_vs_length(paths[2], summary, [("perplexity", "perplexity")], log_y=True)
+        plot_vs_length(paths[3], summary, [("attention_entropy", "attention entropy, all queries (nats)"),
+                                           ("attention_entropy_last", "attention entropy, last T queries (nats)")],
+                       log_y=False)  # fmt: skip
+        plot_loss_vs_position(paths[4], runs)
     with atomic_path(paths[5]) as tmp:
         tmp.write_text(render_markdown(settings, runs, rows, summary, documents, notice), encoding="utf-8")
     return paths
