@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from faults import kill_when, ltsgen, one_line_error, start, tree
+from faults import hold_lock, kill_when, ltsgen, one_line_error, start, tree
 from process_tools import wait_until
 from test_training import tiny_config, write_tiny_dataset
 
@@ -172,11 +172,35 @@ def test_compare_reports_a_diverged_run_and_still_writes_its_report(data, tmp_pa
 
 def test_compare_where_every_run_diverged_still_writes_its_report(data, tmp_path, capsys):
     out = tmp_path / "cmp"
-    argv = ["compare", "--data", str(data), "--encodings", "alibi", "--steps", "3", "--lr", "1e9",
-            "--eval-lengths", "16", "--eval-sequences", "4", *TINY[2:], "--train-lengths", "32", "--out", str(out)]  # fmt: skip
+    argv = ["compare", "--data", str(data), "--encodings", "rope,rope_pi", "--finetune-steps", "1", "--steps", "3",
+            "--lr", "1e9", "--eval-lengths", "16,64", "--eval-sequences", "4", *TINY[2:], "--train-lengths", "32",
+            "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
-    assert "1 of the runs diverged" in (out / "report.md").read_text()
+    # RoPE diverged: RoPE-PI is its weights read otherwise, and the fine-tune would start from them
+    assert "rope_pi fine-tuned at 64 T=32 seed=0: not trained, the run it starts from diverged" in (
+        capsys.readouterr().out
+    )
+    assert not (out / "runs" / "T32-seed0" / "rope_pi-finetuned-64").exists()
+    report = (out / "report.md").read_text()
+    assert (
+        "3 of the runs diverged (their loss stopped being finite) and are left out: rope (T=32, seed 0, step 2), "
+        "rope_pi (T=32, seed 0, step 2), rope_pi+finetuned (T=32, seed 0, step 0)" in report
+    )
     assert list(csv.DictReader((out / "results.csv").open())) == []
+    assert not (out / "ppl_vs_length.png").exists()  # nothing to draw
+
+
+def test_a_second_comparison_into_a_running_one_is_refused(data, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    with hold_lock(out):
+        assert (
+            main(["compare", "--data", str(data), "--encodings", "nope", *TINY[2:], "--out", str(out)]) == 2
+        )
+    assert one_line(capsys, "compare") == (
+        f"ltsgen compare: error: {out}: another ltsgen process is writing there (held by another process); "
+        "wait for it to end or choose another --out"
+    )
+    assert sorted(p.name for p in out.iterdir()) == [".ltsgen"]
 
 
 # ------------------------------------------------------------------ run folders
