@@ -22,7 +22,7 @@ from ltsgen.loaders.contract import read_manifest, write_manifest
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import TrainConfig, train
 from ltsgen.training.rundir import LOCK_PATH, MARKS, SUMMARY_NAME
-from ltsgen.training.train import TrainError
+from ltsgen.training.train import DivergedError, TrainError
 
 TINY = ["--train-length", "32", "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2",
         "--vocab-size", "300", "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
@@ -129,8 +129,8 @@ def test_a_diverging_run_stops_naming_the_step_and_says_so_to_resume_and_evaluat
     argv = ["train", "--data", str(data), "--out", str(run), "--steps", "6", "--lr", "1e9", *TINY]
     assert main(argv) == 2
     assert one_line(capsys, "train") == (
-        f"ltsgen train: error: {run}: diverged at step 2: the loss is nan; the run is stopped "
-        "(try a lower --lr than 1e+09)"
+        f"ltsgen train: error: {run}: diverged at step 2: its loss or gradient norm is not finite; the run is "
+        "stopped (try a lower --lr than 1e+09)"
     )
     summary = json.loads((run / SUMMARY_NAME).read_text())
     assert (summary["diverged"], summary["finished"], summary["step"]) == (True, False, 2)
@@ -140,6 +140,15 @@ def test_a_diverging_run_stops_naming_the_step_and_says_so_to_resume_and_evaluat
     assert "this run diverged at step 2" in one_line(capsys, "train")
     assert main(["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "16"]) == 2
     assert "this run diverged (its loss was not finite); nothing to evaluate" in one_line(capsys, "evaluate")
+    # the step is read back from the device only at a logged step, and still the first one that diverged
+    with pytest.raises(DivergedError, match=r": diverged at step 2: "):
+        train(
+            tiny_config(
+                data, tmp_path / "quiet", lr=1e9, steps=12, log_every=5, tokenizer=str(run / "tokenizer.json")
+            ),
+            progress=False,
+        )
+    assert json.loads((tmp_path / "quiet" / "metrics.jsonl").read_text()) == {"step": 2, "diverged": True}
 
 
 def test_compare_reports_a_diverged_run_and_still_writes_its_report(data, tmp_path, capsys):

@@ -234,6 +234,11 @@ def fact_scores(
     }
 
 
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, or ``inf`` where that is beyond the largest float (a loss over ~709.8 nats)."""
+    return math.exp(loss) if loss < _LARGEST_EXPONENT else math.inf
+
+
 def evaluate_length(
     model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int,
     entropy_sequences: int, dtype: str,
@@ -253,7 +258,7 @@ def evaluate_length(
         "num_sequences": eval_set.input_ids.shape[0],
         "documents": eval_set.documents,
         "loss": loss,
-        "perplexity": math.exp(loss) if loss < _LARGEST_EXPONENT else math.inf,
+        "perplexity": perplexity(loss),
         "tokens": int(losses.numel()),
         "attention_entropy": float(entropy.mean()),
         "attention_entropy_last": float(entropy[..., -min(train_length, length) :].mean()),

@@ -19,7 +19,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,19 +107,21 @@ def claim_folder(folder: Path, kind: str, what: str = "--out") -> Iterator[Claim
     folder = Path(folder)
     _refuse(folder, kind, what)
     created = not folder.exists()
-    store = Storage(folder)
-    try:
-        with store.lock(LOCK_PATH):
+    with ExitStack() as held:
+        try:
+            held.enter_context(Storage(folder).lock(LOCK_PATH))
             _refuse(folder, kind, what)  # again, under the lock
             write_json(folder / MARKS[kind], {"kind": kind})
-            yield Claim(folder, kind, created)
-    except LockHeld as error:
-        raise RunDirError(
-            f"{folder}: another ltsgen process is writing there ({error.reason.partition(': ')[2]}); wait for "
-            f"it to end or choose another {what}"
-        ) from None
-    except StorageError as error:
-        raise RunDirError(f"{folder}: cannot write there ({error.reason})") from None
+        except LockHeld as error:
+            raise RunDirError(
+                f"{folder}: another ltsgen process is writing there ({error.reason.partition(': ')[2]}); wait "
+                f"for it to end or choose another {what}"
+            ) from None
+        except StorageError as error:
+            raise RunDirError(f"{folder}: cannot write there ({error.reason})") from None
+        except OSError as error:
+            raise RunDirError(f"{folder}: cannot write there ({error.strerror or error})") from None
+        yield Claim(folder, kind, created)
 
 
 def _refuse(folder: Path, kind: str, what: str) -> None:

@@ -31,6 +31,7 @@ from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.evaluate import perplexity
 from ltsgen.training.precision import training_precision
 from ltsgen.training.rundir import (
     CHECKPOINT_NAME,
@@ -331,30 +332,38 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
                disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
     stream = iter(batches)
     runner.train()
+    # the first step whose loss or gradient norm is not finite (0: none), kept on the device and read only where
+    # the loop waits for the device anyway (logging, validation, checkpoints); the same on every rank, whose
+    # gradients DDP averages
+    first_bad = torch.zeros((), dtype=torch.long, device=placement.device)
     for step in range(start_step, end_step):
         loss, grad_norm = train_step(
             runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
         )
         done = step + 1
-        if not (torch.isfinite(loss) and torch.isfinite(grad_norm)):  # the same on every rank: DDP's grads
-            bar.close()
-            diverged(config, model, meter, done, (float(loss), float(grad_norm)), placement, metrics)
+        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+        first_bad = torch.where((first_bad == 0) & ~finite, done, first_bad)
         meter.count_step()
-        if done % config.log_every == 0 or done == end_step:
+        at_log = done % config.log_every == 0 or done == end_step
+        at_eval = val_tokens is not None and done % config.eval_every == 0
+        at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
+            done != end_step
+        )
+        if (at_log or at_eval or at_save) and int(first_bad):
+            bar.close()
+            diverged(config, model, meter, int(first_bad), placement, metrics)
+        if at_log:
             record = meter.record(
                 done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
             )
             metrics.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
-        at_eval = val_tokens is not None and done % config.eval_every == 0
         if at_eval:
             val = validation_loss(model, val_tokens, placement.device, config.batch_size)
-            metrics.write({"step": done, "val_loss": val, "val_perplexity": math.exp(val)})
-            bar.write(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.2f})")
-        if (
-            at_eval or (config.checkpoint_every and done % config.checkpoint_every == 0)
-        ) and done != end_step:
+            metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
+            bar.write(f"step {done}: validation loss {val:.4f} (perplexity {perplexity(val):.2f})")
+        if at_save:
             save(done)
     bar.close()
     if end_step > start_step:
@@ -496,20 +505,17 @@ class _Throughput:
         return sorted(steady)[len(steady) // 2] if steady else None
 
 
-def diverged(config: TrainConfig, model, meter: _Throughput, step: int, values, placement, metrics) -> None:
-    """Record a run whose loss or gradient norm (``values``) stopped being finite at ``step`` (no checkpoint
-    of it is written), and raise ``DivergedError``."""
-    loss, grad_norm = values
-    metrics.write({"step": step, "loss": loss, "grad_norm": grad_norm, "diverged": True})
+def diverged(config: TrainConfig, model, meter: _Throughput, step: int, placement, metrics) -> None:
+    """Record a run whose loss or gradient norm stopped being finite at ``step`` (no checkpoint of it is
+    written), and raise ``DivergedError``."""
+    metrics.write({"step": step, "diverged": True})
     metrics.close()
-    summary = {**summarise(config, model, meter, step, placement), "finished": False, "diverged": True,
-               "last_loss": loss}  # fmt: skip
+    summary = {**summarise(config, model, meter, step, placement), "finished": False, "diverged": True}
     if placement.is_main:
         write_json(Path(config.out) / SUMMARY_NAME, summary)
     raise DivergedError(
-        f"{Path(config.out)}: diverged at step {step}: the "
-        + (f"loss is {loss}" if not math.isfinite(loss) else f"gradient norm is {grad_norm}")
-        + f"; the run is stopped (try a lower --lr than {config.lr:g})"
+        f"{Path(config.out)}: diverged at step {step}: its loss or gradient norm is not finite; the run is "
+        f"stopped (try a lower --lr than {config.lr:g})"
     )
 
 
