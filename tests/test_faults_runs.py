@@ -257,9 +257,11 @@ def test_a_run_folder_keeps_files_of_yours_and_a_folder_made_before_the_mark_res
     (other / ".ltsgen").mkdir()
     (other / MARKS["run"]).write_text('{"kind": "run"}\n')
     (other / "notes.txt").write_text("mine\n")
+    (other / ".draft.md.x1.tmp").write_text("mine\n")  # named like a temporary file, but not of a run file
+    (other / ".config.json.x2.tmp").write_text("{")  # left by a run's interrupted write
     assert main(["train", "--data", str(tmp_path / "missing"), "--out", str(other), *TINY]) == 2
     assert "manifest.json" in one_line(capsys, "train")
-    assert sorted(p.name for p in other.iterdir()) == [".ltsgen", "notes.txt"]
+    assert sorted(p.name for p in other.iterdir()) == [".draft.md.x1.tmp", ".ltsgen", "notes.txt"]
 
 
 def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_lock_is_free(data, tmp_path):
