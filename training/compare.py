@@ -264,13 +264,9 @@ def compare(
 def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -> dict[str, Any]:
     """``compare`` in its claimed folder, with its checked ``settings``."""
     out, encodings, finetune_steps = Path(base.out), settings["encodings"], settings["finetune_steps"]
-    train_lengths, seeds, eval_lengths = (
-        settings["train_lengths"],
-        settings["seeds"],
-        settings["eval_lengths"],
-    )
-    eval_sequences, batch_tokens = settings["eval_sequences"], settings["batch_tokens"]
-    eval_dtype = settings["eval_dtype"]
+    train_lengths, seeds = settings["train_lengths"], settings["seeds"]
+    eval_lengths, eval_sequences = settings["eval_lengths"], settings["eval_sequences"]
+    batch_tokens, eval_dtype = settings["batch_tokens"], settings["eval_dtype"]
     write_json(out / SETTINGS_NAME, settings)
     tokenizer, tokenizer_path = resolve_tokenizer(
         base.data,
@@ -309,7 +305,7 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     overflowed = [run for run in runs if run["eval"] is not None and not _finite(run["eval"])]
     notices = [held_out.notice, _left_out(diverged, "diverged (their loss stopped being finite)"),
                _left_out(overflowed, "have an evaluation loss too large for a perplexity (exp overflows)")]  # fmt: skip
-    reportable = [run for run in runs if run not in diverged and run not in overflowed]
+    reportable = [run for run in runs if run["eval"] is not None and _finite(run["eval"])]
     write_report(out, reported, reportable, documents=held_out.description,
                  notice="; ".join(n for n in notices if n) or None)  # fmt: skip
     return results_json

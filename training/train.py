@@ -332,26 +332,22 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
                disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
     stream = iter(batches)
     runner.train()
-    # the first step whose loss or gradient norm is not finite (0: none), kept on the device and read only where
-    # the loop waits for the device anyway (logging, validation, checkpoints); the same on every rank, whose
-    # gradients DDP averages
-    first_bad = torch.zeros((), dtype=torch.long, device=placement.device)
+    first_bad = _FirstNonFinite(placement.device)
     for step in range(start_step, end_step):
         loss, grad_norm = train_step(
             runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
         )
         done = step + 1
-        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
-        first_bad = torch.where((first_bad == 0) & ~finite, done, first_bad)
+        first_bad.update(done, loss, grad_norm)
         meter.count_step()
         at_log = done % config.log_every == 0 or done == end_step
         at_eval = val_tokens is not None and done % config.eval_every == 0
         at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
             done != end_step
         )
-        if (at_log or at_eval or at_save) and int(first_bad):
+        if (at_log or at_eval or at_save) and first_bad.step():
             bar.close()
-            diverged(config, model, meter, int(first_bad), placement, metrics)
+            diverged(config, model, meter, first_bad.step(), placement, metrics)
         if at_log:
             record = meter.record(
                 done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
@@ -476,6 +472,22 @@ def train_step(
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach().float(), grad_norm
+
+
+class _FirstNonFinite:
+    """The first step whose loss or gradient norm is not finite, kept on the device: ``step()`` reads it (0:
+    none), to be called only where the loop waits for the device anyway (logging, validation, checkpoints).
+    The same on every rank, whose gradients DDP averages."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.first = torch.zeros((), dtype=torch.long, device=device)
+
+    def update(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+        self.first = torch.where((self.first == 0) & ~finite, step, self.first)
+
+    def step(self) -> int:
+        return int(self.first)
 
 
 class _Throughput:
