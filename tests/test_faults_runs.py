@@ -116,9 +116,12 @@ def test_the_library_checks_the_same_bounds(data, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_compare_workers_below_one_is_one_line(tmp_path, capsys):
+def test_compare_workers_below_one_and_seeds_out_of_range_are_one_line(tmp_path, capsys):
     assert main(["compare", "--data", "d", "--out", str(tmp_path / "c"), "--workers", "0"]) == 2
     assert one_line(capsys, "compare").endswith("--workers must be at least 1 (got 0)")
+    assert main(["compare", "--data", "d", "--out", str(tmp_path / "c"), "--seeds", "0,-1"]) == 2
+    assert one_line(capsys, "compare").endswith("--seeds: every seed must be at least 0 (got -1)")
+    assert not (tmp_path / "c").exists()
 
 
 # ------------------------------------------------------------------ divergence

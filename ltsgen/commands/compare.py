@@ -84,6 +84,12 @@ def parse_seeds(text: str) -> list[int]:
         raise UsageError(f"--seeds {text!r}: expected comma-separated integers like 0,1,2") from None
     if not seeds:
         raise UsageError("--seeds: give at least one seed")
+    from ltsgen.training.train import SEEDS, out_of_limits
+
+    for seed in seeds:
+        problem = out_of_limits(seed, SEEDS)
+        if problem:
+            raise UsageError(f"--seeds: every seed {problem} (got {seed})")
     return list(dict.fromkeys(seeds))
 
 
