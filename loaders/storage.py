@@ -436,12 +436,17 @@ class Storage:
             path = self.local_path(relpath)
             with self._errors(relpath, "be written"):
                 path.parent.mkdir(parents=True, exist_ok=True)
-                handle = open(path, "a")  # noqa: SIM115 - "a": taking the lock modifies nothing
+                handle = open(path, "a")  # noqa: SIM115 - "a": opening it truncates nothing
             with handle:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    raise LockHeld(f"{self.location(relpath)}: held by another process") from None
+                    raise LockHeld(f"{self.location(relpath)}: held by {_holder(path)}") from None
+                # the holder, for the message of the process it refuses (a killed holder's flock is gone,
+                # so what it wrote names nobody once the next process takes the lock and writes its own)
+                handle.truncate(0)
+                handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+                handle.flush()
                 yield
             return
         lease = _Lease(self, relpath)
@@ -601,6 +606,15 @@ class _Lease:
             self._renewer.join()
         if (self._read() or {}).get("token") == self.mine["token"]:
             self.storage.remove(self.relpath)
+
+
+def _holder(path: Path) -> str:
+    """Who holds a local lock, as its holder wrote it in the lock file."""
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    return text if text.startswith("process ") and "\n" not in text else "another process"
 
 
 def _expired(lease: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ltsgen.build import LOCK_PATH, BuildError, record_outputs
+from ltsgen.build import LOCK_PATH, BuildError, output_state, record_outputs
 from ltsgen.loaders.contract import TOKENIZER_NAME, Manifest, read_manifest, write_manifest
 from ltsgen.loaders.storage import LockHeld, Storage, as_storage
 from ltsgen.tokenizer import TokenizerError, manifest_entry, tokenizer_bytes
@@ -56,6 +56,11 @@ def attach_tokenizer(
     try:
         with store.lock(LOCK_PATH):
             manifest = attachable_manifest(store)
+            if output_state(store, TOKENIZER_NAME) == "other":
+                raise BuildError(
+                    f"{store.location(TOKENIZER_NAME)}: not written by ltsgen; move it away to attach one "
+                    "(ltsgen never writes over a file of yours)"
+                )
             store.write_bytes(TOKENIZER_NAME, raw)
             previous, manifest.tokenizer = manifest.tokenizer, manifest_entry(tokenizer, raw)
             write_manifest(store, manifest)

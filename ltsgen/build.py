@@ -435,7 +435,10 @@ def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool)
         if conflict is None:
             write_card(store)
         else:
-            result.notes.append(f"{conflict}; the card was not written (`ltsgen card {store}` replaces it)")
+            result.notes.append(
+                f"{conflict}; the card was not written (`ltsgen card {store}` replaces a card ltsgen wrote, "
+                "once a file of yours is moved away)"
+            )
     for name in spec.scratch:
         store.remove_tree(f"{STATE_DIR}/{name}")
 
@@ -581,10 +584,12 @@ def remove_build(directory: Path | str | Storage) -> None:
     if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
         _write_outputs(store, kept)
     remove_temporary_files(store)
-    if store.is_local:  # object stores have no folders to leave empty
+    if store.is_local:  # object stores have no folders to leave empty; a folder of the user's stays
         root = store.local_path()
-        for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            if path.is_dir() and STATE_DIR not in path.relative_to(root).parts and not any(path.iterdir()):
+        emptied = {parent for relpath in written for parent in Path(relpath).parents if parent != Path(".")}
+        for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
+            path = root / folder
+            if path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
-from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
 from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
@@ -111,6 +111,29 @@ def tokenizer_target(out: str | Path, storage_options: dict | None = None) -> tu
     return Storage(out, storage_options), TOKENIZER_NAME
 
 
+SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # of a Hugging Face tokenizer folder
+
+
+def check_free_target(out: str | Path, storage_options: dict | None = None) -> None:
+    """Refuse, before any work, an ``out`` where ``save_tokenizer`` would write over a file: a ``NAME.json``
+    that exists, or a folder holding a dataset or any file it writes (ltsgen cannot tell a tokenizer of
+    yours from one it wrote, so it replaces neither)."""
+    folder, name = tokenizer_target(out, storage_options)
+    folder.check_writable()
+    is_folder = not str(out).endswith(".json")
+    if is_folder and folder.exists(MANIFEST_NAME):
+        raise TokenizerError(
+            f"{folder}: holds a dataset ({MANIFEST_NAME}); to attach a tokenizer to it, give --data {folder} "
+            "without --out"
+        )
+    for relpath in [*SIDE_FILES, name] if is_folder else [name]:
+        if folder.exists(relpath):
+            raise TokenizerError(
+                f"{folder.location(relpath)}: exists; ltsgen does not write over it: move it away or choose "
+                "another --out"
+            )
+
+
 def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict | None = None) -> str:
     """Write ``tokenizer`` to ``out``, a local path or any ``ltsgen.loaders.storage`` URL: ``NAME.json`` gets
     the ``tokenizer.json`` alone; any other path is a folder that ``transformers.AutoTokenizer
@@ -133,7 +156,7 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict 
             "clean_up_tokenization_spaces": False,
             **special,
         }
-        for side, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
+        for side, content in zip(SIDE_FILES, (config, special), strict=True):
             files[side] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
     files[name] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
     for relpath, data in files.items():

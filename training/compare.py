@@ -8,11 +8,13 @@ the training length (factor = length / training length), as their papers do, and
 
 Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through a ``RunMap``
 (this process, a local process pool, or any engine's ``map``). A rerun skips what is finished and resumes
-an interrupted training from its checkpoint.
+an interrupted training from its checkpoint. A run whose loss stops being finite is reported as diverged
+(with the step), left out of the tables and plots, and not evaluated; the report is written all the same.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,8 +28,15 @@ from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_token
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
 from ltsgen.training.report import PLOTS, write_report
-from ltsgen.training.rundir import SUMMARY_NAME, eval_name, read_json, write_json
-from ltsgen.training.train import TrainConfig, train
+from ltsgen.training.rundir import (
+    SUMMARY_NAME,
+    RunDirError,
+    claim_folder,
+    eval_name,
+    read_record,
+    write_json,
+)
+from ltsgen.training.train import DivergedError, TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
@@ -106,17 +115,29 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
     config = spec.config
     run_dir = Path(config.out)
     lines = []
+    if config.init_from and _diverged(Path(config.init_from)):
+        lines.append(f"{spec.tag}: not trained, the run it starts from diverged")
+        start = {"encoding": config.encoding, "train_length": config.train_length, "seed": config.seed}
+        return {"tag": spec.tag, "train": {**start, "step": 0, "finished": False, "diverged": True},
+                "evals": {}, "lines": lines}  # fmt: skip
     if (run_dir / SUMMARY_NAME).exists():
         lines.append(f"{spec.tag}: trained earlier, kept")
     else:
-        summary = train(config, resume=True, progress=spec.progress)
-        lines.append(f"{spec.tag}: trained {summary['step']} steps, loss {summary['last_loss']:.3f}, "
-                     f"{summary['tokens_per_s'] or 0:,.0f} tokens/s")  # fmt: skip
-    summary = read_json(run_dir / SUMMARY_NAME)
+        try:
+            summary = train(config, resume=True, progress=spec.progress)
+        except DivergedError as error:
+            lines.append(f"{spec.tag}: {error}")
+        else:
+            lines.append(f"{spec.tag}: trained {summary['step']} steps, loss {summary['last_loss']:.3f}, "
+                         f"{summary['tokens_per_s'] or 0:,.0f} tokens/s")  # fmt: skip
+    summary = read_record(run_dir / SUMMARY_NAME, {"step": int})
+    if summary.get("diverged"):
+        lines.append(f"{spec.tag}: diverged at step {summary['step']}; not evaluated")
+        return {"tag": spec.tag, "train": summary, "evals": {}, "lines": lines}
     evals = {}
     for evaluation in spec.evaluations:
         path = run_dir / eval_name(evaluation.encoding)
-        kept = read_json(path) if path.exists() else None
+        kept = _kept_evaluation(path, lines.append)
         if kept is not None and (
             [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths)
             and (
@@ -142,6 +163,26 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         lines.append(f"{spec.tag}: {evaluation.label} perplexity {shown}")
         evals[evaluation.label] = report
     return {"tag": spec.tag, "train": summary, "evals": evals, "lines": lines}
+
+
+def _diverged(run_dir: Path) -> bool:
+    path = run_dir / SUMMARY_NAME
+    return path.exists() and bool(read_record(path, {}).get("diverged"))
+
+
+def _kept_evaluation(path: Path, log: Callable[[str], None]) -> dict[str, Any] | None:
+    """An earlier evaluation file, or None (absent, or damaged: then it is evaluated again)."""
+    if not path.exists():
+        return None
+    try:
+        kept = read_record(path, {"results": list})
+        if all(isinstance(r, dict) and isinstance(r.get("eval_length"), int) for r in kept["results"]):
+            return kept
+    except RunDirError as error:
+        log(f"{error}; evaluated again")
+        return None
+    log(f"{path}: damaged, a result has no integer eval_length; evaluated again")
+    return None
 
 
 def serial_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
@@ -221,6 +262,8 @@ def compare(
     train_lengths = sorted(set(train_lengths or [base.train_length]))
     seeds = list(dict.fromkeys(seeds if seeds is not None else [base.seed]))
     _check_options(encodings, base.encoding_options)
+    if window_stride < 1:
+        raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
                 "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
                 "batch_tokens": batch_tokens, "window_stride": window_stride, "eval_concat": eval_concat,
@@ -228,7 +271,17 @@ def compare(
     for key in ("encoding", "tokenizer", "train_length", "seed", "init_from"):
         settings.pop(key)
     _check_settings(out / SETTINGS_NAME, settings)
-    out.mkdir(parents=True, exist_ok=True)
+    with claim_folder(out, "comparison"):
+        return _compare(base, settings, workers, run_map, train_tokenizer, progress, log)
+
+
+def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -> dict[str, Any]:
+    """``compare`` in its claimed folder, with its checked ``settings``."""
+    out, encodings, finetune_steps = Path(base.out), settings["encodings"], settings["finetune_steps"]
+    train_lengths, seeds = settings["train_lengths"], settings["seeds"]
+    eval_lengths, eval_sequences = settings["eval_lengths"], settings["eval_sequences"]
+    batch_tokens, eval_dtype = settings["batch_tokens"], settings["eval_dtype"]
+    window_stride, eval_concat = settings["window_stride"], settings["eval_concat"]
     write_json(out / SETTINGS_NAME, settings)
     tokenizer, tokenizer_path = resolve_tokenizer(
         base.data,
@@ -237,8 +290,6 @@ def compare(
         vocab_size=base.vocab_size,
         train_tokenizer=train_tokenizer,
     )
-    if window_stride < 1:
-        raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
     held_out = load_eval_sets(
         base.data, eval_lengths, tokenizer, eval_sequences, concat=eval_concat
     )  # refuses too few, now
@@ -260,15 +311,34 @@ def compare(
     by_tag = {result["tag"]: result for result in results}
     runs = [
         {"encoding": evaluation.label, "train_length": spec.train_length, "seed": spec.config.seed,
-         "train": by_tag[spec.tag]["train"], "eval": by_tag[spec.tag]["evals"][evaluation.label]}
+         "train": by_tag[spec.tag]["train"], "eval": by_tag[spec.tag]["evals"].get(evaluation.label)}
         for spec in specs + finetunes
         for evaluation in spec.evaluations
     ]  # fmt: skip
     results_json = {"settings": settings, "evaluation_documents": held_out.description, "runs": runs}
     write_json(out / RESULTS_NAME, results_json)
     reported = {key: settings[key] for key in _REPORTED if key in settings}
-    write_report(out, reported, runs, documents=held_out.description, notice=held_out.notice)
+    diverged = [run for run in runs if run["eval"] is None]
+    overflowed = [run for run in runs if run["eval"] is not None and not _finite(run["eval"])]
+    notices = [held_out.notice, _left_out(diverged, "diverged (their loss stopped being finite)"),
+               _left_out(overflowed, "have an evaluation loss too large for a perplexity (exp overflows)")]  # fmt: skip
+    reportable = [run for run in runs if run["eval"] is not None and _finite(run["eval"])]
+    write_report(out, reported, reportable, documents=held_out.description,
+                 notice="; ".join(n for n in notices if n) or None)  # fmt: skip
     return results_json
+
+
+def _finite(evaluation: dict[str, Any]) -> bool:
+    return all(math.isfinite(result["perplexity"]) for result in evaluation["results"])
+
+
+def _left_out(runs: list[dict[str, Any]], why: str) -> str | None:
+    """The runs left out of the report's tables and plots, and why, in one sentence."""
+    if not runs:
+        return None
+    named = ", ".join(f"{run['encoding']} (T={run['train_length']}, seed {run['seed']}, step "
+                      f"{run['train'].get('step')})" for run in runs)  # fmt: skip
+    return f"{len(runs)} of the runs {why} and are left out: {named}"
 
 
 def _base_specs(base, encodings, train_lengths, seeds, eval_lengths, common) -> list[RunSpec]:
@@ -339,7 +409,7 @@ def _dispatch(run_map: RunMap, specs: list[RunSpec], bar: bool, log) -> Iterator
 def _check_settings(path: Path, settings: dict[str, Any]) -> None:
     if not path.exists():
         return
-    saved = read_json(path)
+    saved = read_record(path, {})
     changed = [key for key in set(saved) | set(settings)
                if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)]  # fmt: skip
     if changed:

@@ -106,9 +106,14 @@ def resolve_tokenizer(
     is_main = placement is None or placement.is_main
     if tokenizer_path is not None and not Path(tokenizer_path).exists():
         raise DataError(f"{tokenizer_path}: tokenizer not found")
-    if tokenizer_path is not None:
-        check_tokenizer_matches(data_dir, tokenizer_path, manifest)
     source = tokenizer_path or own
+    if source is not None or target.exists():
+        check_tokenizer_matches(data_dir, source or target, manifest)
+    elif _tokenized(manifest):
+        raise DataError(
+            f"{join(str(data_dir), MANIFEST_NAME)}: the dataset holds token ids, and no tokenizer is given or "
+            "stored with it; pass the tokenizer that made them"
+        )
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         if source is not None and not target.exists():
@@ -129,7 +134,14 @@ def resolve_tokenizer(
                 tokenizer.save(str(tmp))
     if placement is not None:
         distributed.barrier(placement)
-    return read_tokenizer(target), target
+    tokenizer = read_tokenizer(target)
+    eos = (manifest.tokenizer or {}).get("eos_id")
+    if eos is not None and eos >= tokenizer.get_vocab_size():
+        raise DataError(
+            f"{join(str(data_dir), MANIFEST_NAME)}: tokenizer.eos_id {eos} is outside the vocabulary of "
+            f"{tokenizer.get_vocab_size()} tokens of {target}"
+        )
+    return tokenizer, target
 
 
 def _sha256_of(location: str | Path) -> str:
@@ -138,15 +150,26 @@ def _sha256_of(location: str | Path) -> str:
 
 def check_tokenizer_matches(data_dir, tokenizer_path, manifest: Manifest | None = None) -> None:
     """Token ids stored in a dataset (tokenized shards, exact-length sets) only mean something with the
-    tokenizer that made them: a tokenizer whose sha256 differs from the manifest's is an error."""
+    tokenizer that made them: a tokenizer whose sha256 differs from the manifest's is an error, and so is a
+    tokenized dataset whose manifest records no sha256 (nothing tells which tokenizer its ids belong to)."""
     manifest = manifest or open_manifest(data_dir)
     stored = manifest.tokenizer or {}
-    tokenized = any(shard.tokens is not None for shards in manifest.splits.values() for shard in shards)
-    if tokenized and stored.get("sha256") and stored["sha256"] != _sha256_of(tokenizer_path):
+    if not _tokenized(manifest):
+        return
+    if not stored.get("sha256"):
+        raise DataError(
+            f"{join(str(data_dir), MANIFEST_NAME)}: the dataset holds token ids but records no tokenizer "
+            f"sha256, so {tokenizer_path} cannot be checked against them; rebuild it with its tokenizer"
+        )
+    if stored["sha256"] != _sha256_of(tokenizer_path):
         raise DataError(
             f"{tokenizer_path}: {data_dir} is tokenized with another tokenizer ({stored.get('path')}, sha256 "
             f"{stored['sha256'][:12]}...); its token ids would be read as other tokens"
         )
+
+
+def _tokenized(manifest: Manifest) -> bool:
+    return any(shard.tokens is not None for shards in manifest.splits.values() for shard in shards)
 
 
 def _training_texts(data_dir, manifest: Manifest) -> Iterator[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -36,8 +37,16 @@ from ltsgen.training.errors import TrainingError
 from ltsgen.training.extrapolation import same_token_losses, unigram_log_probs, unigram_loss
 from ltsgen.training.precision import EVAL_DTYPES, eval_precision
 from ltsgen.training.recall import recall_scores, top1_correct
-from ltsgen.training.rundir import CHECKPOINT_NAME, CONFIG_NAME, eval_name, read_json, write_json
+from ltsgen.training.rundir import (
+    CHECKPOINT_NAME,
+    CONFIG_NAME,
+    SUMMARY_NAME,
+    eval_name,
+    read_record,
+    write_json,
+)
 
+_LARGEST_EXPONENT = math.log(sys.float_info.max)  # beyond it, exp(loss) is not a float: the perplexity is inf
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
 #: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
 ROTARY_FAMILY = ("rope", "rope_pi", "yarn")
@@ -109,7 +118,14 @@ def load_run(run_dir):
     config_path = run_dir / CONFIG_NAME
     if not config_path.exists():
         raise EvaluateError(f"{config_path}: not found (is {run_dir} a training run?)")
-    config = read_json(config_path)
+    config = read_record(config_path, {"train": dict})
+    if not isinstance(config["train"].get("train_length"), int):
+        raise EvaluateError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
+    summary_path = run_dir / SUMMARY_NAME
+    if summary_path.exists() and read_record(summary_path, {}).get("diverged"):
+        raise EvaluateError(
+            f"{summary_path}: this run diverged (its loss was not finite); nothing to evaluate"
+        )
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
     config["step"] = int(checkpoint["step"])
     model_config = json.loads(checkpoint["model_config"])
@@ -198,6 +214,11 @@ def recall_results(
     return recall_scores(recalls, correct, control_correct, train_length)
 
 
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, or ``inf`` where that is beyond the largest float (a loss over ~709.8 nats)."""
+    return math.exp(loss) if loss < _LARGEST_EXPONENT else math.inf
+
+
 def evaluate_length(
     model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int,
     entropy_sequences: int | None, dtype: str, window_stride: int = 1, unigram: torch.Tensor | None = None,
@@ -222,7 +243,7 @@ def evaluate_length(
         "num_sequences": tokens.shape[0],
         "documents": eval_set.documents,
         "loss": loss,
-        "perplexity": math.exp(loss),
+        "perplexity": perplexity(loss),
         "tokens": int(losses.numel()),
         "same_token_loss_full": float(full.mean()),
         "same_token_loss_window": float(window.mean()),

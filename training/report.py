@@ -678,14 +678,15 @@ def write_report(
     write_csv(paths[0], rows, CSV_COLUMNS)
     write_csv(paths[1], summary, SUMMARY_COLUMNS)
     write_csv(paths[2], found, CLAIM_COLUMNS)
-    plot_vs_length(
-        paths[3], summary, [("extrapolation_penalty", "extrapolation penalty (nats/token)")], log_y=False
-    )
-    plot_vs_length(paths[4], summary, [("perplexity", "perplexity")], log_y=True)
-    plot_vs_length(paths[5], summary, [("attention_entropy", "entropy, all queries (nats)"),
-                                       ("attention_entropy_last", "entropy, last T queries (nats)")],
-                   log_y=False)  # fmt: skip
-    plot_loss_vs_position(paths[6], runs)
+    if rows:  # else no run was evaluated (every one diverged): nothing to plot
+        plot_vs_length(
+            paths[3], summary, [("extrapolation_penalty", "extrapolation penalty (nats/token)")], log_y=False
+        )
+        plot_vs_length(paths[4], summary, [("perplexity", "perplexity")], log_y=True)
+        plot_vs_length(paths[5], summary, [("attention_entropy", "entropy, all queries (nats)"),
+                                           ("attention_entropy_last", "entropy, last T queries (nats)")],
+                       log_y=False)  # fmt: skip
+        plot_loss_vs_position(paths[6], runs)
     if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
         paths.append(out_dir / "recall_vs_distance.png")
         plot_recall_vs_distance(paths[-1], runs)

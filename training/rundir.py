@@ -6,15 +6,27 @@ RUN/metrics.jsonl        one JSON object per logged step
 RUN/tokenizer.json       the run's tokenizer
 RUN/train_summary.json   written when the run has finished
 RUN/eval.json            evaluation (eval-<encoding>.json: the weights evaluated under another scaling)
+RUN/.ltsgen/run.json     marks the folder as an ltsgen run; RUN/.ltsgen/lock is held while a run writes
+
+A run (or a comparison) folder follows a build's rules: it is a new or empty folder, or one an earlier run
+(comparison) of ltsgen made; a folder holding a dataset or files of the user's is refused before anything is
+written, and a failed run removes only the files a run writes.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ltsgen.loaders.contract import TOKENIZER_NAME, atomic_path
+from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME, atomic_path
+from ltsgen.loaders.storage import LockHeld, Storage, StorageError
+from ltsgen.training.errors import TrainingError
 
 CONFIG_NAME = "config.json"
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -23,11 +35,30 @@ METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "train_summary.json"
 EVAL_NAME = "eval.json"
 RUN_FILES = (CONFIG_NAME, CHECKPOINT_NAME, DIGEST_NAME, METRICS_NAME, TOKENIZER_NAME, SUMMARY_NAME)
+STATE_DIR = ".ltsgen"
+LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory (ltsgen.build.LOCK_PATH)
+#: what marks a folder as ltsgen's, by kind; and, for folders made before the mark, the files that show it
+MARKS = {"run": f"{STATE_DIR}/run.json", "comparison": f"{STATE_DIR}/comparison.json"}
+LEGACY_SIGNS = {"run": (CHECKPOINT_NAME, DIGEST_NAME), "comparison": ("compare.json",)}
+
+# the temporary file of an atomic write of a run file: ``.<final name>.<random>.tmp``
+_TEMPORARY = re.compile(r"^\.(?:" + "|".join(map(re.escape, RUN_FILES)) + r"|eval(?:-\w+)?\.json)\.\w+\.tmp$")
+
+
+class RunDirError(TrainingError):
+    """A run or comparison folder that is not ltsgen's to write, or is in use; the message names it."""
 
 
 def eval_name(encoding: str | None = None) -> str:
     """``eval.json``, or ``eval-<encoding>.json`` for the weights evaluated as ``encoding``."""
     return EVAL_NAME if encoding is None else f"eval-{encoding}.json"
+
+
+def final_name(path: str | Path) -> Path:
+    """The file that the temporary file ``path`` of an atomic write was to become (else ``path``)."""
+    path = Path(path)
+    temporary = _TEMPORARY.match(path.name)
+    return path.with_name(path.name[1:].rsplit(".", 2)[0]) if temporary else path
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -36,14 +67,107 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    """A JSON file of a run; a damaged one is a one-line ``RunDirError`` naming it."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunDirError(f"{path}: not found") from None
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
+        raise RunDirError(f"{path}: damaged, not readable JSON ({reason})") from None
+
+
+def read_record(path: Path, required: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
+    """A JSON object of a run with the ``required`` fields of those types; else a one-line ``RunDirError``."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: damaged, not a JSON object")
+    for name, kind in required.items():
+        value = data.get(name)
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise RunDirError(f"{path}: damaged, {name!r} is missing or of the wrong type")
+    return data
+
+
+@dataclass
+class Claim:
+    """A folder held for one run or comparison: ``created`` when this claim made it."""
+
+    folder: Path
+    kind: str
+    created: bool
+
+
+@contextmanager
+def claim_folder(folder: Path, kind: str, what: str = "--out") -> Iterator[Claim]:
+    """Hold ``folder`` for a ``kind`` ("run" or "comparison") for the ``with`` block: the build lock
+    (``LOCK_PATH``; a second process is refused in one line naming the holder, a killed holder's lock is
+    free), with the folder marked as ltsgen's. Refused, before anything is written: a path that is a file, a
+    folder holding a dataset, another kind of ltsgen folder, or files of the user's."""
+    folder = Path(folder)
+    _refuse(folder, kind, what)
+    created = not folder.exists()
+    with ExitStack() as held:
+        try:
+            held.enter_context(Storage(folder).lock(LOCK_PATH))
+            _refuse(folder, kind, what)  # again, under the lock
+            write_json(folder / MARKS[kind], {"kind": kind})
+        except LockHeld as error:
+            raise RunDirError(
+                f"{folder}: another ltsgen process is writing there ({error.reason.partition(': ')[2]}); wait "
+                f"for it to end or choose another {what}"
+            ) from None
+        except StorageError as error:
+            raise RunDirError(f"{folder}: cannot write there ({error.reason})") from None
+        except OSError as error:
+            raise RunDirError(f"{folder}: cannot write there ({error.strerror or error})") from None
+        yield Claim(folder, kind, created)
+
+
+def _refuse(folder: Path, kind: str, what: str) -> None:
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise RunDirError(f"{folder}: exists and is not a folder; choose another {what}")
+    if (folder / MANIFEST_NAME).exists() or (folder / STATE_DIR / "build.json").exists():
+        raise RunDirError(f"{folder}: holds a dataset ({MANIFEST_NAME}); choose another {what}")
+    for other, mark in MARKS.items():
+        if other != kind and (folder / mark).exists():
+            raise RunDirError(f"{folder}: holds an ltsgen {other}, not a {kind}; choose another {what}")
+    if (folder / MARKS[kind]).exists() or all((folder / name).is_file() for name in LEGACY_SIGNS[kind]):
+        return
+    entries = sorted(path.name for path in folder.iterdir() if path.name != STATE_DIR)
+    if entries:
+        raise RunDirError(
+            f"{folder}: is not empty and holds no ltsgen {kind} ({entries[0]}, ...); choose a new or empty "
+            f"{what} (ltsgen never writes over files of yours)"
+        )
+
+
+def clean_up_failed_run(claim: Claim) -> None:
+    """After a failed run: remove the temporary files of its writes; where it left nothing to resume from
+    (no checkpoint) and nothing that says why (no summary), the files a run writes too (the folder, when the
+    run made it). Never raises: a folder that cannot be changed (read-only) keeps what it has."""
+    run_dir = claim.folder
+    try:
+        remove_temporaries(run_dir)
+        if (run_dir / CHECKPOINT_NAME).exists() or (run_dir / SUMMARY_NAME).exists():
+            return
+        if claim.created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+            return
+        for name in (*RUN_FILES, MARKS["run"]):
+            (run_dir / name).unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def remove_temporaries(run_dir: Path) -> list[Path]:
-    """Delete the temporary files an interrupted write left in ``run_dir`` (``.<name>.*.tmp``); returns them."""
+    """Delete the temporary files that an interrupted write of a run file left in ``run_dir``
+    (``.<name>.<random>.tmp``, only for the names a run writes); returns them."""
     if not run_dir.is_dir():
         return []
-    stale = [path for path in run_dir.glob(".*.tmp") if path.is_file()]
+    stale = [path for path in run_dir.glob(".*.tmp") if path.is_file() and _TEMPORARY.match(path.name)]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

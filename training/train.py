@@ -4,15 +4,19 @@ One process trains alone; under ``torchrun`` every rank reads its own slice of e
 (``ltsgen.loaders`` splits by rank) and DDP averages the gradients. A checkpoint holds the model,
 optimizer, scheduler, random generators and loader state, so ``resume=True`` continues the very run
 that was interrupted: same batches, same losses. A run that fails before its first checkpoint removes
-what it wrote; one that fails later keeps its last checkpoint to resume from.
+what it wrote; one that fails later keeps its last checkpoint to resume from. A run whose loss (or gradient)
+stops being finite ends with ``DivergedError`` naming the step, and its summary says so.
+
+The run folder follows a build's rules (``rundir.claim_folder``): one run at a time holds it, and a folder
+holding a dataset or files of the user's is refused before anything is written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -27,13 +31,16 @@ from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.evaluate import perplexity
 from ltsgen.training.precision import training_precision
 from ltsgen.training.rundir import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
     METRICS_NAME,
-    RUN_FILES,
     SUMMARY_NAME,
+    claim_folder,
+    clean_up_failed_run,
+    final_name,
     read_json,
     remove_temporaries,
     write_json,
@@ -47,10 +54,35 @@ class TrainError(TrainingError):
     """A training run that cannot start or continue; the message names the file or option."""
 
 
-def _option(default: Any = None, help: str = "", **cli: Any) -> Any:
-    """A config field and how the command line offers it (``metadata["cli"]``: argparse settings)."""
+class DivergedError(TrainError):
+    """The loss or the gradient norm stopped being finite; RUN/train_summary.json records the step."""
+
+
+def _option(
+    default: Any = None, help: str = "", *, limits: dict[str, float] | None = None, **cli: Any
+) -> Any:
+    """A config field and how the command line offers it (``metadata["cli"]``: argparse settings;
+    ``metadata["limits"]``: the bounds of a number, ``at_least``, ``above`` and ``at_most``)."""
     factory = {"default_factory": default} if callable(default) else {"default": default}
-    return field(**factory, metadata={"cli": {"help": help, **cli}})
+    return field(**factory, metadata={"cli": {"help": help, **cli}, "limits": limits or {}})
+
+
+def out_of_limits(value: Any, limits: dict[str, float]) -> str | None:
+    """What is wrong with the number ``value`` under ``limits`` (``_option``'s), or None when it is within."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if "above" in limits and not value > limits["above"]:
+        return f"must be above {limits['above']:g}"
+    if "at_least" in limits and not value >= limits["at_least"]:
+        return f"must be at least {limits['at_least']:g}"
+    if "at_most" in limits and not value <= limits["at_most"]:
+        return f"must be at most {limits['at_most']:g}"
+    return None
+
+
+POSITIVE = {"at_least": 1}
+COUNT = {"at_least": 0}
+SEEDS = {"at_least": 0, "at_most": 2**32 - 1}  # numpy's and the loaders' seed range
 
 
 @dataclass
@@ -67,18 +99,26 @@ class TrainConfig:
         "option and its default is in ltsgen.encodings.options(NAME), and config.json records them all",
         flag="--encoding-option", metavar="KEY=VALUE",
     )  # fmt: skip
-    train_length: int = _option(128, "training context in tokens", metavar="T")
-    steps: int = _option(1000, "optimizer steps")
-    batch_size: int = _option(16, "sequences per process and step")
-    lr: float = _option(1e-3, "peak learning rate")
-    min_lr_ratio: float = _option(0.1, "final learning rate as a fraction of the peak")
-    warmup: int | None = _option(None, "warm-up steps; without it 10%% of the steps, at most 200", type=int)
-    weight_decay: float = _option(0.1, "AdamW weight decay of the weight matrices and embeddings")
-    grad_clip: float = _option(1.0, "clip the gradient norm at this value")
-    d_model: int = _option(128, "model width")
-    n_layers: int = _option(4, "transformer blocks", aliases=("--layers",))
-    n_heads: int = _option(4, "attention heads", aliases=("--heads",))
-    vocab_size: int = _option(2048, "vocabulary of the tokenizer trained when the data has none")
+    train_length: int = _option(128, "training context in tokens", metavar="T", limits={"at_least": 2})
+    steps: int = _option(1000, "optimizer steps", limits=POSITIVE)
+    batch_size: int = _option(16, "sequences per process and step", limits=POSITIVE)
+    lr: float = _option(1e-3, "peak learning rate", limits={"above": 0})
+    min_lr_ratio: float = _option(
+        0.1, "final learning rate as a fraction of the peak", limits={"at_least": 0, "at_most": 1}
+    )
+    warmup: int | None = _option(
+        None, "warm-up steps; without it 10%% of the steps, at most 200", type=int, limits=COUNT
+    )
+    weight_decay: float = _option(
+        0.1, "AdamW weight decay of the weight matrices and embeddings", limits=COUNT
+    )
+    grad_clip: float = _option(1.0, "clip the gradient norm at this value", limits={"above": 0})
+    d_model: int = _option(128, "model width", limits=POSITIVE)
+    n_layers: int = _option(4, "transformer blocks", aliases=("--layers",), limits=POSITIVE)
+    n_heads: int = _option(4, "attention heads", aliases=("--heads",), limits=POSITIVE)
+    vocab_size: int = _option(
+        2048, "vocabulary of the tokenizer trained when the data has none", limits={"at_least": 257}
+    )
     tokenizer: str | None = _option(
         None, "tokenizer.json to use; without it the dataset's own, else one trained on the training split",
         metavar="PATH",
@@ -86,17 +126,19 @@ class TrainConfig:
     init_from: str | None = _option(
         None, "start from the weights of this run's checkpoint (fine-tuning: same model shape)", metavar="RUN"
     )
-    seed: int = _option(0, "initialisation and data order")
+    seed: int = _option(0, "initialisation and data order", limits=SEEDS)
     device: str = _option("auto", "auto (CUDA when present), cpu, cuda, cuda:1, ...")
     compile: bool = _option(False, "torch.compile the model (best on CUDA)")
     eval_every: int = _option(
-        0, "validation loss at the training length every N steps; 0: never", metavar="N"
+        0, "validation loss at the training length every N steps; 0: never", metavar="N", limits=COUNT
     )
-    eval_sequences: int = _option(16, "validation sequences (with --eval-every)", metavar="N")
+    eval_sequences: int = _option(
+        16, "validation sequences (with --eval-every)", metavar="N", limits=POSITIVE
+    )
     checkpoint_every: int = _option(
-        0, "checkpoint every N steps; 0: at the end and at validations only", metavar="N"
+        0, "checkpoint every N steps; 0: at the end and at validations only", metavar="N", limits=COUNT
     )
-    log_every: int = _option(10, "a metrics line every N steps", metavar="N")
+    log_every: int = _option(10, "a metrics line every N steps", metavar="N", limits=POSITIVE)
 
     #: the settings that must match when resuming (the rest may change, e.g. the device)
     RESUME_KEYS = (
@@ -111,13 +153,13 @@ class TrainConfig:
         return self.warmup if self.warmup is not None else min(200, self.steps // 10)
 
     def check(self) -> None:
-        for name in ("train_length", "steps", "batch_size", "d_model", "n_layers", "n_heads", "log_every"):
-            if getattr(self, name) < 1:
-                raise TrainError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(self, name)})")
+        for item in fields(self):
+            value, limits = getattr(self, item.name), item.metadata.get("limits")
+            problem = None if value is None or not limits else out_of_limits(value, limits)
+            if problem:
+                raise TrainError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise TrainError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
-        if self.lr <= 0:
-            raise TrainError(f"--lr must be positive (got {self.lr})")
         if self.encoding not in NAMES:
             raise TrainError(f"unknown encoding {self.encoding!r}; choose one of {', '.join(NAMES)}")
         self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
@@ -227,30 +269,21 @@ def train(
     if placement.device.type == "cpu":
         torch.set_flush_denormal(True)  # large negative biases make denormals, which are slow on CPU
     run_dir = Path(config.out)
-    created = not run_dir.exists()
-    try:
-        return _train(config, placement, resume, stop_after, progress, train_tokenizer)
-    except BaseException as error:
-        if placement.is_main:
-            _clean_up_failed(run_dir, created)
-        if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
-            raise TrainError(f"{error.filename or run_dir}: {error.strerror or error}") from None
-        raise
-    finally:
-        distributed.teardown(placement)
-
-
-def _clean_up_failed(run_dir: Path, created: bool) -> None:
-    """After a failure: remove temporary files; without a checkpoint to resume from, remove the run's files
-    too (and the folder, when this invocation made it)."""
-    remove_temporaries(run_dir)
-    if (run_dir / CHECKPOINT_NAME).exists():
-        return
-    if created:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        return
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
+    claim = None
+    with ExitStack() as stack:
+        try:
+            claim = stack.enter_context(claim_folder(run_dir, "run")) if placement.is_main else None
+            distributed.barrier(placement)
+            return _train(config, placement, resume, stop_after, progress, train_tokenizer)
+        except BaseException as error:
+            if claim is not None:  # the folder is this run's: remove what it wrote, and nothing else
+                clean_up_failed_run(claim)
+            if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
+                where = final_name(error.filename) if error.filename else run_dir
+                raise TrainError(f"{where}: {error.strerror or error}") from None
+            raise
+        finally:
+            distributed.teardown(placement)
 
 
 def _train(config: TrainConfig, placement, resume, stop_after, progress, train_tokenizer) -> dict[str, Any]:
@@ -301,27 +334,34 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
                disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
     stream = iter(batches)
     runner.train()
+    first_bad = _FirstNonFinite(placement.device)
     for step in range(start_step, end_step):
         loss, grad_norm = train_step(
             runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
         )
         done = step + 1
+        first_bad.update(done, loss, grad_norm)
         meter.count_step()
-        if done % config.log_every == 0 or done == end_step:
+        at_log = done % config.log_every == 0 or done == end_step
+        at_eval = val_tokens is not None and done % config.eval_every == 0
+        at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
+            done != end_step
+        )
+        if (at_log or at_eval or at_save) and first_bad.step():
+            bar.close()
+            diverged(config, model, meter, first_bad.step(), placement, metrics)
+        if at_log:
             record = meter.record(
                 done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
             )
             metrics.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
-        at_eval = val_tokens is not None and done % config.eval_every == 0
         if at_eval:
             val = validation_loss(model, val_tokens, placement.device, config.batch_size)
-            metrics.write({"step": done, "val_loss": val, "val_perplexity": math.exp(val)})
-            bar.write(f"step {done}: validation loss {val:.4f} (perplexity {math.exp(val):.2f})")
-        if (
-            at_eval or (config.checkpoint_every and done % config.checkpoint_every == 0)
-        ) and done != end_step:
+            metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
+            bar.write(f"step {done}: validation loss {val:.4f} (perplexity {perplexity(val):.2f})")
+        if at_save:
             save(done)
     bar.close()
     if end_step > start_step:
@@ -341,6 +381,12 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
     """
     path = run_dir / CHECKPOINT_NAME
     checkpoint = None
+    summary = read_json(run_dir / SUMMARY_NAME) if (run_dir / SUMMARY_NAME).exists() else {}
+    if isinstance(summary, dict) and summary.get("diverged"):
+        raise DivergedError(
+            f"{run_dir / SUMMARY_NAME}: this run diverged at step {summary.get('step')} (its loss was not "
+            "finite); resuming repeats it: choose another --out, with a lower --lr"
+        )
     if path.exists():
         if not resume:
             raise TrainError(f"{path}: a run is already there; pass --resume or choose another --out")
@@ -430,6 +476,22 @@ def train_step(
     return loss.detach().float(), grad_norm
 
 
+class _FirstNonFinite:
+    """The first step whose loss or gradient norm is not finite, kept on the device: ``step()`` reads it (0:
+    none), to be called only where the loop waits for the device anyway (logging, validation, checkpoints).
+    The same on every rank, whose gradients DDP averages."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.first = torch.zeros((), dtype=torch.long, device=device)
+
+    def update(self, step: int, loss: torch.Tensor, grad_norm: torch.Tensor) -> None:
+        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
+        self.first = torch.where((self.first == 0) & ~finite, step, self.first)
+
+    def step(self) -> int:
+        return int(self.first)
+
+
 class _Throughput:
     """Tokens per second over each logging window, and the metrics line of a logged step."""
 
@@ -455,6 +517,20 @@ class _Throughput:
         # the first window includes start-up work (allocation, compilation): leave it out when others exist
         steady = self.speeds[1:] if len(self.speeds) > 1 else self.speeds
         return sorted(steady)[len(steady) // 2] if steady else None
+
+
+def diverged(config: TrainConfig, model, meter: _Throughput, step: int, placement, metrics) -> None:
+    """Record a run whose loss or gradient norm stopped being finite at ``step`` (no checkpoint of it is
+    written), and raise ``DivergedError``."""
+    metrics.write({"step": step, "diverged": True})
+    metrics.close()
+    summary = {**summarise(config, model, meter, step, placement), "finished": False, "diverged": True}
+    if placement.is_main:
+        write_json(Path(config.out) / SUMMARY_NAME, summary)
+    raise DivergedError(
+        f"{Path(config.out)}: diverged at step {step}: its loss or gradient norm is not finite; the run is "
+        f"stopped (try a lower --lr than {config.lr:g})"
+    )
 
 
 def summarise(config: TrainConfig, model, meter: _Throughput, step: int, placement) -> dict[str, Any]:

@@ -19,9 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
         "then a datasheet with the build's statistics) and the length histograms beside it, from "
         "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.\n\n"
-        "The card is generated: this command replaces DIR/README.md and its plots whatever they hold, hand "
-        "edits included, and says so when it replaces a file that is not as ltsgen wrote it. Keep your own "
-        "notes in another file. (A build, unlike this command, leaves a README.md it did not write alone.)",
+        "The card is generated: this command replaces the README.md and plots that ltsgen wrote, hand edits "
+        "included, and says so when one was edited since. A README.md or plot that ltsgen did not write is "
+        "never replaced (the command is refused), nor is a file at --out that is not a card copy. Keep your "
+        "own notes in another file.",
         examples=[
             "ltsgen card lts",
             "ltsgen card c4-buckets --out data_cards/c4.md",
@@ -39,12 +40,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.card import card_conflict, copy_card, write_card
+    from ltsgen.build import output_state
+    from ltsgen.card import CARD_FILES, card_conflict, copy_card, refuse_copy_over, write_card
     from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage
 
     try:
         directory = Storage(args.directory, storage_options(args))
+        for name in CARD_FILES:
+            if output_state(directory, name) == "other":
+                raise UsageError(
+                    f"{directory.location(name)}: not written by ltsgen, and the card writes there; move it "
+                    "away (ltsgen never writes over a file of yours)"
+                )
+        if args.out is not None:
+            refuse_copy_over(args.out)
         replaced = card_conflict(directory)
         path = write_card(directory)
         if args.out is not None:

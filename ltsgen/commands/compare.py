@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
-from ltsgen.commands.train import add_config_arguments, training_config
+from ltsgen.commands.train import add_config_arguments, number, training_config
 
 if TYPE_CHECKING:
     from ltsgen.engines import RayEngine
@@ -56,17 +56,20 @@ def register(subparsers) -> None:
     add_storage_argument(parser)
     add_evaluation_arguments(parser)
     parser.add_argument(
-        "--finetune-steps", type=int, default=0, metavar="N",
+        "--finetune-steps", type=number(int, {"at_least": 0}), default=0, metavar="N",
         help="also fine-tune RoPE-PI and YaRN for N steps at each evaluation length beyond the training length",
     )  # fmt: skip
     add_engine_arguments(parser, "runs trained")
     parser.add_argument("--jobs", type=int, dest="workers", help=argparse.SUPPRESS)  # old spelling
     parser.add_argument(
-        "--cpus-per-run", type=float, default=1.0, help="with --engine ray: CPUs each run's task reserves"
+        "--cpus-per-run",
+        type=number(float, {"above": 0}),
+        default=1.0,
+        help="with --engine ray: CPUs each run's task reserves",
     )
     parser.add_argument(
         "--gpus-per-run",
-        type=float,
+        type=number(float, {"at_least": 0}),
         default=0.0,
         help="with --engine ray: GPUs each run's task reserves (use with --device cuda; 0.5 packs two runs "
         "on one GPU)",
@@ -85,15 +88,24 @@ def parse_seeds(text: str) -> list[int]:
         raise UsageError(f"--seeds {text!r}: expected comma-separated integers like 0,1,2") from None
     if not seeds:
         raise UsageError("--seeds: give at least one seed")
+    from ltsgen.training.train import SEEDS, out_of_limits
+
+    for seed in seeds:
+        problem = out_of_limits(seed, SEEDS)
+        if problem:
+            raise UsageError(f"--seeds: every seed {problem} (got {seed})")
     return list(dict.fromkeys(seeds))
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from ltsgen.errors import UsageError
     from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import compare, resolve_encodings
 
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (got {args.workers})")
     train_lengths = parse_lengths(str(args.train_lengths), "--train-lengths")
     started = time.perf_counter()
     encodings = resolve_encodings(args.encodings)
@@ -121,10 +133,7 @@ def _run_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
     """The Ray engine that carries each run as a task with its CPUs and GPUs; ``None`` for the local engine
     (``compare`` runs in this process, or in ``--workers`` processes of its own)."""
     from ltsgen.engines import RayEngine, make_engine
-    from ltsgen.errors import UsageError
 
-    if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
-        raise UsageError("--cpus-per-run must be positive and --gpus-per-run at least 0")
     resources = {"num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run}
     with make_engine(args.engine, args.workers, args.ray_address, resources) as engine:
         yield engine if isinstance(engine, RayEngine) else None

@@ -28,15 +28,20 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--eval-lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
     parser.add_argument("--lengths", dest="eval_lengths", help=argparse.SUPPRESS)  # old spelling
+    from ltsgen.commands.train import number
+
     parser.add_argument(
         "--eval-sequences",
-        type=int,
+        type=number(int, {"at_least": 1}),
         default=32,
         metavar="N",
         help="documents per length, the same at every length",
     )
     parser.add_argument(
-        "--batch-tokens", type=int, default=16384, help="tokens per evaluation batch (memory bound)"
+        "--batch-tokens",
+        type=number(int, {"at_least": 1}),
+        default=16384,
+        help="tokens per evaluation batch (memory bound)",
     )
     parser.add_argument(
         "--eval-dtype",

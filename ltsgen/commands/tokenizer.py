@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
     from ltsgen.loaders.storage import Storage
-    from ltsgen.tokenizer import save_tokenizer, tokenizer_target, train_tokenizer
+    from ltsgen.tokenizer import check_free_target, save_tokenizer, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         attachable_manifest(data)  # refuse before the training, not after
     else:
-        tokenizer_target(args.out, options)[0].check_writable()
+        check_free_target(args.out, options)
     started = time.perf_counter()
     counts = {"documents": 0, "characters": 0}
     policy = screen(args)

@@ -24,6 +24,27 @@ class KeyValues(argparse.Action):
         setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key.strip(): text.strip()})
 
 
+def number(kind: type, limits: dict[str, float]):
+    """An argparse ``type`` for a number within ``limits`` (``TrainConfig``'s ``at_least``, ``above``,
+    ``at_most``): an option out of them is refused while the command line is parsed, in one line."""
+    from ltsgen.training.train import out_of_limits
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        problem = out_of_limits(value, limits)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{problem} (got {text})")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
     """One option per field of ``TrainConfig`` that has ``cli`` metadata, named after the field.
 
@@ -47,6 +68,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ..
             default = None  # the config's own empty dict, unless given
         elif "type" not in cli and default is not None:
             cli.update(type=type(default))
+        if item.metadata.get("limits"):
+            cli.update(type=number(cli["type"], item.metadata["limits"]))
         parser.add_argument(flag, dest=item.name, default=default, **cli)
         for alias in aliases:  # old spellings, hidden
             hidden = {key: value for key, value in cli.items() if key in ("type", "action", "choices")}
@@ -73,7 +96,10 @@ def register(subparsers) -> None:
         description=SUMMARY + ". Writes RUN/config.json (every setting, encoding options resolved for the "
         "training length), RUN/checkpoint.pt with its sha256, RUN/metrics.jsonl (JSON lines), "
         "RUN/tokenizer.json and RUN/train_summary.json (with what the encoding learned). A run that fails "
-        "before its first checkpoint removes what it wrote. Several GPUs or machines: launch with torchrun.",
+        "before its first checkpoint removes what it wrote. RUN is a new or empty folder, or one of an "
+        "earlier run (a folder with a dataset or files of yours is refused); one run at a time writes there. "
+        "A run whose loss stops being finite ends with an error naming the step (exit status 2). Several "
+        "GPUs or machines: launch with torchrun.",
         examples=[
             "ltsgen train --data lts --encoding rope --train-length 128 --steps 1000 --out runs/rope",
             "ltsgen train --data lts --encoding fire --encoding-option threshold=64 --out runs/fire",
@@ -88,7 +114,10 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, metavar="RUN", help="run folder")
     parser.add_argument("--resume", action="store_true", help="continue the run in RUN from its checkpoint")
     parser.add_argument(
-        "--stop-after", type=int, metavar="N", help="stop this invocation after N steps (checkpointed)"
+        "--stop-after",
+        type=number(int, {"at_least": 1}),
+        metavar="N",
+        help="stop this invocation after N steps (checkpointed)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
