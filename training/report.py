@@ -404,9 +404,12 @@ def _trained_section(runs) -> list[str]:
         f"A run counts as trained when its loss with a T-token window (the training context) is at least "
         f"{TRAINED_MARGIN} nats per token below the loss of a unigram model of the same tokens, fitted on every "
         "token of the evaluation documents (so it has seen what it scores: a strict baseline), on average over "
-        f"the evaluation lengths. Margins over the runs: {_num(min(margins))} to {_num(max(margins))} nats.",
+        "the evaluation lengths."
+        + (f" Margins over the runs: {_num(min(margins))} to {_num(max(margins))} nats." if margins else ""),
         "",
     ]
+    if not status:
+        return [*parts, "No run was evaluated.", ""]
     if untrained:
         listed = "; ".join(f"{label} T={t} seed {seed}: window loss {_num(v['window_loss'])}, unigram "
                            f"{_num(v['unigram_loss'])} (margin {_num(v['margin'])})"
