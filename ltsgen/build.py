@@ -30,6 +30,7 @@ Every failure to write (a full disk, a read-only folder) is a one-line error nam
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -48,6 +49,7 @@ from ltsgen.loaders.contract import (
     CARD_NAME,
     FORMATS,
     MANIFEST_NAME,
+    STANDARD_SPLITS,
     TOKENIZER_NAME,
     ContractError,
     Manifest,
@@ -209,6 +211,13 @@ def parse_splits(text: str) -> dict[str, float]:
             fraction = -1.0
         if not sep or not name or not name.replace("_", "").isalnum() or not 0 <= fraction <= 1:
             raise BuildError(f"--splits: {part.strip()!r} is not name=fraction (e.g. train=0.98)")
+        if name not in STANDARD_SPLITS:
+            close = difflib.get_close_matches(name, STANDARD_SPLITS, n=1, cutoff=0.3)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise BuildError(
+                f"--splits: unknown split {name!r}; {hint}training and evaluation read "
+                f"{', '.join(STANDARD_SPLITS)}"
+            )
         if name in splits:
             raise BuildError(f"--splits: split {name!r} given twice")
         splits[name] = fraction

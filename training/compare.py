@@ -46,17 +46,14 @@ class CompareError(TrainingError):
 
 
 def resolve_encodings(spec: str) -> list[str]:
-    """``all`` or a comma-separated list of names from ``ltsgen.encodings.NAMES``."""
-    from ltsgen.encodings import NAMES
+    """``all`` or a comma-separated list of names from ``ltsgen.encodings.NAMES``, in any case."""
+    from ltsgen.encodings import NAMES, canonical_name
 
-    if spec.strip() == "all":
+    if spec.strip().lower() == "all":
         return list(NAMES)
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in NAMES]
-    if unknown or not names:
-        raise CompareError(
-            f"unknown encoding(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(NAMES)}"
-        )
+    names = [canonical_name(name) for name in spec.split(",") if name.strip()]
+    if not names:
+        raise CompareError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
     return list(dict.fromkeys(names))
 
 
