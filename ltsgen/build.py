@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ltsgen.card import CARD_FILES, ordered_splits, require_card_dependencies
+from ltsgen.card import CARD_FILES, ordered_splits
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
@@ -272,8 +272,6 @@ def run_build(
             or build beside files no build wrote (keeping them).
         progress, card: show a progress bar; write the data card at the end.
     """
-    if card:
-        require_card_dependencies()
     if engine is None:
         if workers < 1:
             raise BuildError(f"--workers must be at least 1, not {workers}")
@@ -438,11 +436,13 @@ def build_claimed(
 def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
     """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
     if card:
-        from ltsgen.card import card_conflict, write_card
+        from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, write_card
 
         conflict = card_conflict(store)
         if conflict is None:
             write_card(store)
+            if not can_plot():
+                result.notes.append(PLOTS_MISSING)
         else:
             result.notes.append(f"{conflict}; the card was not written (`ltsgen card {store}` replaces it)")
     for name in spec.scratch:

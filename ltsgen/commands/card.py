@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.card import card_conflict, copy_card, write_card
+    from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, copy_card, write_card
     from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage
 
@@ -56,4 +56,6 @@ def run(args: argparse.Namespace) -> int:
     if replaced:
         print(f"{replaced}: replaced by the new card, its content is lost")
     print(f"wrote {path}" + (f" and {args.out}" if args.out else ""))
+    if not can_plot():
+        print(f"note: {PLOTS_MISSING}")
     return 0
