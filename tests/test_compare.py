@@ -36,6 +36,11 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
             "--seeds", "0,1", "--eval-lengths", ",".join(LENGTHS), "--steps", "3", "--eval-sequences", "4",
             "--encoding-option", "base=500", *TINY, "--out", str(out)]  # fmt: skip
     assert ltsgen([*args, "--workers", "2"]) == 0  # two runs at a time, in worker processes
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{data} has no tokenizer and none is given: training a byte-level BPE of 300 tokens on its training "
+        f"split, written to {out}/tokenizer.json (`ltsgen tokenizer --data {data}` attaches one to the data "
+        "for every run)"
+    )
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     for name in FILES[4:]:
