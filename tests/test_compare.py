@@ -148,3 +148,25 @@ def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsy
     assert len(err.splitlines()) == 1 and "validation: 2 of 2 documents reach 64 tokens" in err
     assert "needs at least 4 (of --eval-sequences 8)" in err
     assert not (out / "runs").exists()
+
+
+def test_an_option_no_compared_encoding_has_names_the_closest(data, tmp_path, capsys):
+    args = [
+        "compare",
+        "--data",
+        str(data),
+        "--encodings",
+        "FIRE,alibi",
+        "--out",
+        str(tmp_path / "cmp"),
+        *TINY,
+    ]
+    assert ltsgen([*args, "--encoding-option", "treshold=64"]) == 2
+    assert capsys.readouterr().err == (
+        "ltsgen compare: error: --encoding-option treshold: no compared encoding has such an option (did you "
+        "mean 'threshold'?); they take c, mlp_layers, mlp_width, share_across_layers, threshold\n"
+    )
+    assert ltsgen(["compare", "--data", str(data), "--encodings", "alibi", "--encoding-option", "x=1",
+                   "--out", str(tmp_path / "cmp"), *TINY]) == 2  # fmt: skip
+    assert capsys.readouterr().err.endswith("no compared encoding has such an option; they take no options\n")
+    assert not (tmp_path / "cmp").exists()

@@ -13,6 +13,7 @@ an interrupted training from its checkpoint.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -306,7 +307,13 @@ def _options_of(encoding: str, base: TrainConfig) -> tuple[tuple[str, Any], ...]
 def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
     unused = [key for key in given if not any(key in encoding_options(e) for e in encodings)]
     if unused:
-        raise CompareError(f"--encoding-option {', '.join(unused)}: no compared encoding has such an option")
+        known = sorted({key for encoding in encodings for key in encoding_options(encoding)})
+        close = difflib.get_close_matches(unused[0], known, n=1, cutoff=0.6)
+        raise CompareError(
+            f"--encoding-option {', '.join(unused)}: no compared encoding has such an option"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; they take {', '.join(known) if known else 'no options'}"
+        )
 
 
 def _dispatch(run_map: RunMap, specs: list[RunSpec], grid: GridProgress) -> Iterator[dict[str, Any]]:
