@@ -1,16 +1,14 @@
 """Every recipe of docs/recipes.md runs: its python block, with the constants at its top made small, in a
 fresh process beside a small story dataset with an attached tokenizer (the torchrun loop on two real gloo
-ranks). The Hub recipe has no Hub to upload to: what its patterns select is checked with huggingface_hub's
-own filter, and the selected folder is read through the local Hub-compatible server."""
+ranks; the Hub recipe uploads to the repository's local Hub-compatible server and reads the dataset back
+through ``hf://``)."""
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -96,38 +94,36 @@ def test_the_mixture_recipe_mixes_two_story_sets(work):
     assert _run([sys.executable, "mix.py"], work).splitlines()[-1] == "3 mixed batches"
 
 
-def test_the_hub_recipe_selects_the_dataset_and_the_hub_serves_it_as_on_disk(work, tmp_path):
+def test_the_hub_recipe_uploads_the_dataset_and_the_hub_serves_it_as_on_disk(work, tmp_path):
     pytest.importorskip("huggingface_hub")
     from hub_server import HubServer
-    from huggingface_hub.utils import filter_repo_objects
 
-    code = recipes()["Publishing a dataset folder to the Hub"]
-    [patterns] = re.findall(r"ignore_patterns=(\[.*?\])", code)
-    files = sorted(str(p.relative_to(work / "lts")) for p in (work / "lts").rglob("*") if p.is_file())
-    selected = sorted(filter_repo_objects(files, ignore_patterns=ast.literal_eval(patterns)))
-    assert [name for name in files if name.startswith(".ltsgen/")] != []  # the build's state is there ...
-    assert selected == [name for name in files if not name.startswith(".ltsgen/")]  # ... and left out
-    assert {"manifest.json", "README.md", "tokenizer.json"} <= set(selected)
-    published = tmp_path / "published"
-    for name in selected:
-        (published / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(work / "lts" / name, published / name)
-    read = (
-        "import json, sys\n"
-        "from ltsgen.loaders import StreamingDataset\n"
-        "dataset = StreamingDataset(sys.argv[1], seq_len=32, batch_size=2, seed=0)\n"
-        "print(json.dumps([batch['input_ids'].tolist() for batch in dataset.loader()]))\n"
-    )
-    server = HubServer.start({"your-name/lts": published})
+    from ltsgen.loaders import StreamingDataset
+
+    server = HubServer.start({}, upload_root=tmp_path / "hub")
     try:
-        env = {**server.env, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-        remote = subprocess.run([sys.executable, "-c", read, "hf://datasets/your-name/lts"], env={**os.environ, **env},
+        env = {**os.environ, **server.env, "HF_TOKEN": "hf_test", "OMP_NUM_THREADS": "1"}
+        code = recipes()["Publishing a dataset folder to the Hub"]
+        upload = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                timeout=300, cwd=work)  # fmt: skip
+        assert upload.returncode == 0, upload.stderr[-3000:]
+        files = sorted(str(p.relative_to(work / "lts")) for p in (work / "lts").rglob("*") if p.is_file())
+        published = tmp_path / "hub" / "your-name" / "lts"
+        uploaded = sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
+        assert [name for name in files if name.startswith(".ltsgen/")] != []  # the build's state is there ...
+        assert uploaded == [name for name in files if not name.startswith(".ltsgen/")]  # ... and left out
+        assert all((published / name).read_bytes() == (work / "lts" / name).read_bytes() for name in uploaded)
+        read = (
+            "import json, sys\n"
+            "from ltsgen.loaders import StreamingDataset\n"
+            "dataset = StreamingDataset(sys.argv[1], seq_len=32, batch_size=2, seed=0)\n"
+            "print(json.dumps([batch['input_ids'].tolist() for batch in dataset.loader()]))\n"
+        )
+        remote = subprocess.run([sys.executable, "-c", read, "hf://datasets/your-name/lts"], env=env,
                                 capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     finally:
         server.stop()
     assert remote.returncode == 0, remote.stderr[-3000:]
-    from ltsgen.loaders import StreamingDataset
-
     local = StreamingDataset(str(work / "lts"), seq_len=32, batch_size=2, seed=0)
     local_batches = [batch["input_ids"].tolist() for batch in local.loader()]
     assert local_batches and np.array_equal(np.array(json.loads(remote.stdout)), np.array(local_batches))
