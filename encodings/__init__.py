@@ -8,7 +8,7 @@ tests against reference implementations.
 from .alibi import alibi_slopes
 from .base import EncodingError, PositionEncoding
 from .fire import fire_normalized_distance
-from .registry import NAMES, build, options, training_options
+from .registry import NAMES, build, canonical_name, options, training_options
 from .rotary import rope_inv_freq, yarn_inv_freq
 from .t5 import t5_relative_position_bucket
 
@@ -18,6 +18,7 @@ __all__ = [
     "PositionEncoding",
     "alibi_slopes",
     "build",
+    "canonical_name",
     "fire_normalized_distance",
     "options",
     "rope_inv_freq",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -32,6 +33,28 @@ _BUILDERS: dict[str, Callable[..., PositionEncoding]] = {
 NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
+def canonical_name(name: str) -> str:
+    """``name`` as ``NAMES`` spell it: case and ``-`` for ``_`` do not matter (``RoPE-PI`` is ``rope_pi``).
+
+    Raises:
+        EncodingError: no encoding has that name; the one-line message gives the closest names.
+    """
+    folded = str(name).strip().lower().replace("-", "_")
+    if folded in _BUILDERS:
+        return folded
+    raise EncodingError(
+        f"unknown encoding {name!r}{_did_you_mean(folded, NAMES)}; choose one of {', '.join(NAMES)}"
+    )
+
+
+def _did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    """`` (did you mean 'a' or 'b'?)`` with the closest of ``choices`` to ``word``; empty when none is close."""
+    close = [repr(choice) for choice in difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)]
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(close) if len(close) < 3 else ', '.join(close[:-1]) + ' or ' + close[-1]}?)"
+
+
 def options(name: str) -> dict[str, object]:
     """The keyword options of encoding ``name`` with their defaults."""
     builder = _builder(name)
@@ -60,9 +83,7 @@ def training_options(
     resolved = {**options(name), **_class(name).training_options(train_length)}
     for key, value in (overrides or {}).items():
         if key not in resolved:
-            raise EncodingError(
-                f"encoding {name!r} has no option {key!r}; it takes {', '.join(sorted(resolved))}"
-            )
+            raise EncodingError(_no_option(name, [key], sorted(resolved)))
         resolved[key] = _typed(name, key, value, options(name)[key])
     return resolved
 
@@ -102,16 +123,21 @@ def build(name: str, num_heads: int, head_dim: int, **options_: object) -> Posit
     builder = _builder(name)
     unknown = sorted(set(options_) - set(options(name)))
     if unknown:
-        raise EncodingError(
-            f"encoding {name!r} has no option {', '.join(unknown)}; it takes {sorted(options(name))}"
-        )
+        raise EncodingError(_no_option(name, unknown, sorted(options(name))))
     return builder(num_heads, head_dim, **options_)
 
 
+def _no_option(name: str, unknown: list[str], known: list[str]) -> str:
+    """The one-line error for options ``unknown`` that encoding ``name`` (taking ``known``) does not have."""
+    given = ", ".join(repr(key) for key in unknown)
+    if not known:
+        return f"encoding {name!r} has no option {given}; it takes no options"
+    hint = _did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+    return f"encoding {name!r} has no option {given}{hint}; it takes {', '.join(known)}"
+
+
 def _builder(name: str) -> Callable[..., PositionEncoding]:
-    if name not in _BUILDERS:
-        raise EncodingError(f"unknown encoding {name!r}; choose one of {', '.join(_BUILDERS)}")
-    return _BUILDERS[name]
+    return _BUILDERS[canonical_name(name)]
 
 
 def _class(name: str) -> type[PositionEncoding]:

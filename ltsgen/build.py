@@ -30,6 +30,7 @@ Every failure to write (a full disk, a read-only folder) is a one-line error nam
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -41,13 +42,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ltsgen.card import CARD_FILES, ordered_splits, require_card_dependencies
+from ltsgen.card import CARD_FILES, ordered_splits
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
     CARD_NAME,
     FORMATS,
     MANIFEST_NAME,
+    STANDARD_SPLITS,
     TOKENIZER_NAME,
     ContractError,
     Manifest,
@@ -209,6 +211,13 @@ def parse_splits(text: str) -> dict[str, float]:
             fraction = -1.0
         if not sep or not name or not name.replace("_", "").isalnum() or not 0 <= fraction <= 1:
             raise BuildError(f"--splits: {part.strip()!r} is not name=fraction (e.g. train=0.98)")
+        if name not in STANDARD_SPLITS:
+            close = difflib.get_close_matches(name, STANDARD_SPLITS, n=1, cutoff=0.3)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise BuildError(
+                f"--splits: unknown split {name!r}; {hint}training and evaluation read "
+                f"{', '.join(STANDARD_SPLITS)}"
+            )
         if name in splits:
             raise BuildError(f"--splits: split {name!r} given twice")
         splits[name] = fraction
@@ -263,8 +272,6 @@ def run_build(
             or build beside files no build wrote (keeping them).
         progress, card: show a progress bar; write the data card at the end.
     """
-    if card:
-        require_card_dependencies()
     if engine is None:
         if workers < 1:
             raise BuildError(f"--workers must be at least 1, not {workers}")
@@ -429,11 +436,13 @@ def build_claimed(
 def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
     """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
     if card:
-        from ltsgen.card import card_conflict, write_card
+        from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, write_card
 
         conflict = card_conflict(store)
         if conflict is None:
             write_card(store)
+            if not can_plot():
+                result.notes.append(PLOTS_MISSING)
         else:
             result.notes.append(
                 f"{conflict}; the card was not written (`ltsgen card {store}` replaces a card ltsgen wrote, "

@@ -17,6 +17,7 @@ from ltsgen.errors import LtsgenError
 COMMAND_MODULES: list[str] = [
     "ltsgen.commands.stories",
     "ltsgen.commands.card",
+    "ltsgen.commands.info",
     "ltsgen.commands.buckets",
     "ltsgen.commands.tokenizer",
     "ltsgen.commands.train",

@@ -17,12 +17,17 @@ Every request is recorded in ``requests`` (method, path, its ``Range`` header or
 serve in ``unserved`` (and is answered 404), so a test can show that the client needed nothing more
 (a read-only client sends only ``GET``, ``HEAD`` and ``POST``).
 
+With ``upload_root``, it also takes what ``HfApi.create_repo`` and ``upload_folder`` send for files
+committed inline (``POST /api/repos/create``, ``.../preupload/{revision}``, ``.../commit/{revision}``),
+writing each repository under ``upload_root``; LFS and Xet uploads are not served.
+
 ``HubServer.start({"org/name": folder})`` serves in a thread; ``env`` points a ``huggingface_hub`` client
 process at it (``HF_ENDPOINT``, online, no token, an empty cache); ``stop()`` ends it.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import tempfile
@@ -30,6 +35,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
+
+import yaml
 
 REVISION = "main"
 
@@ -103,7 +110,8 @@ class Repository:
 
 
 class HubServer:
-    def __init__(self, repositories: dict[str, Path]) -> None:
+    def __init__(self, repositories: dict[str, Path], upload_root: Path | None = None) -> None:
+        self.upload_root = upload_root  # where uploaded repositories are written; None: read-only
         self.repositories = {
             repo_id: Repository(repo_id, Path(folder)) for repo_id, folder in repositories.items()
         }
@@ -128,8 +136,8 @@ class HubServer:
         self.repositories[repo_id] = Repository(repo_id, Path(folder))
 
     @classmethod
-    def start(cls, repositories: dict[str, Path]) -> HubServer:
-        server = cls(repositories)
+    def start(cls, repositories: dict[str, Path], upload_root: Path | None = None) -> HubServer:
+        server = cls(repositories, upload_root)
         server._thread.start()
         return server
 
@@ -166,9 +174,9 @@ class HubServer:
         self.requests.append((method, url.path, request.headers.get("Range")))
         parts = [unquote(part) for part in url.path.strip("/").split("/")]
         query = parse_qs(url.query)
-        request.rfile.read(
-            int(request.headers.get("Content-Length") or 0)
-        )  # a body: nothing served reads one
+        body = request.rfile.read(int(request.headers.get("Content-Length") or 0))
+        if method == "POST" and self._upload(request, parts, body):
+            return
         if parts[:2] == ["api", "datasets"] and len(parts) >= 4:
             repo = self._repository(request, "/".join(parts[2:4]))
             if repo is None:
@@ -199,6 +207,61 @@ class HubServer:
             return self._file(request, repo, "/".join(parts[5:]), method)
         self.unserved.append((method, request.path))
         self._error(request, 404, "EntryNotFound", "not served here")
+
+    def _upload(self, request, parts: list[str], body: bytes) -> bool:
+        """The write side ``HfApi.create_repo`` and ``upload_folder`` use, for a repository of
+        ``upload_root``: create (a new empty folder there), preupload (every file "regular", so that its
+        bytes come inline in the commit) and commit (each file written, the repository re-read: a new
+        commit ``sha``). False for a request it does not serve."""
+        if self.upload_root is None:
+            return False
+        if parts == ["api", "validate-yaml"]:  # the card's header must be a YAML mapping, as the Hub reads it
+            content = json.loads(body)["content"]
+            header = content.split("---\n")[1] if content.startswith("---\n") else ""
+            try:
+                valid = isinstance(yaml.safe_load(header), dict)
+            except yaml.YAMLError:
+                valid = False
+            if valid:
+                self._json(request, {"errors": [], "warnings": []})
+            else:
+                self._json(request, {"errors": [{"message": "the YAML header is not a mapping"}]}, status=400)
+            return True
+        if parts == ["api", "repos", "create"]:
+            payload = json.loads(body)
+            repo_id = "/".join(filter(None, [payload.get("organization"), payload["name"]]))
+            if repo_id not in self.repositories:
+                (self.upload_root / repo_id).mkdir(parents=True, exist_ok=True)
+                self.serve(repo_id, self.upload_root / repo_id)
+            self._json(request, {"url": f"{self.endpoint}/datasets/{repo_id}"})
+            return True
+        if parts[:2] != ["api", "datasets"] or len(parts) != 6 or parts[4] not in ("preupload", "commit"):
+            return False
+        repo = self._repository(request, "/".join(parts[2:4]))
+        if repo is None or not self._revision(request, repo, parts[5]):
+            return True
+        if parts[4] == "preupload":
+            files = [
+                {"path": item["path"], "uploadMode": "regular", "shouldIgnore": False}
+                for item in json.loads(body)["files"]
+            ]
+            self._json(request, {"files": files, "commitOid": repo.sha})
+            return True
+        folder = self.upload_root / repo.repo_id
+        for line in body.splitlines():
+            item = json.loads(line)
+            if item["key"] == "file":
+                target = folder / item["value"]["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(base64.b64decode(item["value"]["content"]))
+            elif item["key"] != "header":
+                self._error(request, 400, "BadRequest", f"{item['key']} is not served here")
+                return True
+        self.serve(repo.repo_id, folder)
+        sha = self.repositories[repo.repo_id].sha
+        self._json(request, {"commitUrl": f"{self.endpoint}/datasets/{repo.repo_id}/commit/{sha}",
+                             "commitOid": sha, "pullRequestUrl": None})  # fmt: skip
+        return True
 
     def _repository(self, request, repo_id: str) -> Repository | None:
         repo = self.repositories.get(repo_id)
@@ -233,8 +296,8 @@ class HubServer:
             headers["Content-Range"] = f"bytes {start}-{max(start, end - 1)}/{len(data)}"
         self._send(request, status, data[start:end], headers, head=method == "HEAD")
 
-    def _json(self, request, value) -> None:
-        self._send(request, 200, json.dumps(value).encode(), {"Content-Type": "application/json"})
+    def _json(self, request, value, status: int = 200) -> None:
+        self._send(request, status, json.dumps(value).encode(), {"Content-Type": "application/json"})
 
     def _error(self, request, status: int, code: str, message: str) -> None:
         body = json.dumps({"error": message}).encode()

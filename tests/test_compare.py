@@ -36,6 +36,11 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
             "--seeds", "0,1", "--eval-lengths", ",".join(LENGTHS), "--steps", "3", "--eval-sequences", "4",
             "--encoding-option", "base=500", *TINY, "--out", str(out)]  # fmt: skip
     assert ltsgen([*args, "--workers", "2"]) == 0  # two runs at a time, in worker processes
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{data} has no tokenizer and none is given: training a byte-level BPE of 300 tokens on its training "
+        f"split, written to {out}/tokenizer.json (`ltsgen tokenizer --data {data}` attaches one to the data "
+        "for every run)"
+    )
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     for name in FILES[5:]:
@@ -195,3 +200,25 @@ def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsy
     assert len(err.splitlines()) == 1 and "validation: 2 of 2 documents reach 64 tokens" in err
     assert "needs at least 4 (of --eval-sequences 8)" in err
     assert not (out / "runs").exists()
+
+
+def test_an_option_no_compared_encoding_has_names_the_closest(data, tmp_path, capsys):
+    args = [
+        "compare",
+        "--data",
+        str(data),
+        "--encodings",
+        "FIRE,alibi",
+        "--out",
+        str(tmp_path / "cmp"),
+        *TINY,
+    ]
+    assert ltsgen([*args, "--encoding-option", "treshold=64"]) == 2
+    assert capsys.readouterr().err == (
+        "ltsgen compare: error: --encoding-option treshold: no compared encoding has such an option (did you "
+        "mean 'threshold'?); they take c, mlp_layers, mlp_width, share_across_layers, threshold\n"
+    )
+    assert ltsgen(["compare", "--data", str(data), "--encodings", "alibi", "--encoding-option", "x=1",
+                   "--out", str(tmp_path / "cmp"), *TINY]) == 2  # fmt: skip
+    assert capsys.readouterr().err.endswith("no compared encoding has such an option; they take no options\n")
+    assert not (tmp_path / "cmp").exists()

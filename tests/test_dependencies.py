@@ -82,7 +82,7 @@ def _imports(tree: ast.AST):
 
 def test_core_is_what_the_code_imports_and_extras_go_through_require(project, extra_modules):
     core = {IMPORT_NAMES[_requirement_name(r)] for r in project["dependencies"]}
-    assert core == {"torch", "numpy", "pyarrow", "zstandard", "fsspec", "tokenizers", "tqdm"}
+    assert core == {"torch", "numpy", "pyarrow", "zstandard", "fsspec", "tokenizers", "tqdm", "yaml"}
     allowed = core | set(sys.stdlib_module_names) | {"ltsgen"}
     outside, requires = [], []
     for path in _modules():
@@ -95,7 +95,7 @@ def test_core_is_what_the_code_imports_and_extras_go_through_require(project, ex
                     module, extra = (arg.value for arg in call.args[:2])
                     requires.append((f"{where}:{call.lineno}", module.split(".")[0], extra))
     assert outside == [], "import these through ltsgen.errors.require"
-    assert {module for _, module, _ in requires} >= {"matplotlib", "yaml", "datasets", "openai"}
+    assert {module for _, module, _ in requires} >= {"matplotlib", "datasets", "openai"}
     from ltsgen.loaders.storage import OPTIONAL_SCHEMES
 
     requires += [(f"storage {scheme}://", *pair) for scheme, pair in OPTIONAL_SCHEMES.items()]
@@ -103,7 +103,7 @@ def test_core_is_what_the_code_imports_and_extras_go_through_require(project, ex
     assert wrong == [], "require() names an extra that does not install the module"
 
 
-BLOCKED = ("matplotlib", "yaml", "datasets", "openai", "s3fs", "gcsfs", "huggingface_hub", "ray",
+BLOCKED = ("matplotlib", "datasets", "openai", "s3fs", "gcsfs", "huggingface_hub", "ray",
            "webdataset", "transformers", "scipy", "pandas", "moto", "hypothesis", "torchdata")  # fmt: skip
 
 CORE_ONLY = r"""
@@ -125,10 +125,12 @@ from ltsgen.loaders import StreamingDataset
 work = pathlib.Path(sys.argv[2])
 report = {}
 
-def run(*argv):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+def run(*argv, said=None):
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         status = main(list(argv))
+    if said is not None:
+        said.extend(out.getvalue().splitlines())
     return status, err.getvalue()
 
 lts = str(work / "lts")
@@ -137,7 +139,9 @@ report["stories"] = run("stories", "--out", lts, "--num-stories", "16", "--max-w
 report["attach"] = run("tokenizer", "--data", lts, "--vocab-size", "300", "--no-progress")
 dataset = StreamingDataset(lts, seq_len=32, batch_size=4)
 report["batches"] = [list(batch["input_ids"].shape) for batch in dataset.loader(num_workers=2)][:2]
-report["card"] = run("stories", "--out", str(work / "carded"), "--num-stories", "4", "--no-progress")
+report["card_said"] = []
+report["card"] = run("stories", "--out", str(work / "carded"), "--num-stories", "4", "--no-progress",
+                     said=report["card_said"])
 report["hf"] = run("buckets", "--source", "hf", "--input", str(work), "--out", str(work / "b"),
                    "--tokenizer", lts, "--no-card", "--no-progress")
 report["openai"] = run("stories", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:9",
@@ -161,7 +165,6 @@ def test_core_alone_runs_the_loaders_and_names_each_missing_extra(tmp_path):
     assert report["batches"] == [[4, 33], [4, 33]]
     missing = "need {}, which is not installed: pip install 'ltsgen[{}]'\n"
     expected = {
-        "card": ("stories", "data cards (or --no-card) " + missing.format("matplotlib", "build")),
         "hf": (
             "buckets",
             "Hugging Face dataset inputs (--source hf) " + missing.format("datasets", "corpora"),
@@ -171,5 +174,13 @@ def test_core_alone_runs_the_loaders_and_names_each_missing_extra(tmp_path):
     }
     for job, (command, message) in expected.items():
         assert report[job] == [2, f"ltsgen {command}: error: {message}"], job
-    assert not (tmp_path / "carded" / "manifest.json").exists() and not (tmp_path / "cmp").exists()
+    assert not (tmp_path / "cmp").exists()
+    # the README's first command: the card is written without histograms, and the build says so in one line
+    assert report["card"] == [0, ""] and len(report["card_said"]) == 2
+    assert report["card_said"][1] == (
+        "  note: the card has no length histograms: matplotlib is not installed (pip install 'ltsgen[build]')"
+    )
+    card = (tmp_path / "carded" / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\nlicense: apache-2.0\n") and ".png" not in card
+    assert sorted(path.name for path in (tmp_path / "carded").glob("*.png")) == []
     assert report["imported"] == []

@@ -33,7 +33,7 @@ def test_names_and_interface():
 def test_build_rejects_unknown_names_and_options():
     with pytest.raises(ValueError, match="unknown encoding 'xpos'"):
         build("xpos", 4, 16)
-    with pytest.raises(ValueError, match="encoding 'rope' has no option factor"):
+    with pytest.raises(ValueError, match="encoding 'rope' has no option 'factor'"):
         build("rope", 4, 16, factor=2.0)
     with pytest.raises(ValueError, match="even head_dim"):
         build("rope", 4, 15)

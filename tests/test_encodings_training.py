@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ltsgen.encodings import EncodingError, build, fire_normalized_distance, t5_relative_position_bucket
+from ltsgen.encodings import (
+    EncodingError,
+    build,
+    canonical_name,
+    fire_normalized_distance,
+    t5_relative_position_bucket,
+)
 from ltsgen.encodings import training_options as resolve
 from ltsgen.errors import LtsgenError
 
@@ -43,13 +49,32 @@ def test_options_resolve_defaults_and_typed_overrides_in_one_line_errors():
     assert resolve("fire", 64, {"share_across_layers": "true"})["share_across_layers"] is True
     assert resolve("alibi", 64) == {}
     for overrides, message in (
-        ({"width": "3"}, "encoding 'fire' has no option 'width'; it takes c, mlp_layers"),
+        (
+            {"width": "3"},
+            "encoding 'fire' has no option 'width' \\(did you mean 'mlp_width'\\?\\); it takes c, ",
+        ),
+        ({"treshold": "3"}, "no option 'treshold' \\(did you mean 'threshold'\\?\\); it takes c, "),
         ({"mlp_width": "2.5"}, "fire option mlp_width=2.5: expected a value like 32"),
         ({"share_across_layers": "3"}, "fire option share_across_layers=3: expected a value like False"),
     ):
         with pytest.raises(EncodingError, match=message) as raised:
             resolve("fire", 64, overrides)
         assert isinstance(raised.value, LtsgenError) and "\n" not in str(raised.value)
+
+
+def test_encoding_names_ignore_case_and_a_wrong_one_names_the_closest():
+    assert [canonical_name(name) for name in ("RoPE", "rope-pi", " YaRN ", "Kerple_Log")] == [
+        "rope", "rope_pi", "yarn", "kerple_log",
+    ]  # fmt: skip
+    assert build("ALiBi", 2, 8).slopes.shape == (2,)
+    for name, hint in (("xpos", ""), ("kerple", " (did you mean 'kerple_log', 'kerple_power' or 'rope'?)")):
+        with pytest.raises(EncodingError) as raised:
+            canonical_name(name)
+        assert str(raised.value).startswith(f"unknown encoding {name!r}{hint}; choose one of nope, rope, ")
+    with pytest.raises(
+        EncodingError, match="^encoding 'alibi' has no option 'treshold'; it takes no options$"
+    ):
+        resolve("alibi", 64, {"treshold": "64"})
 
 
 def test_rope_pi_and_yarn_rescale_themselves_zero_shot():

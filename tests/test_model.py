@@ -34,7 +34,7 @@ def test_config_rejects_bad_values_with_one_line_messages():
         ModelConfig(vocab_size=10, d_model=30)
     with pytest.raises(ValueError, match="vocab_size must be a positive integer"):
         ModelConfig(vocab_size=0)
-    with pytest.raises(ValueError, match="has no option threshold"):
+    with pytest.raises(ValueError, match="has no option 'threshold'"):
         TransformerLM(ModelConfig(vocab_size=10, encoding="alibi", threshold=3))
 
 

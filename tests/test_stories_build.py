@@ -181,6 +181,11 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path):
         (["--num-stories", "5", "--splits", "train=0.9,test=0.2"], "--splits: fractions sum to 1.1"),
         (["--num-stories", "5", "--splits", "train"], "'train' is not name=fraction"),
         (
+            ["--num-stories", "5", "--splits", "train=0.9,valid=0.1"],
+            "--splits: unknown split 'valid'; did you mean 'validation'? training and evaluation read "
+            "train, validation, test",
+        ),
+        (
             ["--num-stories", "5", "--min-words", "20", "--max-words", "30"],
             "--min-words 20 is below the 100 words the built-in engine writes at the least",
         ),

@@ -255,9 +255,18 @@ def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, c
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "manifest.json" in err and "Traceback" not in err
     assert not run.exists()  # the failed run removed the folder it made
-    with pytest.raises(SystemExit) as refused:  # argparse's own one-line refusal (after the usage)
-        ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding", "xpos"])
-    assert refused.value.code == 2 and "invalid choice: 'xpos'" in capsys.readouterr().err
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding", "RoPe-PIE"]) == 2
+    err = capsys.readouterr().err.strip()  # no usage: one line, with the closest names
+    assert err.splitlines() == [
+        "ltsgen train: error: unknown encoding 'RoPe-PIE' (did you mean 'rope_pi', 'rope' or 'kerple_power'?); "
+        "choose one of "
+        "nope, rope, rope_pi, yarn, alibi, kerple_log, kerple_power, t5, sandwich, fire, ape"
+    ]
+    assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding", "ALiBi",
+                   "--encoding-option", "treshold=64"]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        "ltsgen train: error: encoding 'alibi' has no option 'treshold'; it takes no options\n"
+    )
     assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--d-model", "30"]) == 2
     assert "--d-model 30" in capsys.readouterr().err
     assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--device", "cuda"]) == 2

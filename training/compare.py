@@ -14,19 +14,19 @@ an interrupted training from its checkpoint. A run whose loss stops being finite
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ltsgen.encodings import options as encoding_options
 from ltsgen.errors import require
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
+from ltsgen.training.progress import GridProgress
 from ltsgen.training.report import PLOTS, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
@@ -55,17 +55,14 @@ class CompareError(TrainingError):
 
 
 def resolve_encodings(spec: str) -> list[str]:
-    """``all`` or a comma-separated list of names from ``ltsgen.encodings.NAMES``."""
-    from ltsgen.encodings import NAMES
+    """``all`` or a comma-separated list of names from ``ltsgen.encodings.NAMES``, in any case."""
+    from ltsgen.encodings import NAMES, canonical_name
 
-    if spec.strip() == "all":
+    if spec.strip().lower() == "all":
         return list(NAMES)
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in NAMES]
-    if unknown or not names:
-        raise CompareError(
-            f"unknown encoding(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(NAMES)}"
-        )
+    names = [canonical_name(name) for name in spec.split(",") if name.strip()]
+    if not names:
+        raise CompareError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
     return list(dict.fromkeys(names))
 
 
@@ -252,9 +249,11 @@ def compare(
             beyond the training length (0: zero-shot only).
         workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
             in this process, or with ``workers`` > 1 that many at once in worker processes, each with an
-            equal share of the CPU threads (progress bars off). Every run is the same wherever it runs.
+            equal share of the CPU threads. Every run is the same wherever it runs.
         train_tokenizer: trains the shared tokenizer when the data has none and none is given.
-        progress, log: progress bars, and where the per-run lines go.
+        progress, log: a bar over the steps of the whole grid (each run's steps and an ETA, read from the
+            runs' metrics.jsonl wherever they train) and, in this process, each run's own bar; where the
+            per-run lines go.
     """
     require("matplotlib", "train", PLOTS)  # missing: say so before training, not after
     out = Path(base.out)
@@ -304,9 +303,11 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
                   window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
     specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
-    results = list(_dispatch(run_map, specs, progress and not in_process, log))
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
-    results += _dispatch(run_map, finetunes, progress and not in_process, log)
+    runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]
+    with GridProgress(runs, enabled=progress, log=log) as grid:
+        results = list(_dispatch(run_map, specs, grid))
+        results += _dispatch(run_map, finetunes, grid)
 
     by_tag = {result["tag"]: result for result in results}
     runs = [
@@ -392,18 +393,21 @@ def _options_of(encoding: str, base: TrainConfig) -> tuple[tuple[str, Any], ...]
 def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
     unused = [key for key in given if not any(key in encoding_options(e) for e in encodings)]
     if unused:
-        raise CompareError(f"--encoding-option {', '.join(unused)}: no compared encoding has such an option")
+        known = sorted({key for encoding in encodings for key in encoding_options(encoding)})
+        close = difflib.get_close_matches(unused[0], known, n=1, cutoff=0.6)
+        raise CompareError(
+            f"--encoding-option {', '.join(unused)}: no compared encoding has such an option"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; they take {', '.join(known) if known else 'no options'}"
+        )
 
 
-def _dispatch(run_map: RunMap, specs: list[RunSpec], bar: bool, log) -> Iterator[dict[str, Any]]:
-    if not specs:
-        return
-    with tqdm(total=len(specs), desc="compare", unit="run", disable=not bar) as progress:
-        for result in run_map(run_job, specs):
-            for line in result["lines"]:
-                progress.write(line) if bar else log(line)
-            progress.update(1)
-            yield result
+def _dispatch(run_map: RunMap, specs: list[RunSpec], grid: GridProgress) -> Iterator[dict[str, Any]]:
+    for result in run_map(run_job, specs):
+        for line in result["lines"]:
+            grid.write(line)
+        grid.refresh()
+        yield result
 
 
 def _check_settings(path: Path, settings: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from ltsgen.encodings import NAMES, training_options
+from ltsgen.encodings import NAMES, canonical_name, training_options
 from ltsgen.loaders.contract import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -93,7 +93,7 @@ class TrainConfig:
     data: str = field(metadata={"cli": {"help": "dataset directory built by ltsgen (a path or URL)",
                                         "metavar": "DIR", "required": True}})  # fmt: skip
     out: str = field(metadata={})  # the run folder: each command names it itself
-    encoding: str = _option("rope", "position encoding", choices=NAMES)
+    encoding: str = _option("rope", f"position encoding, in any case: {', '.join(NAMES)}", metavar="NAME")
     encoding_options: dict[str, Any] = _option(
         dict, "set an option of the encoding (repeatable), e.g. threshold=128 or max_distance=256; every "
         "option and its default is in ltsgen.encodings.options(NAME), and config.json records them all",
@@ -160,8 +160,7 @@ class TrainConfig:
                 raise TrainError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise TrainError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
-        if self.encoding not in NAMES:
-            raise TrainError(f"unknown encoding {self.encoding!r}; choose one of {', '.join(NAMES)}")
+        self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones
         self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
 
     def encoding_options_resolved(self) -> dict[str, Any]:

@@ -41,7 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ltsgen.build import output_state
-    from ltsgen.card import CARD_FILES, card_conflict, copy_card, refuse_copy_over, write_card
+    from ltsgen.card import (
+        CARD_FILES,
+        PLOTS_MISSING,
+        can_plot,
+        card_conflict,
+        copy_card,
+        refuse_copy_over,
+        write_card,
+    )
     from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage
 
@@ -66,4 +74,6 @@ def run(args: argparse.Namespace) -> int:
     if replaced:
         print(f"{replaced}: replaced by the new card, its content is lost")
     print(f"wrote {path}" + (f" and {args.out}" if args.out else ""))
+    if not can_plot():
+        print(f"note: {PLOTS_MISSING}")
     return 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
-from ltsgen.commands.train import add_config_arguments, number, training_config
+from ltsgen.commands.train import add_config_arguments, announced, number, training_config
 
 if TYPE_CHECKING:
     from ltsgen.engines import RayEngine
@@ -114,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
             training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
             parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
             eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
-            window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps, workers=args.workers or 1, train_tokenizer=train_tokenizer,
+            window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps,
+            workers=args.workers or 1,
+            train_tokenizer=announced(train_tokenizer, args.data, f"{args.out}/tokenizer.json"),
             progress=not args.no_progress,
             run_map=_threaded_map(engine, args.cpus_per_run) if engine is not None else None,
         )  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -127,14 +128,30 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import train
 
+    trainer = announced(train_tokenizer, args.data, os.path.join(args.out, "tokenizer.json"))
     with storage_defaults(args, args.data):
         summary = train(
             training_config(args), resume=args.resume, stop_after=args.stop_after,
-            progress=not args.no_progress, train_tokenizer=train_tokenizer,
+            progress=not args.no_progress, train_tokenizer=trainer,
         )  # fmt: skip
     if int(os.environ.get("RANK", "0")) == 0:
         print(describe(summary, args.out))
     return 0
+
+
+def announced(train_tokenizer: Callable, data: str, where: str) -> Callable:
+    """``train_tokenizer``, saying in one line, before it trains, that it does and where the result goes."""
+
+    def train_announced(texts, vocab_size: int):
+        print(
+            f"{data} has no tokenizer and none is given: training a byte-level BPE of {vocab_size:,} tokens on "
+            f"its training split, written to {where} (`ltsgen tokenizer --data {data}` attaches one to the "
+            "data for every run)",
+            flush=True,
+        )
+        return train_tokenizer(texts, vocab_size)
+
+    return train_announced
 
 
 def describe(summary: dict[str, Any], run_dir: str) -> str:

@@ -42,7 +42,6 @@ from ltsgen.build import (
     record_outputs,
     remove_build,
 )
-from ltsgen.card import require_card_dependencies
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
 from ltsgen.corpora.inputs import input_size
@@ -206,8 +205,6 @@ def build_buckets(
         workers: with no ``engine``: 1 runs everything in this process, more in a local process pool.
         overwrite, progress, card: as for ``ltsgen.build.run_build``.
     """
-    if card:
-        require_card_dependencies()  # before tokenizing the corpus, not after
     if engine is None:
         with make_engine("local", workers) as own:
             return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)

@@ -1,0 +1,103 @@
+"""What a dataset directory holds, read from its manifest and shards: ``dataset_info(DIR)``.
+
+Per split: records, tokens (when the shards are tokenized), shards, bytes, buckets, the percentiles of the
+record lengths (words, and tokens when stored) and the first record, its text cut short. With ``verify``
+every shard's bytes are hashed against the manifest's sha256.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ltsgen.card import ordered_splits
+from ltsgen.loaders.contract import Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.formats import decode_shard
+from ltsgen.loaders.storage import Storage, as_storage
+
+PERCENTILES = (10, 50, 90, 99)
+FIRST_RECORD_CHARS = 200
+
+
+def dataset_info(directory: str | Path | Storage, *, verify: bool = False) -> dict[str, Any]:
+    """Everything ``ltsgen info`` shows, as a JSON-safe dict.
+
+    Args:
+        directory: a dataset directory (a path, URL or ``Storage``).
+        verify: hash every shard and compare with the manifest (``mismatched`` lists those that differ;
+            their lengths are not read).
+
+    Returns:
+        ``{"location", "source", "format", "builder", "tokenizer", "splits": {split: {...}}}``, and with
+        ``verify`` also ``"verified"`` (shards hashed) and ``"mismatched"`` (their paths).
+    """
+    store = as_storage(directory)
+    manifest = read_manifest(store)
+    builder = manifest.builder
+    info: dict[str, Any] = {
+        "location": store.location(),
+        "source": manifest.source,
+        "format": manifest.format,
+        "builder": f"{builder.get('name', '?')} {builder.get('version', '')}".strip(),
+        "tokenizer": manifest.tokenizer,
+    }
+    mismatched: set[str] = set()
+    if verify:
+        shards = [shard for _, split_shards in ordered_splits(manifest) for shard in split_shards]
+        mismatched = {shard.path for shard in shards if store.sha256(shard.path) != shard.sha256}
+        info["verified"] = len(shards)
+        info["mismatched"] = [shard.path for shard in shards if shard.path in mismatched]
+    info["splits"] = {
+        split: _split(store, manifest, shards, mismatched) for split, shards in ordered_splits(manifest)
+    }
+    return info
+
+
+def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: set[str]) -> dict[str, Any]:
+    tokenized = bool(shards) and all(shard.tokens is not None for shard in shards)
+    columns = ["num_words"] + (["num_tokens"] if tokenized else [])
+    lengths: dict[str, list[int]] = {column: [] for column in columns}
+    first = None
+    for shard in (shard for shard in shards if shard.path not in skip):
+        wanted = columns + (["id", "text"] if first is None else [])
+        decoded = decode_shard(
+            store.read_bytes(shard.path), manifest.format, store.location(shard.path), wanted
+        )
+        for column in columns:
+            lengths[column] += decoded.fields[column]
+        if first is None and decoded.num_rows:
+            text = decoded.fields["text"][0]
+            cut = (
+                text[:FIRST_RECORD_CHARS].rsplit(" ", 1)[0] + " ..."
+                if len(text) > FIRST_RECORD_CHARS
+                else text
+            )
+            first = {"id": decoded.fields["id"][0], "text": cut, "chars": len(text)}
+    return {
+        "records": sum(shard.samples for shard in shards),
+        "tokens": sum(shard.tokens for shard in shards) if tokenized else None,
+        "words": sum(shard.words for shard in shards),
+        "shards": len(shards),
+        "bytes": sum(shard.bytes for shard in shards),
+        "buckets": sorted({shard.bucket for shard in shards if shard.bucket}, key=_bucket_order),
+        "words_per_record": _percentiles(lengths["num_words"]),
+        "tokens_per_record": _percentiles(lengths["num_tokens"]) if tokenized else None,
+        "first_record": first,
+    }
+
+
+def _percentiles(values: list[int]) -> dict[str, int] | None:
+    if not values:
+        return None
+    found = np.percentile(np.asarray(values), PERCENTILES, method="lower")
+    return {
+        "min": int(min(values)),
+        **{f"p{p}": int(v) for p, v in zip(PERCENTILES, found, strict=True)},
+        "max": int(max(values)),
+    }
+
+
+def _bucket_order(bucket: str) -> tuple[int, str]:
+    return (int(bucket), "") if bucket.isdigit() else (1 << 62, bucket)

@@ -1,0 +1,68 @@
+"""`ltsgen info DIR`: per split records, tokens, shards, bytes, length percentiles and the first record, from
+the manifest and shards; --verify hashes every shard; --json says the same as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from loader_fixtures import make_dataset
+
+from ltsgen.cli import main as ltsgen
+from ltsgen.info import dataset_info
+from ltsgen.loaders.contract import read_manifest
+
+
+def test_info_counts_every_split_from_the_shards(tmp_path, capsys):
+    lengths = [3 + (7 * i) % 40 for i in range(10)]
+    data = make_dataset(tmp_path / "d", [4, 6], lengths=lengths, buckets=["64", "128"])
+    info = dataset_info(data)
+    train = info["splits"]["train"]
+    manifest = read_manifest(data)
+    assert train["records"] == 10 and train["tokens"] == sum(lengths) and train["shards"] == 2
+    assert train["bytes"] == sum(shard.bytes for shard in manifest.splits["train"])
+    assert train["buckets"] == ["64", "128"]  # in length order, not as text
+    expected = np.percentile(lengths, [10, 50, 90, 99], method="lower").tolist()
+    assert train["tokens_per_record"] == {
+        "min": min(lengths), **dict(zip(["p10", "p50", "p90", "p99"], expected, strict=True)), "max": max(lengths),
+    }  # fmt: skip
+    assert train["words_per_record"]["max"] == 2  # "document <i>"
+    assert train["first_record"] == {"id": "doc-000000", "text": "document 0", "chars": 10}
+    assert info["tokenizer"]["vocab_size"] == 60000 and "verified" not in info
+
+    assert ltsgen(["info", str(data)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert (
+        lines[2]
+        == f"train: 10 records, 20 words, {sum(lengths)} tokens, 2 shards, {train['bytes'] / 1000:.1f} KB"
+    )
+    assert lines[3] == "  buckets: 64, 128"
+    assert lines[-1] == "  first record doc-000000 (10 characters): 'document 0'"
+    assert ltsgen(["info", str(data), "--json", "--verify"]) == 0
+    assert json.loads(capsys.readouterr().out) == {**info, "verified": 2, "mismatched": []}
+
+
+def test_verify_names_a_changed_shard_in_one_line(tmp_path, capsys):
+    data = make_dataset(tmp_path / "d", [3, 3, 3], tokenized=False)
+    shard = read_manifest(data).splits["train"][1].path
+    raw = bytearray((data / shard).read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (data / shard).write_bytes(bytes(raw))
+    assert ltsgen(["info", str(data)]) == 2  # no --verify: the shard fails to decode, in one line
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        f"ltsgen info: error: {data / shard}: corrupt parquet shard"
+    )
+    assert ltsgen(["info", str(data), "--verify"]) == 2  # its lengths are left out, the others shown
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1] == "verified 3 shards: 1 differ"
+    assert "words per record: min 2, p10 2," in captured.out and "tokens" not in captured.out
+    assert captured.err == (
+        f"ltsgen info: error: 1 of 3 shards differ from their sha256 in {data}/manifest.json: {shard}\n"
+    )
+
+
+def test_a_folder_without_manifest_is_one_line(tmp_path, capsys):
+    assert ltsgen(["info", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "manifest.json" in err

@@ -1,0 +1,129 @@
+"""Every recipe of docs/recipes.md runs: its python block, with the constants at its top made small, in a
+fresh process beside a small story dataset with an attached tokenizer (the torchrun loop on two real gloo
+ranks; the Hub recipe uploads to the repository's local Hub-compatible server and reads the dataset back
+through ``hf://``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ltsgen.cli import main as ltsgen
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = "SEQ_LEN, BATCH, STEPS = 32, 2, 3"
+
+
+def recipes() -> dict[str, str]:
+    """heading -> its python block, as docs/recipes.md shows them."""
+    text = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
+    found = {}
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        blocks = re.findall(r"^```python\n(.*?)^```", section, flags=re.M | re.S)
+        if blocks:
+            found[section.splitlines()[0]] = blocks[0]
+    return found
+
+
+def small(code: str) -> str:
+    assert code.count("SEQ_LEN, BATCH, STEPS = ") == 1
+    return re.sub(r"^SEQ_LEN, BATCH, STEPS = .*$", SMALL, code, flags=re.M)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("recipes")
+    lts = str(work / "lts")
+    assert (
+        ltsgen(["stories", "--out", lts, "--num-stories", "12", "--max-words", "600", "--no-progress"]) == 0
+    )
+    assert ltsgen(["tokenizer", "--data", lts, "--vocab-size", "300", "--no-progress"]) == 0
+    return work
+
+
+def _run(command: list[str], cwd: Path) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_the_document_holds_the_four_recipes():
+    assert list(recipes()) == [
+        "Hugging Face `Trainer`", "A plain training loop under `torchrun`", "A mixture of datasets",
+        "Publishing a dataset folder to the Hub",
+    ]  # fmt: skip
+
+
+def test_the_trainer_recipe_trains_on_packed_blocks(work):
+    pytest.importorskip("accelerate")
+    (work / "hf.py").write_text(small(recipes()["Hugging Face `Trainer`"]), encoding="utf-8")
+    out = _run([sys.executable, "hf.py"], work)
+    assert re.search(r"^trained 3 steps, loss \d+\.\d{3}$", out, flags=re.M), out
+
+
+def test_the_torchrun_loop_runs_on_two_ranks(work):
+    (work / "train_loop.py").write_text(
+        small(recipes()["A plain training loop under `torchrun`"]), encoding="utf-8"
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    out = _run([*torchrun, "train_loop.py"], work)
+    # rank 0 alone prints; two ranks of 3 batches of 2 sequences each: 12 sequences in all
+    assert re.findall(r"^step 3: loss \d+\.\d{3}, (\d+) sequences read in all$", out, flags=re.M) == ["12"]
+
+
+def test_the_mixture_recipe_mixes_two_story_sets(work):
+    if importlib.util.find_spec("ltsgen.loaders.mixture") is None:
+        pytest.skip("this checkout's loaders take one dataset (no ltsgen.loaders.mixture)")
+    from ltsgen.attach import attach_tokenizer
+    from ltsgen.training.data import read_tokenizer
+
+    long = str(work / "lts-long")
+    args = ["--num-stories", "4", "--min-words", "800", "--max-words", "1200", "--seed", "1", "--no-progress"]
+    assert ltsgen(["stories", "--out", long, *args]) == 0
+    attach_tokenizer(long, read_tokenizer(work / "lts" / "tokenizer.json"))
+    (work / "mix.py").write_text(small(recipes()["A mixture of datasets"]), encoding="utf-8")
+    assert _run([sys.executable, "mix.py"], work).splitlines()[-1] == "3 mixed batches"
+
+
+def test_the_hub_recipe_uploads_the_dataset_and_the_hub_serves_it_as_on_disk(work, tmp_path):
+    pytest.importorskip("huggingface_hub")
+    from hub_server import HubServer
+
+    from ltsgen.loaders import StreamingDataset
+
+    server = HubServer.start({}, upload_root=tmp_path / "hub")
+    try:
+        env = {**os.environ, **server.env, "HF_TOKEN": "hf_test", "OMP_NUM_THREADS": "1"}
+        code = recipes()["Publishing a dataset folder to the Hub"]
+        upload = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                timeout=300, cwd=work)  # fmt: skip
+        assert upload.returncode == 0, upload.stderr[-3000:]
+        files = sorted(str(p.relative_to(work / "lts")) for p in (work / "lts").rglob("*") if p.is_file())
+        published = tmp_path / "hub" / "your-name" / "lts"
+        uploaded = sorted(str(p.relative_to(published)) for p in published.rglob("*") if p.is_file())
+        assert [name for name in files if name.startswith(".ltsgen/")] != []  # the build's state is there ...
+        assert uploaded == [name for name in files if not name.startswith(".ltsgen/")]  # ... and left out
+        assert all((published / name).read_bytes() == (work / "lts" / name).read_bytes() for name in uploaded)
+        read = (
+            "import json, sys\n"
+            "from ltsgen.loaders import StreamingDataset\n"
+            "dataset = StreamingDataset(sys.argv[1], seq_len=32, batch_size=2, seed=0)\n"
+            "print(json.dumps([batch['input_ids'].tolist() for batch in dataset.loader()]))\n"
+        )
+        remote = subprocess.run([sys.executable, "-c", read, "hf://datasets/your-name/lts"], env=env,
+                                capture_output=True, text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+    finally:
+        server.stop()
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    local = StreamingDataset(str(work / "lts"), seq_len=32, batch_size=2, seed=0)
+    local_batches = [batch["input_ids"].tolist() for batch in local.loader()]
+    assert local_batches and np.array_equal(np.array(json.loads(remote.stdout)), np.array(local_batches))
