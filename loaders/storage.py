@@ -442,12 +442,15 @@ class Storage:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise LockHeld(f"{self.location(relpath)}: held by {_holder(path)}") from None
-                # the holder, for the message of the process it refuses (a killed holder's flock is gone,
-                # so what it wrote names nobody once the next process takes the lock and writes its own)
+                # the holder, for the message of the process it refuses, while it holds the lock (a killed
+                # holder's flock is gone, and the next process writes its own); empty again once released
                 handle.truncate(0)
                 handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
                 handle.flush()
-                yield
+                try:
+                    yield
+                finally:
+                    handle.truncate(0)
             return
         lease = _Lease(self, relpath)
         lease.acquire()
