@@ -26,11 +26,18 @@ COMMAND_MODULES: list[str] = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line, like every other ltsgen error (no usage block)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
     """The ``ltsgen`` parser. Only the subcommands in ``commands`` (all when None) get their options, the
     others just their summary line: building one command's options may import what only it needs (the
     training commands import torch), which the other commands should not pay for."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ltsgen",
         description="Long-context research data, streaming loaders and position-encoding experiments.",
     )

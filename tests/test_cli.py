@@ -65,3 +65,14 @@ def test_commands_that_do_not_train_do_not_import_torch(argv):
     )
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_misspelt_option_is_one_line_naming_help(command, capsys):
+    from ltsgen.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main([command, "--no-such-option"])
+    assert refused.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"ltsgen {command}: error: ") and line.endswith(f"(see ltsgen {command} --help)")

@@ -46,10 +46,11 @@ def tokenized(tmp_path_factory) -> Path:
 
 
 def last_error(capsys) -> str:
-    """The last stderr line (argparse prints its usage first)."""
+    """The one stderr line of an option refused while parsing."""
     err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return err.strip().splitlines()[-1]
+    assert "Traceback" not in err and "usage:" not in err, err
+    (line,) = err.strip().splitlines()
+    return line
 
 
 def one_line(capsys, command: str) -> str:
@@ -102,8 +103,11 @@ def test_an_out_of_range_number_is_refused_while_parsing(command, option, value,
         main([command, *required, f"{option}={value}"])
     assert refused.value.code == 2
     said = f"ltsgen {command}: error: argument {option}: "
-    assert last_error(capsys) == said + (
-        problem if problem.startswith("expected") else f"{problem} (got {value})"
+    assert (
+        last_error(capsys)
+        == said
+        + (problem if problem.startswith("expected") else f"{problem} (got {value})")
+        + f" (see ltsgen {command} --help)"
     )
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
 
