@@ -65,7 +65,10 @@ def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # the first word that is not an option names the command (`ltsgen` itself has only --help, --version)
     parser = build_parser(commands=[word for word in argv if not word.startswith("-")][:1])
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser, so that the line names the command and its --help
+        commands = next(action for action in parser._actions if action.dest == "command").choices
+        commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
