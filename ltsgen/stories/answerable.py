@@ -63,7 +63,10 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bo
                 found = postings.get(word, [])
                 for offset, value in found[: bisect_left(found, (span[0], ""))]:
                     hits.setdefault((value, offset), []).append(word)
-            holders = {word: {value for (value, _), words in hits.items() if word in words} for word in cue}
+            holders: dict[str, set[str]] = {word: set() for word in cue}  # the values whose evidence holds it
+            for (value, _), words in hits.items():
+                for word in words:
+                    holders[word].add(value)
             scores: dict[str, float] = {}
             for (value, _), words in hits.items():
                 score = sum(1 / len(holders[word]) for word in words)
