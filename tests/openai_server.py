@@ -64,12 +64,14 @@ def scripted_text(key: str, words: int) -> str:
     return "\n\n".join(out)
 
 
-EXACT_WORDS = re.compile(r"Write these words exactly as they are: ([^\n]+)\.\n")
-FAILURES = ("omit", "hard words", "refuse")
+EXACT_WORDS = re.compile(r"Write these words exactly as they are: ([^\n]+) \([^\n]*\)\.\n")
+FAILURES = ("omit", "hard words", "refuse")  # and "uncued" (the values without their keys), when asked
 HARD_WORDS = "Meanwhile the magnificent extraordinary philosophical conversation continued indefinitely."
 
 
-def scripted_answer(body: dict[str, Any], key: str, fail_share: float = 0.0) -> str:
+def scripted_answer(
+    body: dict[str, Any], key: str, fail_share: float = 0.0, failures: tuple[str, ...] = FAILURES
+) -> str:
     """What the scripted model says to a recipe prompt."""
     prompt = body["messages"][-1]["content"]
     if "CHARACTERS:" in prompt:
@@ -81,7 +83,7 @@ def scripted_answer(body: dict[str, Any], key: str, fail_share: float = 0.0) -> 
         return scripted_text(key, 30)
     chapter = re.search(r"chapter (\d+) of \d+", prompt)  # a chapter and its continuations fail alike
     digest = hashlib.sha256(f"fail-{body.get('seed')}-{chapter and chapter.group(1)}".encode()).digest()
-    failure = FAILURES[digest[1] % len(FAILURES)] if digest[0] / 256 < fail_share else None
+    failure = failures[digest[1] % len(failures)] if digest[0] / 256 < fail_share else None
     if failure == "refuse":
         return "I'm sorry, but I cannot write that story."
     if failure == "hard words":
@@ -91,8 +93,10 @@ def scripted_answer(body: dict[str, Any], key: str, fail_share: float = 0.0) -> 
     exact = EXACT_WORDS.search(prompt)
     if exact and failure != "omit":
         paragraphs = text.split("\n\n")
-        for number, word in enumerate(exact.group(1).split(", ")):
-            paragraphs[number % len(paragraphs)] += f" They saw {word} there."
+        for number, pair in enumerate(exact.group(1).split(", ")):
+            cue, _, word = pair.partition(" -> ")
+            said = word if failure == "uncued" else f"{cue} and {word}"
+            paragraphs[number % len(paragraphs)] += f" They saw {said} there."
         text = "\n\n".join(paragraphs)
     return text
 
@@ -108,9 +112,11 @@ class ScriptedOpenAIServer:
         slow_seconds: float = 2.0,
         retry_after: float = 0.1,
         fail_share: float = 0.0,
+        failures: tuple[str, ...] = FAILURES,
     ) -> None:
         self.api_key = api_key
         self.fail_share = fail_share
+        self.failures = failures
         self.model = model
         self.latency = latency
         self.slow_seconds = slow_seconds
@@ -202,7 +208,7 @@ class ScriptedOpenAIServer:
         if fault == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{'
         time.sleep(self.latency)
-        text = scripted_answer(body, key, self.fail_share)
+        text = scripted_answer(body, key, self.fail_share, self.failures)
         finish = "stop"
         limit = 5 if fault == "length" else body.get("max_tokens") or body.get("max_completion_tokens")
         words = list(re.finditer(r"\S+", text))

@@ -74,12 +74,18 @@ def check_planted_facts(record: dict, seed) -> int:
 
     text = record["text"]
     chapters = text.split("\n\n")  # the scripted model writes one paragraph per 40 words: find by offset
-    facts = {fact["name"]: fact for fact in record["meta"]["facts"]}
-    assert set(facts) == {fact.name for fact in seed.facts if fact.plant <= len(record["meta"]["chapters"])}
+    facts = {fact["value"]: fact for fact in record["meta"]["facts"]}
+    asked = {fact.value: fact for fact in seed.facts if fact.plant <= len(record["meta"]["chapters"])}
+    assert set(facts) == set(asked)
     recalls = 0
     for fact in facts.values():
         found = occurrences(text, fact["value"])
         assert [fact["first"], *fact["uses"]] == found and fact["planted"]
+        assert fact["name"] == asked[fact["value"]].name == f"planted_{asked[fact['value']].kind}"
+        # the scripted model writes the key right before each value: every use is a cued recall
+        cue = asked[fact["value"]].cue
+        for use, (start, end) in zip(fact["uses"], fact["cues"], strict=True):
+            assert text[start:end].lower() == cue.lower() and 0 <= use - end <= 200
         for use, chars, words in zip(
             fact["uses"], fact["distance_chars"], fact["distance_words"], strict=True
         ):
@@ -127,6 +133,7 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
             "rejected": {
                 "empty": 0,
                 "length": 0,
+                "cue": 0,
                 "recall": 0,
                 "refusal": 0,
                 "repetition": 0,
@@ -186,6 +193,23 @@ def test_stories_through_faults_with_ledger_and_no_repeated_request(tmp_path, ca
             f"(engine_version openai-recipe-1 -> openai-recipe-{RECIPE_VERSION})" in capsys.readouterr().err
         )
         assert server.requests == requests
+
+
+def test_a_story_whose_recalls_lack_their_cue_is_written_again(tmp_path, capsys):
+    # the model writes some chapters' values without the keys the prompt put before them
+    with ScriptedOpenAIServer(fail_share=0.15, failures=("uncued",)) as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-attempts", "12")
+        args[args.index("--min-words") + 1] = "600"  # two chapters or more: every story plants facts
+        args[args.index("--max-words") + 1] = "1500"
+        assert main(args) == 0
+    filters = read_manifest(tmp_path / "out").extra["llm"]["filters"]
+    rejected = filters["rejected"]
+    assert filters["kept"] == 8 and rejected["cue"] >= 1 and sum(rejected.values()) == rejected["cue"]
+    assert filters["attempts"] == 8 + rejected["cue"]
+    for record in read_records(tmp_path / "out"):
+        seed = story_seed(int(record["id"][-8:]), 3, 600, 1500, 300, record["meta"]["attempt"])
+        assert record["meta"]["missed_cues"] == 0 and check_planted_facts(record, seed) >= 1
+    capsys.readouterr()
 
 
 def test_exactly_n_stories_when_answers_fail_the_filters_at_random(tmp_path, capsys):

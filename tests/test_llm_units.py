@@ -9,7 +9,7 @@ from collections import Counter
 
 from ltsgen.stories.llm.cache import ResponseCache, request_key
 from ltsgen.stories.llm.client import RateLimiter, RetryPolicy, retry_after_seconds
-from ltsgen.stories.llm.filters import Filters, missed_events, oov_share, repeated_share
+from ltsgen.stories.llm.filters import Filters, cue_span, missed_events, oov_share, repeated_share
 from ltsgen.stories.llm.ledger import Ledger, Prices, Usage, dataset_ledger
 from ltsgen.stories.llm.recipe import (
     EXACT_WORDS,
@@ -62,14 +62,19 @@ def test_attempts_and_planted_facts_of_a_story_seed():
                 and chapters[-1] <= story.chapters
             )
             assert len(fact.texts) == len(chapters) and all(fact.value in text for text in fact.texts)
+            # the key is asked for before the value, at the plant and at every recall
+            assert all(fact.cue in text.partition(fact.value)[0] for text in fact.texts)
+            assert fact.name == f"planted_{fact.kind}"
             load.update(chapters)
+        assert len({(fact.kind, fact.cue) for fact in story.facts}) == len(story.facts), "keys unique"
         assert max(load.values(), default=0) <= MAX_EVENTS_PER_CHAPTER
         for k in range(1, story.chapters + 1):
             events = story.events(k)
             prompt = chapter_messages(story, Outline((), ("",) * story.chapters), k, "", "")[1]["content"]
             assert "Characters:" not in prompt and "This chapter is about" not in prompt  # no outline answer
             if events:
-                assert EXACT_WORDS + ", ".join(fact.value for fact, _ in events) + "." in prompt
+                pairs = ", ".join(f"{fact.cue} -> {fact.value}" for fact, _ in events)
+                assert EXACT_WORDS + pairs + " (" in prompt
                 # and again in the prompt's last sentence, which a small model follows best
                 values = " and ".join(fact.value for fact, _ in events)
                 assert prompt.endswith(f" words, with the words {values}. {PLAIN_STORY}")
@@ -77,6 +82,20 @@ def test_attempts_and_planted_facts_of_a_story_seed():
                 assert EXACT_WORDS not in prompt and prompt.endswith(f" words. {PLAIN_STORY}")
         if story.facts:
             assert "These things must happen in the story:" in outline_messages(story)[1]["content"]
+
+
+def test_cue_span_finds_the_key_just_before_a_value():
+    text = "They saw the old gate and 951 there. " + "Tom ran. " * 30 + "The Old Gate said 951."
+    second = text.rindex("951")
+    assert cue_span(text, "the old gate", text.index("951"), 0) == [9, 21]
+    assert cue_span(text, "the old gate", second, text.index("951") + 3) == [
+        text.index("The Old Gate"),
+        second - 6,
+    ]
+    far = "the old gate " + "x " * 120 + "951"  # 240 characters back: too far
+    assert cue_span(far, "the old gate", far.index("951"), 0) is None
+    # the cue of a recall comes after the value's previous occurrence
+    assert cue_span("the old gate 951 and 951", "the old gate", 21, 16) is None
 
 
 def test_missed_events_of_a_planted_fact():

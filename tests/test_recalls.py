@@ -4,6 +4,7 @@ distribution that follows its parameters."""
 
 from __future__ import annotations
 
+import json
 import random
 import re
 
@@ -14,7 +15,17 @@ from ltsgen.stories.answerable import content_words, evidence, recall_answers
 from ltsgen.stories.engine import generate_story
 from ltsgen.stories.engine.banks import PLANTED_VALUES, WORLD, bank_words
 from ltsgen.stories.plan import target_words
-from ltsgen.stories.recalls import Distances, occurrences, schedule, word_index
+from ltsgen.stories.recalls import (
+    DEFAULT_DISTANCES,
+    FAR_WORDS,
+    NEAR_SHARE,
+    NEAR_WORDS,
+    Distances,
+    occurrences,
+    schedule,
+    word_index,
+)
+from ltsgen.stories.statistics import add_cued_recalls, cued_recall_table
 
 
 def planted(record: dict) -> list[dict]:
@@ -101,8 +112,8 @@ def test_the_lexical_oracle_answers_every_recall(stories):
     ]
     cued = sum(len(fact["uses"]) for record in stories for fact in planted(record))
     assert len(answers) == cued > 300
-    assert sum(right for _, right in answers) == cued  # a cue only the right plant fully holds
-    assert all(0 < chars <= 200 for chars, _ in answers)
+    assert sum(right for *_, right in answers) == cued  # a cue only the right plant fully holds
+    assert all(0 < chars <= 200 for *_, chars, _ in answers)
 
 
 def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
@@ -125,9 +136,9 @@ def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
     facts[0]["cues"] = [[first_cue, first_cue + 26], [shed, shed + 22]]
     facts[1]["uses"] = [text.index("749", text.index("Mia")), text.index("749", bare)]
     facts[1]["cues"] = [None, [bare, bare + 10]]
-    answers = [right for _, right in recall_answers(text, facts)]
+    answers = [(fact, use, right) for fact, use, _, right in recall_answers(text, facts)]
     # the gate names 951 alone; no earlier sentence names a shed; "number" alone names both values
-    assert answers == [True, False, False]
+    assert answers == [(0, 0, True), (0, 1, False), (1, 1, False)]
     assert evidence(text, text.index("749")) == "On the red door there was the number "
     assert content_words("Do you remember the number on the old gate?") == {"number", "old", "gate"}
 
@@ -175,22 +186,26 @@ def test_word_index_counts_like_split():
 def test_distances_parse_and_bounds():
     assert Distances.parse("log-uniform:100:length") == Distances("log-uniform", 100, None)
     assert str(Distances.parse("uniform:500:4000")) == "uniform:500:4000"
-    assert Distances().bounds(8000) == (100, 8000) and Distances().bounds(60) is None
+    assert Distances() == Distances.parse("mixed:10:length") == DEFAULT_DISTANCES
+    assert Distances("log-uniform", 100).bounds(8000) == (100, 8000)
+    assert Distances("log-uniform", 100).bounds(60) is None and Distances().bounds(9) is None
+    assert Distances.parse("log-uniform:3:40").bounds(100) == (3, 40)
     assert Distances("uniform", 200, 1000).bounds(5000) == (200, 1000)
-    for bad in ("log-uniform:100", "normal:1:2", "uniform:x:9", "uniform:50:10", "uniform:0:10"):
+    for bad in ("log-uniform:100", "normal:1:2", "uniform:x:9", "uniform:50:10", "uniform:0:10", "mixed:10"):
         with pytest.raises(ValueError):
             Distances.parse(bad)
 
 
 def test_schedule_fits_the_span_and_draws_stratified():
     rng = random.Random(3)
-    chains, bounds = schedule(rng, Distances(), 200, 10_200, 6.0)
+    distances = Distances("log-uniform", 100)
+    chains, bounds = schedule(rng, distances, 200, 10_200, 6.0)
     gaps = sorted(gap for chain in chains for gap in chain.gaps)
     assert bounds == (100, 10_000) and len(gaps) == 60
     for chain in chains:
         assert 200 <= chain.start and chain.positions[-1] <= 10_200
     # one gap in each of the 60 equal-probability strata of log-uniform(100, 10,000)
-    strata = sorted(int(60 * Distances().cdf(gap, 100, 10_000)) for gap in gaps)
+    strata = sorted(int(60 * distances.cdf(gap, 100, 10_000)) for gap in gaps)
     assert max(abs(stratum - k) for k, stratum in enumerate(strata)) <= 1  # gaps are rounded to words
 
 
@@ -213,3 +228,80 @@ def test_recall_distances_follow_their_distribution(spec):
     assert len(cdf) > 1200
     assert kstest(cdf, "uniform").statistic < 0.04  # realised distances: a sentence or so off the plan
     assert kstest(wrong, "uniform").statistic > 0.15  # and the test tells the two distributions apart
+
+
+def test_mixed_distances_put_a_share_near_and_the_rest_far():
+    mixed = Distances.parse("mixed:10:length")
+    assert mixed.parts(10, 8000) == [
+        (NEAR_SHARE, "log-uniform", 10, 40),
+        (1 - NEAR_SHARE, "log-uniform", 100, 8000),
+    ]
+    assert mixed.parts(10, 60) == [(1.0, "log-uniform", 10, 40)]  # no room for far ones
+    assert mixed.parts(50, 80) == [(1.0, "log-uniform", 50, 80)]  # between the two ranges
+    for u in (0.0, 0.1, NEAR_SHARE, 0.5, 0.9, 1.0):
+        assert mixed.cdf(mixed.quantile(u, 10, 8000), 10, 8000) == pytest.approx(u)
+    assert mixed.cdf(70, 10, 8000) == pytest.approx(NEAR_SHARE)  # nothing between 40 and 100 words
+
+
+def test_mixed_recall_distances_follow_their_distribution():
+    # the far ones follow log-uniform from 100 words to the span; the near ones come a sentence or two
+    # after the value, so their share is tested, not their shape
+    far, wrong, near, total = [], [], 0, 0
+    for index in range(160):
+        record = generate_story(index, 0, target_words(index, 0, 300, 6000))
+        bounds = record["meta"]["recalls"]["bounds"]
+        if bounds is None:
+            continue
+        part = Distances("log-uniform", FAR_WORDS, bounds[1])
+        other = Distances("uniform", FAR_WORDS, bounds[1])
+        for fact in planted(record):
+            for words in fact["distance_words"]:
+                total += 1
+                if words < FAR_WORDS:
+                    near += 1
+                elif bounds[1] > FAR_WORDS:
+                    far.append(part.cdf(words, FAR_WORDS, bounds[1]))
+                    wrong.append(other.cdf(words, FAR_WORDS, bounds[1]))
+    assert len(far) > 1200 and abs(near / total - NEAR_SHARE) < 0.04, (near, total)
+    assert kstest(far, "uniform").statistic < 0.04
+    assert kstest(wrong, "uniform").statistic > 0.15
+
+
+def test_short_training_windows_hold_cued_recalls_with_their_plant():
+    # about a fifth of the recalls come within 40 words of the value's previous occurrence, so that the
+    # previous occurrence, the cue and the value fit in a training window of 64 tokens
+    near = total = 0
+    for index in range(40):
+        record = generate_story(index, 2, target_words(index, 2, 300, 3000))
+        text = record["text"]
+        for fact in planted(record):
+            for words, use, (start, _) in zip(
+                fact["distance_words"], fact["uses"], fact["cues"], strict=True
+            ):
+                total += 1
+                if words <= NEAR_WORDS:
+                    near += 1
+                    previous = max(offset for offset in occurrences(text, fact["value"]) if offset < use)
+                    assert previous < start and len(text[previous:use].split()) <= NEAR_WORDS + 1
+    assert total > 250 and near > total / 6, (near, total)
+
+
+def test_the_card_counts_cued_recalls_by_distance(stories):
+    stats: dict = {}
+    for record in stories[:6]:
+        add_cued_recalls(stats, record)
+    total = sum(len(fact["uses"]) for record in stories[:6] for fact in planted(record))
+    near = sum(w < 40 for record in stories[:6] for fact in planted(record) for w in fact["distance_words"])
+    # a copy whose first recall lost its cue, and whose second has a cue that names nothing
+    record = json.loads(
+        json.dumps(next(r for r in stories[6:] if any(len(f["uses"]) > 1 for f in planted(r))))
+    )
+    fact = next(fact for fact in planted(record) if len(fact["uses"]) > 1)
+    start = fact["cues"][1][0]
+    fact["cues"][:2] = [None, [start, start + 1]]
+    add_cued_recalls(stats, record)
+    rows = {row[0]: row[1:] for row in cued_recall_table(stats)["rows"]}
+    cued = total + sum(len(fact["uses"]) for fact in planted(record)) - 1
+    assert rows["all"] == [cued, cued - 1, f"{100 * (cued - 1) / cued:.1f}%"]
+    assert rows["0-40"][0] >= near > 0 and sum(rows[label][0] for label in rows if "-" in label[:-1]) == cued
+    assert rows["uses of planted facts without a cue (not scored)"][0] == 1

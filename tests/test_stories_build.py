@@ -184,6 +184,11 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path):
             ["--num-stories", "5", "--min-words", "20", "--max-words", "30"],
             "--min-words 20 is below the 100 words the built-in engine writes at the least",
         ),
+        (["--num-stories", "5", "--recall-distances", "mixed:3:x"], "HIGH a number or 'length'"),
+        (
+            ["--num-stories", "5", "--max-words", "900", "--recall-distances", "uniform:1000:2000"],
+            "--recall-distances uniform:1000:2000: no recall fits in a story of --max-words 900",
+        ),
     ],
 )
 def test_one_line_errors(tmp_path, args, message):

@@ -59,8 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--recall-distances",
         default=str(DEFAULT_DISTANCES),
         metavar="KIND:LOW:HIGH",
-        help="distances in words at which planted facts are recalled: KIND log-uniform or uniform, HIGH a "
-        "number or 'length' (the story's length)",
+        help="distances in words at which planted facts are recalled: KIND log-uniform, uniform or mixed (a "
+        "quarter log-uniform from LOW to 40 words, the rest from 100 words to HIGH), HIGH a number or 'length' "
+        "(the story's length)",
     )
     parser.add_argument(
         "--recalls-per-1k-words",
@@ -146,9 +147,14 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, not {args.seed}")
     try:
-        Distances.parse(args.recall_distances)
+        distances = Distances.parse(args.recall_distances)
     except ValueError as error:
         raise UsageError(f"--recall-distances: {error}") from None
+    if args.recalls_per_1k_words and distances.bounds(args.max_words) is None:
+        raise UsageError(
+            f"--recall-distances {distances}: no recall fits in a story of --max-words {args.max_words:,} "
+            f"(LOW is {distances.low:,} words)"
+        )
     if not 0 <= args.recalls_per_1k_words <= 50:
         raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
     try:

@@ -39,36 +39,38 @@ def evidence(text: str, offset: int) -> str:
     return text[ends[-1] if ends else start : offset]
 
 
-def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, bool]]:
-    """(distance in characters from the cue's end to the value, answerable) for every cued use of a planted
-    fact in ``facts``, in the order of the facts and their uses."""
-    planted = [fact for fact in facts if fact.get("planted")]
-    found = {fact["value"]: occurrences(text, fact["value"]) for fact in planted}
-    words_at: dict[tuple[str, int], frozenset[str]] = {}
-
-    def evidence_before(value: str, before: int) -> list[frozenset[str]]:
-        offsets = found[value]
-        sets = []
-        for offset in offsets[: bisect_left(offsets, before)]:
-            key = (value, offset)
-            if key not in words_at:
-                words_at[key] = content_words(evidence(text, offset))
-            sets.append(words_at[key])
-        return sets
-
+def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bool]]:
+    """(fact index in ``facts``, use index, characters from the cue's end to the value, answerable) for every
+    cued use of a planted fact, in the order of the facts and their uses."""
+    values = {fact["value"] for fact in facts if fact.get("planted")}
+    postings: dict[str, list[tuple[int, str]]] = {}  # content word -> (offset, value) whose evidence holds it
+    for value in values:
+        for offset in occurrences(text, value):
+            for word in content_words(evidence(text, offset)):
+                postings.setdefault(word, []).append((offset, value))
+    for found in postings.values():
+        found.sort()
     answers = []
-    for fact in planted:
-        for use, span in zip(fact["uses"], fact.get("cues", ()), strict=False):
+    for number, fact in enumerate(facts):
+        if not fact.get("planted"):
+            continue
+        for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False)):
             if span is None:
                 continue
             cue = content_words(text[span[0] : span[1]])
-            candidates = {value: evidence_before(value, span[0]) for value in found}
-            seen = {value: frozenset().union(*sets) & cue for value, sets in candidates.items()}
-            weight = {word: 1 / max(1, sum(word in words for words in seen.values())) for word in cue}
-            scores = {
-                value: max((sum(weight[word] for word in cue & words) for words in sets), default=0.0)
-                for value, sets in candidates.items()
-            }
-            right = scores.pop(fact["value"])
-            answers.append((use - span[1], right > max(scores.values(), default=0.0)))
+            hits: dict[tuple[str, int], list[str]] = {}  # (value, offset) -> the cue words its evidence holds
+            for word in cue:
+                found = postings.get(word, [])
+                for offset, value in found[: bisect_left(found, (span[0], ""))]:
+                    hits.setdefault((value, offset), []).append(word)
+            holders: dict[str, set[str]] = {word: set() for word in cue}  # the values whose evidence holds it
+            for (value, _), words in hits.items():
+                for word in words:
+                    holders[word].add(value)
+            scores: dict[str, float] = {}
+            for (value, _), words in hits.items():
+                score = sum(1 / len(holders[word]) for word in words)
+                scores[value] = max(scores.get(value, 0.0), score)
+            right = scores.pop(fact["value"], 0.0)
+            answers.append((number, index, use - span[1], right > max(scores.values(), default=0.0)))
     return answers

@@ -23,22 +23,27 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
-KINDS = ("log-uniform", "uniform")
-DEFAULT_RECALLS_PER_THOUSAND = 6.0  # recalls per 1,000 words of a story's span
+KINDS = ("log-uniform", "uniform", "mixed")
+DEFAULT_RECALLS_PER_THOUSAND = 8.0  # recalls per 1,000 words of a story's span
 MAX_RECALLS_PER_FACT = 6  # a value is recalled at most this often (then a new fact is planted)
+# ``mixed``: this share of the recalls is near (log-uniform from LOW to NEAR_WORDS words: inside a short
+# training window), the rest far (log-uniform from FAR_WORDS to HIGH)
+NEAR_SHARE = 0.25
+NEAR_WORDS = 40
+FAR_WORDS = 100
 
 
 @dataclass(frozen=True)
 class Distances:
     """Recall distances in words: ``kind`` over ``[low, high]``; ``high=None`` is the story's span."""
 
-    kind: str = "log-uniform"
-    low: int = 100
+    kind: str = "mixed"
+    low: int = 10
     high: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> Distances:
-        """``KIND:LOW:HIGH`` (e.g. ``log-uniform:100:length``, ``uniform:500:4000``); ValueError if malformed."""
+        """``KIND:LOW:HIGH`` (e.g. ``mixed:10:length``, ``uniform:500:4000``); ValueError if malformed."""
         parts = text.split(":")
         if len(parts) != 3 or parts[0] not in KINDS:
             raise ValueError(f"{text!r} is not KIND:LOW:HIGH with KIND one of {', '.join(KINDS)}")
@@ -59,24 +64,51 @@ class Distances:
         high = span if self.high is None else min(self.high, span)
         return (self.low, high) if high >= self.low else None
 
+    def parts(self, low: int, high: int) -> list[tuple[float, str, int, int]]:
+        """The distribution over ``[low, high]`` as (probability, kind, low, high) parts in order."""
+        if self.kind != "mixed":
+            return [(1.0, self.kind, low, high)]
+        near = (NEAR_SHARE, "log-uniform", low, min(NEAR_WORDS, high)) if low <= NEAR_WORDS else None
+        far_low = max(FAR_WORDS, low)
+        far = (1 - NEAR_SHARE, "log-uniform", far_low, high) if high >= far_low else None
+        if near and far:
+            return [near, far]
+        if near or far:
+            return [(1.0, *(near or far)[1:])]
+        return [(1.0, "log-uniform", low, high)]  # between the near and the far range
+
     def quantile(self, u: float, low: int, high: int) -> float:
         """The distance at cumulative probability ``u`` in ``[0, 1]``."""
-        if self.kind == "uniform":
-            return low + u * (high - low)
-        return low * (high / low) ** u
+        *first, last = self.parts(low, high)
+        for share, kind, part_low, part_high in first:
+            if u <= share:
+                return _inverse(kind, u / share, part_low, part_high)
+            u -= share
+        share, kind, part_low, part_high = last
+        return _inverse(kind, min(1.0, u / share), part_low, part_high)
 
     def cdf(self, distance: float, low: int, high: int) -> float:
         """The cumulative probability of ``distance`` (clipped to [0, 1])."""
-        if high == low:
-            return 1.0 if distance >= high else 0.0
-        if self.kind == "uniform":
-            u = (distance - low) / (high - low)
-        else:
-            u = math.log(max(distance, 1e-9) / low) / math.log(high / low)
-        return min(1.0, max(0.0, u))
+        total = 0.0
+        for share, kind, part_low, part_high in self.parts(low, high):
+            if part_high == part_low:
+                u = 1.0 if distance >= part_high else 0.0
+            elif kind == "uniform":
+                u = (distance - part_low) / (part_high - part_low)
+            else:
+                u = math.log(max(distance, 1e-9) / part_low) / math.log(part_high / part_low)
+            total += share * min(1.0, max(0.0, u))
+        return min(1.0, total)
 
 
-DEFAULT_DISTANCES = Distances()  # log-uniform from 100 words to the story's span
+def _inverse(kind: str, u: float, low: int, high: int) -> float:
+    """The distance at cumulative probability ``u`` of ``kind`` (uniform or log-uniform) on [low, high]."""
+    if kind == "uniform":
+        return low + u * (high - low)
+    return low * (high / low) ** u
+
+
+DEFAULT_DISTANCES = Distances()  # a quarter from 10 to 40 words, the rest log-uniform from 100 to the span
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,13 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ltsgen.stories.answerable import recall_answers
 from ltsgen.stories.variety import cross_story_reuse, long_sentences, variety_stats, words_of
 
 # story lengths (words) and recall distances (words to the previous occurrence) of the card's histogram
 LENGTH_BUCKETS = (0, 1_000, 4_000, 16_000)
 DISTANCE_BINS = (0, 100, 300, 1_000, 4_000, 16_000)
+CUED_BINS = (0, 40, 100, 300, 1_000, 4_000, 16_000)  # of cued recalls: the first fits a short window
 LONG_STORY_WORDS = 16_000  # a story at least this long ...
 FAR_RECALL_WORDS = 4_000  # ... should hold many recalls from at least this far back
 REUSE_STORIES = 1_000  # cross-story reuse is measured over a build's first stories (by index) ...
@@ -54,6 +56,7 @@ def add_story(
                 key = f"{bucket}|{_label(DISTANCE_BINS, distance)}"
                 histogram[key] = histogram.get(key, 0) + 1
         far += far_uses
+    add_cued_recalls(stats, record)
     if words >= LONG_STORY_WORDS:
         long_stories = stats.setdefault("far_recalls_of_long_stories", {})
         long_stories[str(far)] = long_stories.get(str(far), 0) + 1
@@ -68,6 +71,40 @@ def add_story(
             if key % REUSE_SAMPLE == 0:
                 sample.append([key, count])
         stats.setdefault("reuse_sample", []).append([index, sample])
+
+
+def add_cued_recalls(stats: dict[str, Any], record: dict[str, Any]) -> None:
+    """Count a story's cued recalls and those the lexical oracle (``answerable``) answers, by distance in
+    words to the previous occurrence, and the uses of planted facts without a cue."""
+    facts = record["meta"].get("facts", [])
+    cued = stats.setdefault("cued_recalls", {})
+    answerable = stats.setdefault("answerable_recalls", {})
+    for number, use, _, right in recall_answers(record["text"], facts):
+        label = _label(CUED_BINS, facts[number]["distance_words"][use])
+        cued[label] = cued.get(label, 0) + 1
+        answerable[label] = answerable.get(label, 0) + right
+    uncued = sum(
+        len(fact["uses"]) - sum(cue is not None for cue in fact.get("cues", ()))
+        for fact in facts
+        if fact.get("planted")
+    )
+    stats["uncued_planted_uses"] = stats.get("uncued_planted_uses", 0) + uncued
+
+
+def cued_recall_table(total: dict[str, Any]) -> dict[str, Any]:
+    """The card's table of cued recalls by distance: how many, and the share the lexical oracle answers."""
+    cued, answerable = total.get("cued_recalls", {}), total.get("answerable_recalls", {})
+    rows = []
+    for edge in CUED_BINS:
+        label = _label(CUED_BINS, edge)
+        count, right = cued.get(label, 0), answerable.get(label, 0)
+        rows.append([label, count, right, f"{100 * right / count:.1f}%" if count else "-"])
+    count, right = sum(cued.values()), sum(answerable.values())
+    rows.append(["all", count, right, f"{100 * right / count:.1f}%" if count else "-"])
+    rows.append(
+        ["uses of planted facts without a cue (not scored)", total.get("uncued_planted_uses", 0), "-", "-"]
+    )
+    return {"columns": ["distance in words", "cued recalls", "answerable", "answerable share"], "rows": rows}
 
 
 def fact_tables(total: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +153,9 @@ def fact_tables(total: dict[str, Any]) -> dict[str, Any]:
             for bucket in buckets
         ],
     }
+    tables[
+        "Cued recalls: answerable from the text alone (lexical oracle), by distance to the previous occurrence"
+    ] = cued_recall_table(total)
     long_stories = total.get("far_recalls_of_long_stories", {})
     if long_stories:
         counts = sorted(int(far) for far in long_stories)

@@ -7,7 +7,7 @@ from ltsgen.stories.engine.world import build_world
 from ltsgen.stories.plan import MAX_WORDS, sample_features, story_id, story_rng
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances, use_distances
 
-ENGINE_VERSION = "6"
+ENGINE_VERSION = "7"
 
 
 def generate_story(

@@ -300,6 +300,7 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
                 "repetition"
             ],
             "rejected: a planted fact not written where the outline put it": rejected["recall"],
+            "rejected: a plant or recall without its cue (the fact's key) before the value": rejected["cue"],
             "rejected: refusals": rejected["refusal"],
             "rejected: empty answers": rejected["empty"],
         },
@@ -365,9 +366,11 @@ def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
             "writing stops at the target length. The prompt never grows with the "
             "story. Planted facts (an invented name, a number, an object word) are fixed by the seed with the "
             "chapter where each is planted and the chapters where it is recalled, at distances drawn from "
-            f"`{arguments['recall_distances']}` at chapter granularity; the outline and each chapter prompt "
-            "ask for them, and `meta.facts` records where each value occurs. Stories are then filtered "
-            "(length, vocabulary, repeated paragraphs, planted facts missing from their chapters, refusals "
+            f"`{arguments['recall_distances']}` at chapter granularity, each with a key no other value of the "
+            "story has (the beetle, the old gate); the outline and each chapter prompt ask for them, the key "
+            "written before the value, and `meta.facts` records where each value occurs and the span of the "
+            "key (the cue) before each use. Stories are then filtered (length, vocabulary, repeated "
+            "paragraphs, planted facts missing from their chapters or written without their cue, refusals "
             "and empty answers); a rejected story is written again as a new attempt (new seed words, facts "
             f"and request seed), up to {arguments['max_attempts']} attempts, and the Filters table counts "
             "the rejections by cause. Sampling parameters and the token ledger are in the tables below and "

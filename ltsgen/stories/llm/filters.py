@@ -1,6 +1,6 @@
-"""Quality filters for LLM-written stories: length, vocabulary, repeated paragraphs and the planted facts'
-recalls (refusals and empty answers are caught while writing). Each returns a measure; ``verdict`` names
-the first filter that fails."""
+"""Quality filters for LLM-written stories: length, vocabulary, repeated paragraphs, the planted facts'
+recalls and their cues (refusals and empty answers are caught while writing). Each returns a measure;
+``verdict`` names the first filter that fails."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from ltsgen.stories.vocabulary import BASIC_WORDS
 
-REJECTIONS = ("refusal", "empty", "length", "vocabulary", "repetition", "recall")
+REJECTIONS = ("refusal", "empty", "length", "vocabulary", "repetition", "recall", "cue")
+CUE_REACH = 200  # characters: a cue ends at most this far before the value it asks for
 MIN_PARAGRAPH_WORDS = 8  # shorter paragraphs ("Yes!" said Tom.) may repeat naturally
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 
@@ -28,12 +29,16 @@ class Filters:
             "max_repeated_share": self.max_repeated_share,
         }
 
-    def verdict(self, text: str, target: int, missed_recalls: int = 0) -> tuple[str | None, dict[str, Any]]:
+    def verdict(
+        self, text: str, target: int, missed_recalls: int = 0, missed_cues: int = 0
+    ) -> tuple[str | None, dict[str, Any]]:
         """(the rejection reason or None, the measures behind it); ``missed_recalls`` counts the plants and
-        recalls of planted facts that the chapters asked for did not write (see ``missed_events``)."""
+        recalls of planted facts that the chapters asked for did not write (see ``missed_events``),
+        ``missed_cues`` those written without their key before the value (see ``cue_span``)."""
         words = len(text.split())
         measures = {"oov_share": round(oov_share(text), 4), "repeated_share": round(repeated_share(text), 4)}
         measures["missed_recalls"] = missed_recalls
+        measures["missed_cues"] = missed_cues
         if abs(words - target) > self.length_tolerance * target:
             return "length", measures
         if measures["oov_share"] > self.max_oov_share:
@@ -42,6 +47,8 @@ class Filters:
             return "repetition", measures
         if missed_recalls:
             return "recall", measures
+        if missed_cues:
+            return "cue", measures
         return None, measures
 
 
@@ -58,6 +65,17 @@ def missed_events(
 
     planted = bool(occurrences) and spans[plant - 1][0] <= occurrences[0] < spans[plant - 1][1]
     return (not planted) + sum(not within(k) for k in recalls)
+
+
+def cue_span(text: str, cue: str, value_at: int, after: int) -> list[int] | None:
+    """The [start, end] span of the last ``cue`` (a fact's key, any case, as whole words) that ends before
+    the value at ``value_at``, at most ``CUE_REACH`` characters before it and after character ``after`` (the
+    previous occurrence of the value); None when there is none."""
+    start = max(after, value_at - CUE_REACH - len(cue))
+    found = None
+    for match in re.finditer(r"(?<!\w)" + re.escape(cue) + r"(?!\w)", text[start:value_at], re.I):
+        found = [start + match.start(), start + match.end()]
+    return found if found and value_at - found[1] <= CUE_REACH else None
 
 
 def oov_share(text: str) -> float:

@@ -7,7 +7,8 @@ a capped rolling summary and the end of the previous chapter, never the story it
 Planted facts: the seed fixes values that the story must use (an invented name, a number, an object word),
 the chapter where each is planted and the later chapters where it is recalled, at distances drawn as the
 built-in engine draws them (``ltsgen.stories.recalls``), at chapter granularity. The outline prompt lists
-them, and each chapter prompt asks for its own and names the exact words to write.
+them, and each chapter prompt asks for its own and names the exact words to write: each value's key (its
+cue, which no other value of the story has) and then the value, at the plant as at every recall.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ltsgen.stories.plan import sample_features, stable_seed, story_id, story_rn
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances, schedule
 from ltsgen.stories.vocabulary import ADJECTIVES, FEATURES, NOUNS, VERBS
 
-RECIPE_VERSION = "3"  # part of a build's identity: a build is never resumed with another recipe's prompts
+RECIPE_VERSION = "4"  # part of a build's identity: a build is never resumed with another recipe's prompts
 SYSTEM_PROMPT = (
     "You write long stories for small children. Use only simple words that a 3 to 4 year old understands. "
     "Write plain text: no titles, no headings, no lists, no notes."
@@ -40,31 +41,35 @@ TAIL_WORDS = 120  # words of the previous chapter (or of the chapter so far) sho
 SUMMARY_WORDS = 150  # the rolling summary asked for, and kept (capped) in prompts
 SHEET_LINES, SHEET_LINE_WORDS, PLAN_WORDS = 6, 30, 40
 MAX_EVENTS_PER_CHAPTER = 2  # plants and recalls one chapter is asked for, at most
-# what a chapter is asked to tell, per kind of planted fact: (the plant, the first recall, a later recall)
+# what a chapter is asked to tell, per kind of planted fact: (the plant, the first recall, a later recall);
+# {cue} is the fact's key, which no other value of the story has: the plant writes it before the value in
+# one sentence, and every recall writes it before the value (the filters check that it does)
 FACT_EVENTS = {
     "name": (
-        "the main character finds a little {creature} and names it {V}",
-        "the main character remembers {V}, the little {creature}",
-        "the main character thinks of {V} the {creature} again",
+        "the main character finds a {cue} and names it {V}",
+        "the main character remembers the name of the {cue}, {V}",
+        "the main character thinks of the {cue} again, {V}",
     ),
     "number": (
-        "the main character sees the number {V} on {sign}",
-        "the main character remembers the number {V} from {sign}",
-        "the main character says the number {V} again",
+        "the main character sees a number on {cue}: {V}",
+        "the main character remembers the number on {cue}, {V}",
+        "the main character says the number on {cue} again, {V}",
     ),
     "word": (
-        "two friends make up a secret word, {V}",
-        "the main character says the secret word {V} again",
-        "the friends whisper their secret word {V}",
+        "two friends make up a secret word for {cue}: {V}",
+        "the main character says the secret word for {cue} again, {V}",
+        "the friends whisper their secret word for {cue}, {V}",
     ),
     "hidden": (
-        "the main character hides a {V} {spot}",
-        "the main character finds the {V} {spot}, where it was hidden",
-        "the main character looks at the {V} again",
+        "the main character hides something {cue}: a {V}",
+        "the main character looks {cue} and finds the {V} where it was hidden",
+        "the main character looks again at the thing from {cue}, the {V}",
     ),
 }
+KEYS = {"name": "creatures", "number": "signs", "word": "clubs", "hidden": "spots"}  # world.json pools
+CUE_BEFORE = "each time, first the words before the arrow, then the word after it, close together"
 PLAIN_STORY = "Write only the story, in short sentences and simple words."  # the prompts' last words
-EXACT_WORDS = "Write these words exactly as they are: "  # before the values a chapter must contain
+EXACT_WORDS = "Write these words exactly as they are: "  # before the cues and values a chapter must contain
 _CHAPTER_LINE = re.compile(r"^\W*chapter\s+(\d+)\b[^:\n]*:\s*(.+)$", re.I | re.M)
 _HEADING = re.compile(r"^\s*(#+\s*|\*\*\s*)?(chapter\s+\w+|title)\b.*$", re.I)
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)]*(?=\s|$)")
@@ -77,9 +82,10 @@ _REFUSAL = re.compile(
 class PlantedFact:
     """A value the story must plant in chapter ``plant`` and recall in each of ``recalls`` (1-based)."""
 
-    name: str  # "planted_<kind>_<n>", as in the engine's records
+    name: str  # "planted_<kind>", as in the engine's records
     kind: str
     value: str
+    cue: str  # the key: written before the value at the plant and at every recall
     plant: int
     recalls: tuple[int, ...]
     texts: tuple[str, ...]  # what the plant chapter and each recall chapter are asked to tell
@@ -177,6 +183,7 @@ def plan_facts(
     table = WORLD["planted"]
     pool_of = {"name": "names", "word": "names", "number": "numbers", "hidden": "objects"}
     taken: set[str] = set()
+    keys = {kind: list(table[pool]) for kind, pool in KEYS.items()}  # the keys left, per kind
     load = [0] * len(budgets)
     facts = []
     for chain in chains:
@@ -187,21 +194,24 @@ def plan_facts(
                 chapters.append(k)
         if len(chapters) < 2:
             continue
-        kind = rng.choices(tuple(table["kinds"]), tuple(table["kinds"].values()))[0]
+        open_kinds = [kind for kind in table["kinds"] if keys[kind]]
+        if not open_kinds:  # every key taken: no more planted facts
+            break
+        kind = rng.choices(open_kinds, [table["kinds"][kind] for kind in open_kinds])[0]
+        cue = keys[kind].pop(int(rng.random() * len(keys[kind])))
         value = rng.choice(PLANTED_VALUES[pool_of[kind]])
         while value in taken:
             value = rng.choice(PLANTED_VALUES[pool_of[kind]])
         taken.add(value)
         for k in chapters:
             load[k] += 1
-        slots = {"V": value, "creature": rng.choice(table["creatures"]), "sign": rng.choice(table["signs"])}
-        slots["spot"] = rng.choice(table["spots"])
-        plant, first, later = (text.format_map(slots) for text in FACT_EVENTS[kind])
+        plant, first, later = (text.format(V=value, cue=cue) for text in FACT_EVENTS[kind])
         facts.append(
             PlantedFact(
-                name=f"planted_{kind}_{len(facts) + 1}",
+                name=f"planted_{kind}",
                 kind=kind,
                 value=value,
+                cue=cue,
                 plant=chapters[0] + 1,
                 recalls=tuple(k + 1 for k in chapters[1:]),
                 texts=(plant, first, *[later] * (len(chapters) - 2)),
@@ -262,7 +272,8 @@ def _chapter_context(story: StorySeed, outline: Outline, k: int) -> str:
         context += f"This chapter is about: {outline.plans[k - 1]}\n"
     if events := story.events(k):
         context += f"In this chapter, {'; and '.join(text for _, text in events)}. "
-        context += f"{EXACT_WORDS}{', '.join(fact.value for fact, _ in events)}.\n"
+        pairs = ", ".join(f"{fact.cue} -> {fact.value}" for fact, _ in events)
+        context += f"{EXACT_WORDS}{pairs} ({CUE_BEFORE}).\n"
     if k == story.chapters:
         return context + "This is the last chapter: end the story.\n"
     return context + f"The next chapter will be about: {outline.plans[k] or 'more of the story'}\n"

@@ -8,7 +8,7 @@ from typing import Any
 
 from ltsgen.loaders.contract import count_words
 from ltsgen.stories.llm.client import Answer, ChatClient
-from ltsgen.stories.llm.filters import Filters, missed_events
+from ltsgen.stories.llm.filters import Filters, cue_span, missed_events
 from ltsgen.stories.llm.ledger import Usage
 from ltsgen.stories.llm.recipe import (
     StorySeed,
@@ -117,8 +117,8 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
         return StoryResult(story, None, rejection.reason, usage, finishes)
 
     text = "\n\n".join(texts)
-    facts, missed = planted_facts(text, texts, story)
-    rejected, measures = filters.verdict(text, story.target_words, missed)
+    facts, missed, uncued = planted_facts(text, texts, story)
+    rejected, measures = filters.verdict(text, story.target_words, missed, uncued)
     meta = {
         "backend": "openai",
         "model": chat.model,
@@ -143,30 +143,42 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
     return StoryResult(story, None if rejected else record, rejected, usage, finishes)
 
 
-def planted_facts(text: str, chapters: list[str], story: StorySeed) -> tuple[list[dict[str, Any]], int]:
+def planted_facts(text: str, chapters: list[str], story: StorySeed) -> tuple[list[dict[str, Any]], int, int]:
     """The records of the story's planted facts (as the engine's: every occurrence of the value after the
-    first is a use, each with its distance to the previous one) and how many asked-for plants and recalls
-    the chapters missed. Events of chapters the story never reached (it ended on length) were not asked."""
+    first is a use, each with its distance to the previous one, and the span of its cue: the fact's key
+    before it, or None), how many asked-for plants and recalls the chapters missed, and how many of those
+    they wrote lack their cue (the plant's key before the value, a recall chapter's cued use). Events of
+    chapters the story never reached (it ended on length) were not asked."""
     spans, start = [], 0
     for chapter in chapters:
         spans.append((start, start + len(chapter)))
         start += len(chapter) + 2
-    records, missed = [], 0
+    records, missed, uncued = [], 0, 0
     for fact in story.facts:
         if fact.plant > len(spans):
             continue
+        recalls = tuple(k for k in fact.recalls if k <= len(spans))
         found = occurrences(text, fact.value)
-        missed += missed_events(found, spans, fact.plant, tuple(k for k in fact.recalls if k <= len(spans)))
-        if found:
-            records.append(
-                {
-                    "name": fact.name,
-                    "value": fact.value,
-                    "first": found[0],
-                    "uses": found[1:],
-                    "planted": True,
-                }
-                | {"plant_chapter": fact.plant, "recall_chapters": list(fact.recalls)}
-            )
+        missed += missed_events(found, spans, fact.plant, recalls)
+        if not found:
+            continue
+        ends = [offset + len(fact.value) for offset in found]
+        cues = [cue_span(text, fact.cue, use, after) for use, after in zip(found[1:], ends, strict=False)]
+        uncued += cue_span(text, fact.cue, found[0], 0) is None
+        for k in recalls:
+            start, end = spans[k - 1]
+            uses = [cue for use, cue in zip(found[1:], cues, strict=True) if start <= use < end]
+            uncued += bool(uses) and all(cue is None for cue in uses)
+        records.append(
+            {
+                "name": fact.name,
+                "value": fact.value,
+                "first": found[0],
+                "uses": found[1:],
+                "cues": cues,
+                "planted": True,
+            }
+            | {"plant_chapter": fact.plant, "recall_chapters": list(fact.recalls)}
+        )
     use_distances(text, records, search=True)
-    return records, missed
+    return records, missed, uncued
