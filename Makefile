@@ -39,7 +39,7 @@ demo: install
 	$(BIN)/ltsgen tokenizer --data $(DEMO)/lts --vocab-size 1024 --out $(DEMO)/tokenizer.json
 	OMP_NUM_THREADS=1 $(BIN)/ltsgen compare --data $(DEMO)/lts --tokenizer $(DEMO)/tokenizer.json \
 		--encodings all --train-lengths 64 --seeds 0,1,2,3,4 --eval-lengths 64,128,256,512,1024 --eval-sequences 16 \
-		--steps 300 --batch-size 16 --lr 5e-3 --d-model 64 --n-layers 2 --n-heads 4 --workers 2 \
+		--steps 250 --batch-size 16 --lr 5e-3 --d-model 64 --n-layers 2 --n-heads 4 --workers 2 \
 		--out $(DEMO)/compare
 
 # `make test-llm`: a real model end to end, kept out of `make test` because it compiles llama.cpp (about

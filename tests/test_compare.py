@@ -138,7 +138,8 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     assert min(float(c["p_holm"]) for c in claims) == pytest.approx(min(1.0, len(claims) * ps[0]))
     report = (out / "report.md").read_text()
     for heading in ("## Trained at 16 tokens", "## Trained at 32 tokens", "### Extrapolation penalty",
-                    "## Speed and memory", "## Tests and verdicts", "## Did the models learn?", "### Cued recall"):  # fmt: skip
+                    "## Speed and memory", "## Tests and verdicts", "## Did the models learn?", "### Cued recall",
+                    "Within the training window: each cued recall read in its own 32-token window"):  # fmt: skip
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "hierarchical-bootstrap" in report
     assert "runs are undertrained" in report

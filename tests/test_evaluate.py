@@ -73,6 +73,21 @@ def test_numbers_are_finite_and_consistent(trained):
     assert longest["recall_accuracy_control"] == sum(controls) / len(controls)
     first = report["results"][0]  # 16 tokens: no value is recalled that soon
     assert first["recall_count"] == 0 and first["recall_accuracy"] is None
+    # each recall in its own 32-token window (the training length), with its earlier occurrence inside it
+    inside = [
+        r
+        for r in recalls.recalls
+        if r.end >= 32 and r.control_end >= 32 and r.start - r.distance >= r.end - 32
+    ]
+    window, hits = report["recall_window"], []
+    assert window["recall_count"] == len(inside) > 0
+    model.set_eval_length(32)
+    for r in inside:
+        tokens = ids[r.row, r.end - 32 : r.end]
+        with torch.no_grad():
+            predicted = model(tokens[None, :-1]).argmax(-1)[0]
+        hits.append(all(predicted[p - 1] == tokens[p] for p in range(r.start - r.end + 32, 32)))
+    assert window["recall_accuracy"] == sum(hits) / len(hits)
 
 
 def test_the_penalty_scores_the_same_last_tokens_with_full_context_and_with_a_window(trained):

@@ -22,6 +22,7 @@ from ltsgen.training.recall import (
     top1_correct,
     value_pool,
     value_tokens,
+    window_set,
 )
 
 VOCAB: dict[str, int] = {}
@@ -81,6 +82,28 @@ def test_recalls_and_controls_of_hand_built_records_are_exact():
     assert [(r.row, r.start, r.control_row) for r in short.recalls] == [(0, 22, 0), (1, 20, 1)]
     assert short.control_ids.shape == (2, 30) and short.without_control == 0
     assert recall_set([garden, river], 100).control_ids.shape == (3, 100)
+
+
+def test_windows_hold_the_recall_and_its_earlier_occurrence():
+    meta = {"facts": [planted(GARDEN, "secret word", "Zeekin", [True, False, True])]}
+    other = {"facts": [planted(OTHER, "secret word", "Tobory", [True])]}
+    pool = value_pool({"garden": meta, "river": other})
+    garden = recall_set([document_recalls("garden", GARDEN, meta, word_encode, pool, 100)], 100)
+    ids = torch.tensor([word_encode(GARDEN)[0] + [0] * (100 - 60)])[:, :100]
+    wide = window_set(garden, ids, 15)  # recalls at 22 (earlier at 10) and 43 (earlier at 30)
+    assert [(r.row, r.start, r.end, r.distance) for r in wide.recalls.recalls] == [
+        (0, 14, 15, 12),
+        (1, 14, 15, 13),
+    ]
+    assert wide.input_ids.tolist() == [ids[0, 8:23].tolist(), ids[0, 29:44].tolist()] and wide.documents == [
+        0,
+        0,
+    ]
+    for control in wide.recalls.control_ids:
+        assert control[-1] == VOCAB[" Zeekin"] and VOCAB[" Zeekin"] not in control[:-1].tolist()
+    narrow = window_set(garden, ids, 13)  # the second recall's earlier occurrence falls out of its window
+    assert [(r.start, r.distance) for r in narrow.recalls.recalls] == [(12, 12)]
+    assert window_set(garden, ids, 5).input_ids.shape == (0, 5)
 
 
 def test_a_recall_without_a_substitute_is_counted_not_scored():

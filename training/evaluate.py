@@ -36,7 +36,7 @@ from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.extrapolation import same_token_losses, unigram_log_probs, unigram_loss
 from ltsgen.training.precision import EVAL_DTYPES, eval_precision
-from ltsgen.training.recall import recall_scores, top1_correct
+from ltsgen.training.recall import recall_scores, top1_correct, window_set
 from ltsgen.training.rundir import (
     CHECKPOINT_NAME,
     CONFIG_NAME,
@@ -219,6 +219,23 @@ def perplexity(loss: float) -> float:
     return math.exp(loss) if loss < _LARGEST_EXPONENT else math.inf
 
 
+def window_results(
+    model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int, dtype: str
+) -> dict[str, Any]:
+    """Cued recall beside its control with each recall in its own training-length window (the value's
+    nearest earlier occurrence inside it): the skill as trained, at positions every encoding has seen."""
+    windows = window_set(eval_set.recalls, eval_set.input_ids, train_length)
+    model.set_eval_length(train_length)
+    batch_size = max(1, batch_tokens // train_length)
+    correct = control = torch.zeros(0, train_length - 1, dtype=torch.bool)
+    if windows.documents:
+        _, correct = token_scores(model, windows.input_ids, device, batch_size, dtype)
+        _, control = token_scores(model, windows.recalls.control_ids, device, batch_size, dtype)
+    return recall_scores(
+        windows.recalls, correct, control, train_length, windows.documents, eval_set.input_ids.shape[0]
+    )
+
+
 def evaluate_length(
     model, eval_set: EvalSet, device: torch.device, *, train_length: int, batch_tokens: int,
     entropy_sequences: int | None, dtype: str, window_stride: int = 1, unigram: torch.Tensor | None = None,
@@ -372,6 +389,11 @@ def evaluate_run(
         "notice": sets.notice,
         "results": results,
     }
+    longest = sets.sets[max(sets.sets)]
+    if longest.recalls is not None:
+        report["recall_window"] = window_results(
+            model, longest, resolved, train_length=train_length, batch_tokens=batch_tokens, dtype=eval_dtype
+        )
     write_json(run_dir / eval_name(encoding), report)
     return report
 

@@ -15,7 +15,9 @@ the model read from the context. A recall is scored only when it lies within the
 sequences and its value tokens are the same in both; the others are counted as ``recall_without_control``.
 
 Distances are in tokens, from the first token of the value's nearest earlier occurrence to the recall's
-first value token, binned by the training length T: within T, (T, 2T], (2T, 4T], ...
+first value token, binned by the training length T: within T, (T, 2T], (2T, 4T], ... ``window_set`` also
+reads each recall in its own T-token window that ends at the value and holds that earlier occurrence: the
+skill as trained, at positions every encoding has seen.
 """
 
 from __future__ import annotations
@@ -214,6 +216,37 @@ def recall_set(documents: Sequence[DocumentRecalls], length: int) -> RecallSet:
     return RecallSet(recalls, control_ids, without)
 
 
+@dataclass
+class WindowSet:
+    """Cued recalls read as in training: each in its own ``T``-token window ``input_ids`` [M, T] that ends at
+    its value and holds the value's nearest earlier occurrence; ``recalls.control_ids`` the same windows of
+    the controls; ``documents[m]`` the evaluation document of window m."""
+
+    input_ids: torch.Tensor
+    recalls: RecallSet
+    documents: list[int]
+
+
+def window_set(recalls: RecallSet, input_ids: torch.Tensor, window: int) -> WindowSet:
+    """The recalls of ``recalls`` (read from ``input_ids``) whose value and nearest earlier occurrence fit in
+    the ``window`` tokens that end at the value, each cut out with its control."""
+    rows, controls, found, documents = [], [], [], []
+    for r in recalls.recalls:
+        start, control_start = r.end - window, r.control_end - window
+        if start < 0 or control_start < 0 or r.start - r.distance < start:
+            continue
+        rows.append(input_ids[r.row, start : r.end])
+        controls.append(recalls.control_ids[r.control_row, control_start : r.control_end])
+        index = len(found)
+        found.append(
+            Recall(index, r.start - start, window, r.distance, index, r.control_start - control_start, window)
+        )
+        documents.append(r.row)
+    empty = torch.zeros(0, window, dtype=torch.long)
+    stacked = (torch.stack(rows), torch.stack(controls)) if rows else (empty, empty)
+    return WindowSet(stacked[0], RecallSet(found, stacked[1], 0), documents)
+
+
 # --------------------------------------------------------------------------------------------------
 # scoring
 
@@ -230,11 +263,17 @@ def answered(correct: torch.Tensor, spans: Sequence[tuple[int, int, int]]) -> li
 
 
 def recall_scores(
-    recalls: RecallSet, correct: torch.Tensor, control_correct: torch.Tensor, train_length: int
+    recalls: RecallSet,
+    correct: torch.Tensor,
+    control_correct: torch.Tensor,
+    train_length: int,
+    documents: Sequence[int] | None = None,
+    n_documents: int | None = None,
 ) -> dict[str, Any]:
     """``recall_accuracy``, ``recall_accuracy_control``, ``recall_count``, ``recall_without_control``,
     ``recalls``: the same by distance bin (within T, (T, 2T], (2T, 4T], ...; occupied bins only), and
-    ``per_document``: both accuracies of each sequence (None for one without a scored recall)."""
+    ``per_document``: both accuracies of each sequence (None for one without a scored recall; with
+    ``documents``, row m of ``correct`` belongs to document ``documents[m]`` of ``n_documents``)."""
     hits = answered(correct, [(r.row, r.start, r.end) for r in recalls.recalls])
     controls = answered(
         control_correct, [(r.control_row, r.control_start, r.control_end) for r in recalls.recalls]
@@ -243,9 +282,9 @@ def recall_scores(
     for recall, hit, control in zip(recalls.recalls, hits, controls, strict=True):
         bins[distance_bin(recall.distance, train_length)].append((hit, control))
     count = len(hits)
-    documents: list[list[tuple[bool, bool]]] = [[] for _ in range(correct.shape[0])]
+    by_document: list[list[tuple[bool, bool]]] = [[] for _ in range(n_documents or correct.shape[0])]
     for recall, hit, control in zip(recalls.recalls, hits, controls, strict=True):
-        documents[recall.row].append((hit, control))
+        by_document[recall.row if documents is None else documents[recall.row]].append((hit, control))
     return {
         "recall_accuracy": sum(hits) / count if count else None,
         "recall_accuracy_control": sum(controls) / count if count else None,
@@ -265,7 +304,7 @@ def recall_scores(
             for index, members in sorted(bins.items())
         ],
         "per_document": {
-            f"recall_accuracy{suffix}": [sum(p[k] for p in d) / len(d) if d else None for d in documents]
+            f"recall_accuracy{suffix}": [sum(p[k] for p in d) / len(d) if d else None for d in by_document]
             for k, suffix in ((0, ""), (1, "_control"))
         },
     }

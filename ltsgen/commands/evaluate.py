@@ -119,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
             f"{'-' if control is None else f'{control:.3f}':>7} {result.get('recall_count', 0):>7} "
             f"{result['peak_memory_mib']:>9.0f}"
         )
+    window = report.get("recall_window")
+    if window and window["recall_count"]:
+        print(f"cued recall within the training window: {window['recall_accuracy']:.3f}, control "
+              f"{window['recall_accuracy_control']:.3f}, {window['recall_count']} recalls")  # fmt: skip
     print("recall: share of cued recalls whose every value token is the top-1 prediction; control: the same "
           f"with the value's earlier occurrences replaced; wrote {args.run}/{eval_name(args.as_encoding)}")  # fmt: skip
     return 0
