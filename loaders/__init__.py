@@ -16,13 +16,14 @@ Public names:
 - ``collate_records``, ``PadCollate(pad_id)``: collate functions for whole records and length buckets.
 - ``load_eval_set(path_or_url, length)``: an exact-length evaluation set as LongTensor [n, length].
 - ``read_shard(path_or_url, fmt, columns=None)``: the records of one shard in stored order.
-- ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that does not
-  fit the dataset it is loaded into.
+- ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that is
+  malformed or does not fit the dataset it is loaded into, naming the field.
 
 Modules: ``contract`` (the dataset-directory contract), ``storage`` (paths and URLs as filesystems),
 ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache`` (the node-local shard cache), ``formats``
 (shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order`` (the
-stateless epoch order), ``packing``, ``buckets``, ``dataset``.
+stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader state checked field by field),
+``dataset``.
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """
@@ -34,9 +35,9 @@ _HOMES = {
     "PadCollate": "buckets",
     "StreamingDataset": "dataset",
     "StreamingLoader": "dataset",
-    "StateError": "dataset",
+    "StateError": "state",
     "collate_records": "dataset",
-    "dataset_state": "dataset",
+    "dataset_state": "state",
     "load_eval_set": "buckets",
     "read_shard": "formats",
 }

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ltsgen.errors import LtsgenError, UsageError
+from ltsgen.errors import UsageError
 
 from .cache import ShardCache
 from .contract import (
@@ -38,13 +38,10 @@ from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_sc
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import check_pipe, is_remote, join, read_bytes
+from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state
 
-STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
-
-
-class StateError(LtsgenError, ValueError):
-    """A loader state that does not fit the dataset it is loaded into; the message says what differs."""
+__all__ = ["StateError", "StreamingDataset", "StreamingLoader", "collate_records", "dataset_state"]
 
 
 class StreamingDataset(IterableDataset):
@@ -118,6 +115,9 @@ class StreamingDataset(IterableDataset):
             or (seq_len is not None and seq_len < 1)
         ):
             raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+        for name, value in (("seed", seed), ("epoch", epoch)):
+            if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63):
+                raise UsageError(f"{name} must be an integer from 0 to 2**63 - 1, not {value!r}")
         if seq_len is not None and transform is not None:
             raise UsageError(
                 "transform applies to records; with seq_len, transform the blocks in the training loop"
@@ -155,6 +155,7 @@ class StreamingDataset(IterableDataset):
         self.streams = self._streams()
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
+        self._tokenizer_digest: str | None = None
         self.eos_id = eos_id
         if seq_len is not None:
             if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
@@ -182,7 +183,8 @@ class StreamingDataset(IterableDataset):
             raise ContractError(
                 f"{where}: split {split!r} has too few items for one global batch of {self.global_batch_size}"
             )
-        self.fingerprint = self._fingerprint()
+        self.identity = self._identity()
+        self._witness = WorkerWitness()
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""
@@ -218,6 +220,7 @@ class StreamingDataset(IterableDataset):
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
             self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+            self._tokenizer_digest = hashlib.sha256(raw).hexdigest()
         return self._tokenizer
 
     # ------------------------------------------------------------------ state
@@ -230,16 +233,25 @@ class StreamingDataset(IterableDataset):
         """
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
+        self._witness.lower()
 
     def state_dict(self) -> dict[str, Any]:
         """The whole position, exact after the last item or batch yielded (also through ``loader()``).
 
         Returns:
-            A small JSON-ready dict: (seed, epoch, samples consumed), plus what checks that it fits.
+            A small JSON-ready dict: (seed, epoch, samples consumed), plus the identity of what it resumes
+            (``state.IDENTITY_KEYS``). A ``StateError`` when DataLoader worker processes iterate this dataset
+            outside ``loader()``: this process's copy cannot know where they stand.
         """
+        if self._witness.raised and get_worker_info() is None:
+            raise StateError(
+                "state_dict() of a StreamingDataset that a DataLoader's worker processes iterate cannot say "
+                "where they stand: use dataset.loader(num_workers=N) and its state_dict(), or torchdata's "
+                "StatefulDataLoader"
+            )
         return {
             "format": STATE_FORMAT,
-            "fingerprint": self.fingerprint,
+            "identity": dict(self.identity),
             "seed": self.seed,
             "epoch": self.epoch,
             "samples_consumed": self._consumed * self.global_batch_size,
@@ -254,29 +266,19 @@ class StreamingDataset(IterableDataset):
 
         Args:
             state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
-                ``StatefulDataLoader.state_dict()``; the global batch size must be the same, and a
-                ``StateError`` says what differs otherwise.
+                ``StatefulDataLoader.state_dict()``; every field is checked (``state.check_state``), and a
+                ``StateError`` names the one that is malformed or differs (the global batch size, the
+                identity of the dataset, tokenizer, ``seq_len`` or mixture) before anything changes.
         """
-        state = dataset_state(state)
-        if state.get("format") != STATE_FORMAT:
-            raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
-        if state["fingerprint"] != self.fingerprint:
-            raise StateError(
-                "the state belongs to another dataset or configuration (shards, seq_len, shuffle, "
-                "shuffle_window, remainder or by_bucket differ)"
-            )
-        if state["global_batch_size"] != self.global_batch_size:
-            raise StateError(
-                f"global batch size changed from {state['global_batch_size']} to {self.global_batch_size}: "
-                "resume needs the same batch_size * world_size"
-            )
-        if state["partial"] and state["batch_size"] != self.batch_size:
-            raise StateError("a state taken inside a batch resumes only with the same per-rank batch size")
+        state = check_state(
+            dataset_state(state), self.identity, self.global_batch_size, self.batch_size, self.num_batches
+        )
         self.seed, self.epoch = state["seed"], state["epoch"]
         self._consumed = state["samples_consumed"] // self.global_batch_size
         self._partial = state["partial"]
         in_worker = get_worker_info() is not None  # torchdata restores each worker's own state there
         self._anchor = state["anchor"] if in_worker else self._consumed
+        self._witness.lower()
 
     # ------------------------------------------------------------------ iteration
 
@@ -289,6 +291,8 @@ class StreamingDataset(IterableDataset):
                 "batch size, which the dataset must know to keep the order: pass the same batch_size to "
                 f"StreamingDataset and DataLoader, or use dataset.loader(num_workers={info.num_workers})"
             )
+        if info is not None:
+            self._witness.raise_flag()  # the main process's copy no longer knows the position
         for batch, first, data in self._rank_batches():
             if self.seq_len is None:
                 items = data
@@ -334,6 +338,7 @@ class StreamingDataset(IterableDataset):
     def _seek(self, consumed: int) -> None:
         """Stand after global batch ``consumed - 1`` (the main process follows its loader's workers)."""
         self._consumed, self._partial, self._anchor = consumed, 0, consumed
+        self._witness.lower()
 
     def _rank_batches(self):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -416,7 +421,8 @@ class StreamingDataset(IterableDataset):
         more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
         return ContractError(f"{self.root}: {what}: skipped as corrupt: {'; '.join(reasons[:3])}{more}")
 
-    def _fingerprint(self) -> str:
+    def _identity(self) -> dict[str, Any]:
+        """What a state of this dataset resumes (``state.IDENTITY_KEYS``; ``mixture`` is None here)."""
         key = {
             "split": self.split,
             "bucket": self.bucket,
@@ -427,7 +433,25 @@ class StreamingDataset(IterableDataset):
             "remainder": self.remainder,
             "by_bucket": self.by_bucket,
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        return {
+            "dataset": hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16],
+            "tokenizer_sha256": self._tokenizer_sha256(),
+            "seq_len": self.seq_len,
+            "mixture": None,
+        }
+
+    def _tokenizer_sha256(self) -> str | None:
+        """The sha256 of the tokenizer behind the packed ids: the one that tokenizes the text here (its
+        file's bytes, or for a ``Tokenizer`` object the ``tokenizer.json`` ltsgen would write for it), or the
+        manifest's for tokenized data; None for records."""
+        if self.seq_len is None:
+            return None
+        if self.tokenized:
+            return (self.manifest.tokenizer or {}).get("sha256")
+        tokenizer = self.tokenizer
+        if self._tokenizer_digest is None:
+            self._tokenizer_digest = hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest()
+        return self._tokenizer_digest
 
     def _process_state(self) -> _ProcessState:
         if self._process is None or self._process.pid != os.getpid():
@@ -678,32 +702,6 @@ def collate_records(batch: list[dict]) -> dict[str, list]:
         field -> list of values; token ids stay one numpy array per record.
     """
     return {key: [record.get(key) for record in batch] for key in batch[0]}
-
-
-def dataset_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The global dataset state inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
-
-    In a torchdata state each worker's snapshot holds its own progress; the global position is the
-    furthest one, since the loader yields global batches in order.
-
-    Args:
-        state: the state dict.
-
-    Returns:
-        The dataset state; ``StateError`` when there is none, or it was taken inside a batch.
-    """
-    if "samples_consumed" in state:
-        return state
-    if "dataset_state" in state and state["dataset_state"]:
-        return state["dataset_state"]
-    snapshots = (state.get("_snapshot") or {}).get("_worker_snapshots") or {}
-    found = [s["dataset_state"] for s in snapshots.values() if s.get("dataset_state")]
-    if not found:
-        raise StateError("no ltsgen dataset state in this state dict")
-    best = max(found, key=lambda s: (s["samples_consumed"], s["partial"]))
-    if best["partial"]:
-        raise StateError("the loader state was taken inside a batch; resume needs a batch boundary")
-    return best
 
 
 def _chunks(items: list, size: int) -> list[list]:
