@@ -399,7 +399,7 @@ class StreamingDataset(IterableDataset):
         where = self._where(info)
         if self.cache is None:
             return self._read(where), False
-        return self.cache.read(info, where, functools.partial(self._read, where))
+        return self.cache.read(info, where, functools.partial(self._read, where), self.verify)
 
     def _local(self, info: ShardInfo) -> str | None:
         """The shard's local path, when it is read directly from a local directory (not through a cache)."""
