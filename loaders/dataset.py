@@ -41,6 +41,7 @@ from .sources import check_pipe, is_remote, join, read_bytes
 from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state
 
 ON_ERROR = ("raise", "skip")
+MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
 __all__ = ["StateError", "StreamingDataset", "StreamingLoader", "collate_records", "dataset_state"]
 
 
@@ -72,6 +73,9 @@ class StreamingDataset(IterableDataset):
             of the machine (see ``cache.ShardCache``: each shard downloaded and checked against its sha256
             once per node, the least recently used beyond ``cache_limit`` bytes, e.g. ``"20GB"``, removed).
             Without it each process reads the shards it needs itself, every epoch.
+        max_doc_chars: with ``seq_len`` on untokenized data, a shard holding a text longer than this is
+            refused (or skipped with ``on_error="skip"``) before it is tokenized, which costs about 130 bytes
+            of memory per character; 0 for no limit.
     """
 
     def __init__(
@@ -101,6 +105,7 @@ class StreamingDataset(IterableDataset):
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
+        max_doc_chars: int = MAX_DOC_CHARS,
     ) -> None:
         super().__init__()
         self.root = str(path_or_url)
@@ -135,6 +140,9 @@ class StreamingDataset(IterableDataset):
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
+        if not (isinstance(max_doc_chars, int) and max_doc_chars >= 0):
+            raise UsageError(f"max_doc_chars must be a non-negative integer, not {max_doc_chars!r}")
+        self.max_doc_chars = max_doc_chars
         if cache_dir is None and cache_limit is not None:
             raise UsageError("cache_limit needs cache_dir (the folder it limits)")
         self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
@@ -594,6 +602,7 @@ class _ProcessState:
             keep=2 * dataset.shuffle_window,
             threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
             lazy=packed,
+            max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else 0,
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
