@@ -121,8 +121,9 @@ class StreamingDataset(IterableDataset):
         ):
             raise UsageError("batch_size, shuffle_window and seq_len must be positive")
         for name, value in (("seed", seed), ("epoch", epoch)):
-            if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63):
-                raise UsageError(f"{name} must be an integer from 0 to 2**63 - 1, not {value!r}")
+            _check_integer(name, value, 63)
+        if eos_id is not None:
+            _check_integer("eos_id", eos_id, 32)
         if seq_len is not None and transform is not None:
             raise UsageError(
                 "transform applies to records; with seq_len, transform the blocks in the training loop"
@@ -239,6 +240,7 @@ class StreamingDataset(IterableDataset):
         Args:
             epoch: the epoch; the current one is left where it stands (e.g. just after a resume).
         """
+        _check_integer("epoch", epoch, 63)
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
         self._witness.lower()
@@ -726,6 +728,12 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is outside world size {world_size}")
     return rank, world_size
+
+
+def _check_integer(name: str, value: Any, bits: int) -> None:
+    """A one-line ``UsageError`` unless ``value`` is an integer from 0 to ``2**bits - 1``."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**bits):
+        raise UsageError(f"{name} must be an integer from 0 to 2**{bits} - 1, not {value!r}")
 
 
 def _eos_id(tokenizer, where: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .contract import ContractError
 from .formats import TokenColumn
 
 
@@ -58,7 +59,10 @@ class PackedWindow:
         np.cumsum(self.lengths, out=self.starts[1:])
         self.total = int(self.starts[-1])
         self.nominal = self.total if nominal is None else nominal
-        self.eos = np.asarray([eos_id], dtype=self.values[0].dtype if columns else np.uint32)
+        dtype = self.values[0].dtype if columns else np.dtype(np.uint32)
+        if not 0 <= eos_id <= np.iinfo(dtype).max:
+            raise ContractError(f"eos_id {eos_id} does not fit the token ids, stored as {dtype}")
+        self.eos = np.asarray([eos_id], dtype=dtype)
 
     def slice(self, lo: int, hi: int, positions: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """A range of the window's token stream.

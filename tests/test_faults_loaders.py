@@ -128,3 +128,16 @@ def test_one_long_tokenized_document_is_cut_into_exact_blocks(tmp_path):
     assert got.shape == (blocks, 1024) and np.array_equal(got.ravel(), stream[: blocks * 1024])
     expected = np.minimum(positions[: blocks * 1024].reshape(-1, 1024), np.arange(1024))
     assert np.array_equal(torch.cat([b["position_ids"] for b in batches]).numpy(), expected)
+
+
+def test_an_eos_id_that_does_not_fit_the_token_ids_is_one_line(tmp_path):
+    with ShardWriter(tmp_path, "train/shard-00000.parquet", "parquet", token_dtype="uint16") as writer:
+        for k in range(8):
+            writer.write({"id": f"d{k}", "text": "", "source": "lts", "input_ids": np.arange(1, 40 + k)})
+    tokenizer = {"path": "tokenizer.json", "sha256": "", "vocab_size": 60001, "eos_id": EOS}
+    write_manifest(tmp_path, Manifest("lts", "parquet", {"train": [writer.info]}, BUILDER, tokenizer))
+    with pytest.raises(ContractError, match=r"^eos_id 70000 does not fit the token ids, stored as uint16$"):
+        next(iter(StreamingDataset(tmp_path, seq_len=15, eos_id=70_000)))
+    for bad in (-1, 2**32, "0"):
+        with pytest.raises(LtsgenError, match=r"^eos_id must be an integer from 0 to 2\*\*32 - 1"):
+            StreamingDataset(tmp_path, seq_len=15, eos_id=bad)

@@ -184,6 +184,11 @@ def test_seed_and_epoch_are_checked_where_the_dataset_is_made(parquet_dir):
     for bad in ({"seed": -1}, {"epoch": -2}, {"seed": "1"}, {"epoch": 1.5}):
         with pytest.raises(LtsgenError, match=next(iter(bad))):
             StreamingDataset(parquet_dir, **bad)
+    dataset = StreamingDataset(parquet_dir)
+    for bad in (-1, "1", 2**63):
+        with pytest.raises(LtsgenError, match=r"^epoch must be an integer from 0 to 2\*\*63 - 1"):
+            dataset.set_epoch(bad)
+    assert dataset.epoch == 0
 
 
 def head(loader, count: int) -> list:
