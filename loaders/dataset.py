@@ -120,7 +120,7 @@ class StreamingDataset(IterableDataset):
             or (seq_len is not None and seq_len < 1)
         ):
             raise UsageError("batch_size, shuffle_window and seq_len must be positive")
-        for name, value in (("seed", seed), ("epoch", epoch)):
+        for name, value in (("seed", seed), ("epoch", epoch), ("max_doc_chars", max_doc_chars)):
             _check_integer(name, value, 63)
         if eos_id is not None:
             _check_integer("eos_id", eos_id, 32)
@@ -141,8 +141,6 @@ class StreamingDataset(IterableDataset):
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
-        if not (isinstance(max_doc_chars, int) and max_doc_chars >= 0):
-            raise UsageError(f"max_doc_chars must be a non-negative integer, not {max_doc_chars!r}")
         self.max_doc_chars = max_doc_chars
         if cache_dir is None and cache_limit is not None:
             raise UsageError("cache_limit needs cache_dir (the folder it limits)")

@@ -280,6 +280,9 @@ def test_a_glob_through_links_to_its_own_folders_reads_each_file_once(tmp_path):
     for pattern in (f"{root}/**/*.jsonl", f"{root}/**", str(root), f"{tmp_path}/*/**/*.jsonl"):
         texts = [d.text for d in read_documents("c4", [pattern], ReaderOptions(), Screen())]
         assert texts == ["document a", "document b"], pattern
+    assert [d.text for d in read_documents("c4", [f"{root}/**.jsonl"], ReaderOptions(), Screen())] == [
+        "document a"  # "**" inside a name is "*", as for glob
+    ]
 
 
 def test_a_compressed_stream_never_expands_much_past_a_read_at_once(tmp_path):

@@ -107,7 +107,7 @@ def test_max_doc_chars_is_checked_and_bounds_only_what_is_tokenized(tmp_path):
     assert len(StreamingDataset(directory, seq_len=31, max_doc_chars=5000)) > 0
     assert len(StreamingDataset(directory, seq_len=31, max_doc_chars=0)) > 0
     assert len(StreamingDataset(directory, max_doc_chars=10)) == 25  # records are not tokenized: no limit
-    with pytest.raises(LtsgenError, match="max_doc_chars must be a non-negative integer"):
+    with pytest.raises(LtsgenError, match="max_doc_chars must be an integer from 0 to 2"):
         StreamingDataset(directory, max_doc_chars=-1)
 
 

@@ -165,9 +165,11 @@ def _local_glob(pattern: str) -> list[str]:
     """``glob.glob(pattern, recursive=True)``, sorted, where ``**`` enters each folder once (by device and
     inode): a link to a folder itself, or to one above it, is not followed round (glob would go on until
     the path is too long). Hidden folders are skipped, as glob does."""
-    if "**" not in pattern:
+    parts = pattern.split("/")
+    if "**" not in parts:  # "**" inside a name is "*", as for glob
         return sorted(glob.glob(pattern))
-    head, _, tail = pattern.partition("**")
+    at = parts.index("**")
+    head, tail = "/".join(parts[:at]) + ("/" if at else ""), "/".join(parts[at + 1 :])
     matches: set[str] = set()
     for root in glob.glob(head) if glob.has_magic(head) else [head]:
         seen: set[tuple[int, int]] = set()
