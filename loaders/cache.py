@@ -222,7 +222,7 @@ class ShardCache:
         for _, size, path in sorted(entries):
             if total <= self.limit:
                 break
-            path.unlink(missing_ok=True)
+            _remove(path)  # a file this process may not remove (another user's) stays
             total -= size
 
 
@@ -290,7 +290,7 @@ def _cache_error(path: Path, problem: str, error: OSError) -> CacheError:
 def _remove(path: Path) -> None:
     try:
         path.unlink(missing_ok=True)
-    except OSError:  # a read-only cache: the changed copy stays, and is never served
+    except OSError:  # a read-only cache or another user's file: it stays (a changed copy is never served)
         pass
 
 
