@@ -435,7 +435,6 @@ class StreamingDataset(IterableDataset):
             "split": self.split,
             "bucket": self.bucket,
             "shards": [[s.path, s.sha256, s.samples] for s in self.shards],
-            "seq_len": self.seq_len,
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
             "remainder": self.remainder,
