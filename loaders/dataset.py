@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,7 +52,8 @@ class StreamingDataset(IterableDataset):
 
     Args:
         path_or_url: the dataset directory: a path, ``file://``, ``http(s)://`` or any fsspec URL
-            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``).
+            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``); or a mapping
+            ``{path_or_url: proportion}``, which mixes several datasets (``mixture.StreamingMixture``).
         split, bucket: which shards (``bucket=None``: every bucket of the split).
         shuffle, seed, epoch, shuffle_window: the epoch order (shard permutation, then a permutation of
             the items of each window of ``shuffle_window`` shards).
@@ -76,6 +77,15 @@ class StreamingDataset(IterableDataset):
             once per node, the least recently used beyond ``cache_limit`` bytes, e.g. ``"20GB"``, removed).
             Without it each process reads the shards it needs itself, every epoch.
     """
+
+    mixture: list | None = None  # [[path_or_url, weight], ...] of a mixture (its identity in a state)
+
+    def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
+        if cls is StreamingDataset and isinstance(path_or_url, Mapping):
+            from .mixture import StreamingMixture  # a subclass: imports this module
+
+            cls = StreamingMixture
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -247,6 +257,7 @@ class StreamingDataset(IterableDataset):
             "batch_size": self.batch_size,
             "partial": self._partial,
             "anchor": self._anchor if self._workers > 1 else self._consumed,
+            "mixture": self.mixture,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -260,6 +271,12 @@ class StreamingDataset(IterableDataset):
         state = dataset_state(state)
         if state.get("format") != STATE_FORMAT:
             raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
+        if state.get("mixture") != self.mixture:
+            from .mixture import mixture_text
+
+            raise StateError(
+                f"the state was saved for {mixture_text(state.get('mixture'))}, not {mixture_text(self.mixture)}"
+            )
         if state["fingerprint"] != self.fingerprint:
             raise StateError(
                 "the state belongs to another dataset or configuration (shards, seq_len, shuffle, "
