@@ -81,6 +81,7 @@ def register(subparsers) -> None:
             "ltsgen train --data lts --encoding rope_pi --train-length 512 --encoding-option factor=4 "
             "--encoding-option original_length=128 --init-from runs/rope --steps 200 --out runs/rope_pi-ft",
             "torchrun --nproc-per-node 2 -m ltsgen train --data lts --encoding alibi --out runs/alibi",
+            "ltsgen train --data lts=0.7,s3://bucket/c4=0.3 --encoding rope --out runs/mixed  # a mixture",
         ],
     )
     add_config_arguments(parser)
