@@ -37,7 +37,7 @@ from torch.utils.data import get_worker_info
 
 from ltsgen.errors import UsageError
 
-from .contract import TRAIN_SPLIT, ContractError
+from .contract import TOKENIZER_NAME, TRAIN_SPLIT, ContractError
 from .dataset import StreamingDataset, _distributed
 from .order import BatchPlan, EpochOrder, worker_batches
 from .sources import join
@@ -286,6 +286,15 @@ class StreamingMixture(StreamingDataset):
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _unrecorded_tokenizer(source: StreamingDataset, stored: dict[str, Any]) -> str:
+    """A tokenizer the manifest gives no sha256 for: its file's, or (no file) its vocabulary size."""
+    try:
+        raw = source._read(join(source.root, stored.get("path", TOKENIZER_NAME)))
+    except ContractError:
+        return f"a tokenizer of {stored.get('vocab_size')} tokens without a file or sha256"
+    return f"tokenizer sha256 {hashlib.sha256(raw).hexdigest()[:12]}"
+
+
 def _check_shared_tokenizer(sources: list[StreamingDataset], given: Any) -> None:
     """Refuse to pack sources whose token ids come from different tokenizers, naming two of them."""
     identities = []
@@ -296,8 +305,7 @@ def _check_shared_tokenizer(sources: list[StreamingDataset], given: Any) -> None
         elif stored.get("sha256"):
             identity = f"tokenizer sha256 {stored['sha256'][:12]}"
         else:
-            where = join(source.root, stored.get("path", "tokenizer.json"))
-            identity = f"tokenizer sha256 {hashlib.sha256(source._read(where)).hexdigest()[:12]}"
+            identity = _unrecorded_tokenizer(source, stored)
         identities.append(f"{identity}, EOS {source.eos_id}")
     for source, identity in zip(sources[1:], identities[1:], strict=True):
         if identity != identities[0]:

@@ -163,6 +163,12 @@ def test_packing_refuses_sources_tokenized_differently_naming_both(sources, tmp_
     ):
         StreamingDataset({a: 1, str(other): 1}, seq_len=4)
     assert len(ids(StreamingDataset({a: 1, str(other): 1}))) == 33  # records need no shared tokenizer
+    unrecorded = [make_dataset(tmp_path / name, [4, 4]) for name in ("x", "y")]  # no sha256, no file
+    assert len(StreamingDataset({str(d): 1 for d in unrecorded}, seq_len=4)) > 0  # same vocabulary and EOS
+    with pytest.raises(
+        ContractError, match="has a tokenizer of 60000 tokens without a file or sha256, EOS 0"
+    ):
+        StreamingDataset({a: 1, str(unrecorded[0]): 1}, seq_len=4)
 
 
 def test_mixture_options_and_the_cli_form_are_checked(sources):
