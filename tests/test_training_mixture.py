@@ -21,22 +21,23 @@ TINY = ["--train-length", "32", "--batch-size", "4", "--d-model", "32", "--n-lay
 @pytest.fixture(scope="module")
 def mixture(tmp_path_factory) -> str:
     root = tmp_path_factory.mktemp("mixture")
-    return f"{write_tiny_dataset(root / 'a')}=0.7,{write_tiny_dataset(root / 'b', train=14)}=0.3"
+    return f"{write_tiny_dataset(root / 'a')}=0.3,{write_tiny_dataset(root / 'b', train=2)}=0.7"
 
 
-def test_train_resumes_a_mixture_exactly_and_its_state_names_it(mixture, tmp_path):
-    straight = train(tiny_config(mixture, tmp_path / "straight", steps=5), progress=False,
+def test_train_resumes_a_mixture_exactly_and_its_state_names_it(mixture, tmp_path, capsys):
+    straight = train(tiny_config(mixture, tmp_path / "straight", steps=8), progress=False,
                      train_tokenizer=train_tokenizer)  # fmt: skip
     tokenizer = str(tmp_path / "straight" / "tokenizer.json")
-    args = ["train", "--data", mixture, "--tokenizer", tokenizer, "--steps", "5", *TINY, "--out"]
+    args = ["train", "--data", mixture, "--tokenizer", tokenizer, "--steps", "8", *TINY, "--out"]
     assert ltsgen([*args, str(tmp_path / "pieces"), "--stop-after", "2"]) == 0
     assert ltsgen([*args, str(tmp_path / "pieces"), "--resume"]) == 0
     losses = [m["loss"] for m in metrics(tmp_path / "pieces")]
-    assert losses == [m["loss"] for m in metrics(tmp_path / "straight")] and len(losses) == 5
+    assert losses == [m["loss"] for m in metrics(tmp_path / "straight")] and len(losses) == 8
     assert straight["last_loss"] == losses[-1]
     (state,) = json.loads(load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)["loader_states"])
     a, b = (part.rpartition("=")[0] for part in mixture.split(","))
-    assert state["mixture"] == [[a, 7], [b, 3]] and state["samples_consumed"] == 5 * 4
+    assert state["mixture"] == [[a, 3], [b, 7]] and state["samples_consumed"] == 8 * 4
+    assert f"mixture source {b}: reached its epoch 1 " in capsys.readouterr().err  # b: ~22 of the 32 blocks
 
 
 def test_compare_trains_on_a_mixture(mixture, tmp_path):
