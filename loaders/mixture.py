@@ -168,7 +168,7 @@ class StreamingMixture(StreamingDataset):
         if by_bucket:
             raise UsageError("by_bucket draws each batch from one length bucket; it does not mix datasets")
         if batch_size is not None and batch_size < 1:
-            raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+            raise UsageError(f"batch_size must be positive, not {batch_size}")
         if not path_or_url:
             raise UsageError("a mixture needs at least one dataset")
         roots = [str(source) for source in path_or_url]
@@ -181,8 +181,8 @@ class StreamingMixture(StreamingDataset):
         first = self.sources[0]
         if first.seq_len is not None:
             _check_shared_tokenizer(self.sources, options.get("tokenizer"))
-        self.root = mixture_text([[root, w] for root, w in zip(roots, weights, strict=True)])
         self.mixture = [[root, w] for root, w in zip(roots, weights, strict=True)]
+        self.root = mixture_text(self.mixture)
         self.schedule = Schedule(weights)
         self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle
         self.seed, self.epoch, self.shuffle_window = seed, epoch, first.shuffle_window

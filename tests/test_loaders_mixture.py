@@ -186,6 +186,13 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
         StreamingDataset({a: 1e-6, b: 1})
     with pytest.raises(UsageError, match="by_bucket"):
         StreamingDataset({a: 1, b: 1}, by_bucket=True)
+    wrapped = StreamingDataset({a: 1, b: 1}, batch_size=5, remainder="wrap")  # 36 items: 7 batches and 1 item
+    dropped = StreamingDataset({a: 1, b: 1}, batch_size=5)
+    assert (wrapped.num_batches, dropped.num_batches) == (8, 7)
+    continued = ids(dropped) + ids(StreamingDataset({a: 1, b: 1}, batch_size=5, epoch=1))
+    assert ids(wrapped) == continued[:40]  # the last batch continues the sources; the next epoch goes on
+    with pytest.raises(UsageError, match="batch_size must be positive"):
+        StreamingDataset({a: 1, b: 1}, batch_size=0)
     with pytest.raises(ContractError, match="36 items in all, too few for one global batch of 40"):
         StreamingDataset({a: 1, b: 1}, batch_size=40)
     with pytest.raises(ContractError, match=f"{Path(b, 'manifest.json')}|no split 'valid'"):
