@@ -13,8 +13,9 @@ elasticity are those of ``StreamingDataset`` unchanged:
   ``j`` is position ``j % total`` of its own epoch ``j // total`` (its own seeded order, reshuffled at
   each of its epochs, logged on ``ltsgen.loaders.mixture`` when first read in a process).
 - Epochs of the mixture: as many items as its sources hold together (records, or packed blocks), cut into
-  global batches. The mixture's position runs on across its epochs (epoch ``e`` starts where ``e - 1``
-  ended), so a source is never restarted, only continued.
+  global batches (``remainder="wrap"`` fills the last one with the sources' next items). The mixture's
+  position runs on across its epochs (epoch ``e`` starts where ``e - 1`` ended), so a source is never
+  restarted, only continued.
 
 With ``seq_len`` the items are packed blocks, so the proportions are of tokens; every source must pack
 with the same tokenizer (the same sha256 and EOS id), or the mixture is refused naming two that differ.
