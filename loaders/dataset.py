@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 from collections import OrderedDict
@@ -79,13 +80,6 @@ class StreamingDataset(IterableDataset):
     """
 
     mixture: list | None = None  # [[path_or_url, weight], ...] of a mixture (its identity in a state)
-
-    def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
-        if cls is StreamingDataset and isinstance(path_or_url, Mapping):
-            from .mixture import StreamingMixture  # a subclass: imports this module
-
-            cls = StreamingMixture
-        return super().__new__(cls)
 
     def __init__(
         self,
@@ -193,6 +187,16 @@ class StreamingDataset(IterableDataset):
                 f"{where}: split {split!r} has too few items for one global batch of {self.global_batch_size}"
             )
         self.fingerprint = self._fingerprint()
+
+    def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
+        """A mapping ``{path_or_url: proportion}`` makes a ``mixture.StreamingMixture``."""
+        if cls is StreamingDataset and isinstance(path_or_url, Mapping):
+            from .mixture import StreamingMixture  # a subclass: imports this module
+
+            cls = StreamingMixture
+        return super().__new__(cls)
+
+    __new__.__signature__ = inspect.signature(__init__)  # help() and IDEs show the constructor's arguments
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""

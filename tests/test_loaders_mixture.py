@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,8 @@ def test_the_same_batches_for_any_worker_count_and_any_rank_split(sources):
     for workers in (1, 2):
         batches = [batch["input_ids"] for batch in packed(sources, batch_size=6).loader(num_workers=workers)]
         assert all(torch.equal(x, y) for x, y in zip(batches, reference, strict=True)), workers
+    copy = pickle.loads(pickle.dumps(packed(sources, batch_size=6)))  # as spawned workers receive it
+    assert all(torch.equal(x["input_ids"], y) for x, y in zip(copy.loader(), reference, strict=True))
     plain = torch.utils.data.DataLoader(packed(sources, batch_size=6), batch_size=6, num_workers=2)
     assert all(torch.equal(x["input_ids"], y) for x, y in zip(plain, reference, strict=True))
     ranks = [list(packed(sources, batch_size=2, rank=r, world_size=3).loader()) for r in range(3)]
