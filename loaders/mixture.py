@@ -248,10 +248,10 @@ class StreamingMixture(StreamingDataset):
         """This rank's slice of global batch ``batch``: records, or packed blocks as numpy arrays."""
         first = (self.epoch * self.num_batches + batch) * self.global_batch_size + self.rank * self.batch_size
         sources, epochs, positions = self.locate(np.arange(first, first + self.batch_size, dtype=np.int64))
-        pieces: list[tuple[np.ndarray, Any]] = []
-        for key in dict.fromkeys(zip(sources.tolist(), epochs.tolist(), strict=True)):
-            where = np.flatnonzero((sources == key[0]) & (epochs == key[1]))
-            pieces.append((where, self._read(*key, positions[where])))
+        slots: dict[tuple[int, int], list[int]] = {}  # (source, its epoch) -> slots of the batch
+        for slot, key in enumerate(zip(sources.tolist(), epochs.tolist(), strict=True)):
+            slots.setdefault(key, []).append(slot)
+        pieces = [(np.asarray(where), self._read(*key, positions[where])) for key, where in slots.items()]
         if self.seq_len is None:
             records: list[Any] = [None] * self.batch_size
             for where, items in pieces:
