@@ -41,7 +41,7 @@ from ltsgen.errors import UsageError
 from .contract import TOKENIZER_NAME, TRAIN_SPLIT, ContractError
 from .dataset import StreamingDataset, _distributed
 from .order import BatchPlan, EpochOrder, worker_batches
-from .sources import join
+from .sources import is_remote, join
 
 RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
 LOG = logging.getLogger(__name__)
@@ -147,8 +147,8 @@ class Schedule:
 class StreamingMixture(StreamingDataset):
     """``StreamingDataset`` of a mapping ``{path_or_url: proportion}``: the sources mixed item by item.
 
-    Takes every option of ``StreamingDataset`` (the source options apply to each source) except
-    ``by_bucket``. ``state_dict()`` names the sources and their weights, and a state of another mixture
+    Takes every option of ``StreamingDataset`` (the source options apply to each source; ``cache_dir`` to
+    the remote ones) except ``by_bucket``. ``state_dict()`` names the sources and their weights, and a state of another mixture
     (or of one dataset) is refused. See the module's docstring for the schedule and the sources' epochs.
     """
 
@@ -174,9 +174,10 @@ class StreamingMixture(StreamingDataset):
             raise UsageError("a mixture needs at least one dataset")
         roots = [str(source) for source in path_or_url]
         weights = resolve_weights([float(p) for p in path_or_url.values()])
-        self.sources = [
+        local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
+        self.sources = [  # the node cache keeps remote sources' shards; local ones are read in place
             StreamingDataset(root, split, seed=seed, rank=0, world_size=1, batch_size=1, remainder=remainder,
-                             **options)
+                             **(options if is_remote(root) else local))
             for root in roots
         ]  # fmt: skip
         first = self.sources[0]

@@ -15,6 +15,7 @@ from loader_fixtures import make_dataset
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import ContractError, StateError, StreamingDataset, StreamingMixture, parse_mixture
+from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.mixture import RESOLUTION, Schedule, resolve_weights
 
 SHA = "ab" * 32
@@ -200,3 +201,18 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
         StreamingDataset({a: 1, b: 1}, batch_size=40)
     with pytest.raises(ContractError, match=f"{Path(b, 'manifest.json')}|no split 'valid'"):
         StreamingDataset({a: 1, b: 1}, split="valid")
+
+
+def test_a_local_source_mixes_with_one_on_s3_through_the_cache(sources, s3_server, tmp_path):
+    a, b = sources
+    bucket = s3_server.bucket()
+    s3_server.client().put(b, f"{bucket}/b", recursive=True)
+    remote = {a: 0.6, f"s3://{bucket}/b": 0.4}
+    mixed = StreamingDataset(remote, seed=11, seq_len=4, batch_size=6, cache_dir=tmp_path / "cache")
+    reference = [batch["input_ids"] for batch in packed(sources, batch_size=6).loader()]
+    assert all(torch.equal(x["input_ids"], y) for x, y in zip(mixed.loader(), reference, strict=True))
+    cached = sorted(path.name for path in (tmp_path / "cache").iterdir())
+    remote_shards = sorted(shard.sha256 for shard in read_manifest(b).shards("train"))
+    assert [
+        name[:64] for name in cached if not name.startswith(".")
+    ] == remote_shards  # the s3 source's, not the local one's
