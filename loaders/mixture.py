@@ -52,7 +52,8 @@ def parse_mixture(text: str) -> str | dict[str, float]:
     """A ``--data`` value: one dataset, or a mixture written ``PATH=WEIGHT,PATH=WEIGHT,...``.
 
     A value whose first comma-separated part ends in ``=NUMBER`` is a mixture (paths and URLs may hold
-    ``:`` and ``=``; the weight is what follows the last ``=``); any other value is one dataset.
+    ``:`` and ``=``; the weight is what follows the last ``=``), unless it names an existing path; any
+    other value is one dataset.
 
     Args:
         text: the option's value, e.g. ``"lts=0.7,s3://bucket/c4=0.3"``.
@@ -61,7 +62,7 @@ def parse_mixture(text: str) -> str | dict[str, float]:
         The path itself, or ``{path: weight}`` in the order given; ``UsageError`` for a malformed mixture.
     """
     parts = text.split(",")
-    if _WEIGHT.match(parts[0]) is None:
+    if _WEIGHT.match(parts[0]) is None or os.path.exists(text):
         return text
     mixture: dict[str, float] = {}
     for part in parts:

@@ -179,6 +179,9 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
     a, b = sources
     assert parse_mixture("data/lts") == "data/lts"
     assert parse_mixture("http://host/d?x=y") == "http://host/d?x=y"
+    assert parse_mixture(a) == a and parse_mixture(f"{a}=1") == {a: 1.0}
+    (Path(a).parent / "runs=1").mkdir(exist_ok=True)
+    assert parse_mixture(str(Path(a).parent / "runs=1")) == str(Path(a).parent / "runs=1")  # a folder's name
     assert parse_mixture("lts=0.7, s3://bucket/c4=buckets=0.3") == {"lts": 0.7, "s3://bucket/c4=buckets": 0.3}
     for text, problem in (("lts=0.7,c4", "'c4' is not PATH=WEIGHT"), ("a=1,a=2", "'a' is given twice")):
         with pytest.raises(UsageError, match=problem):
