@@ -4,11 +4,12 @@
 order of one dataset, the mixture is a pure function of the global position, so resume, ranks, workers and
 elasticity are those of ``StreamingDataset`` unchanged:
 
-- Schedule: the proportions are resolved to integer weights (at most ``RESOLUTION`` in all) and laid out
-  by smooth weighted round-robin over one period of ``sum(weights)`` positions, which repeats. Position
-  ``n`` of the mixture is source ``labels[n % period]``, item ``(n // period) * weight + rank`` of that
-  source's own endless stream: over any run of positions each source's count is within 2 items of its
-  proportion (largest deficit first), deterministic and identical on every rank and worker.
+- Schedule: the proportions are resolved to integer weights (at most ``RESOLUTION`` in all, see
+  ``resolve_weights``) and laid out by smooth weighted round-robin (the largest accumulated credit goes
+  next) over one period of ``sum(weights)`` positions, which repeats. Position ``n`` of the mixture is
+  source ``labels[n % period]``, item ``(n // period) * weight + rank`` of that source's own endless
+  stream. Over any run of positions each source's count stays within 2 items of its proportion in every
+  mixture tested; the schedule is deterministic and identical on every rank and worker.
 - Sources: each source is a ``StreamingDataset`` of its own, read endlessly epoch after epoch. Its item
   ``j`` is position ``j % total`` of its own epoch ``j // total`` (its own seeded order, reshuffled at
   each of its epochs, logged on ``ltsgen.loaders.mixture`` when first read in a process).
@@ -87,6 +88,10 @@ def mixture_text(identity: list | None) -> str:
 def resolve_weights(proportions: list[float]) -> list[int]:
     """Integer weights in the ratio of ``proportions``, resolved to ``1 / RESOLUTION`` and reduced.
 
+    Shares that are fractions with small denominators keep their exact ratio (``[1, 1, 1]`` gives
+    ``[1, 1, 1]``, ``[0.7, 0.3]`` gives ``[7, 3]``); others are rounded to multiples of ``1 / RESOLUTION``
+    by largest remainder.
+
     Args:
         proportions: positive numbers (any scale).
 
@@ -96,11 +101,18 @@ def resolve_weights(proportions: list[float]) -> list[int]:
     """
     if not proportions or not all(math.isfinite(p) and p > 0 for p in proportions):
         raise UsageError(f"mixture proportions must be positive numbers, not {proportions}")
-    shares = [Fraction(p) / Fraction(sum(map(Fraction, proportions))) * RESOLUTION for p in proportions]
-    weights = [math.floor(share) for share in shares]
-    by_remainder = sorted(range(len(shares)), key=lambda i: (weights[i] - shares[i], i))
-    for i in by_remainder[: RESOLUTION - sum(weights)]:  # largest remainders first
-        weights[i] += 1
+    total = sum(map(Fraction, proportions))
+    shares = [Fraction(p) / total for p in proportions]
+    simple = [share.limit_denominator(RESOLUTION) for share in shares]
+    period = math.lcm(*(share.denominator for share in simple))
+    if period <= RESOLUTION and sum(simple) == 1:
+        weights = [int(share * period) for share in simple]
+    else:
+        scaled = [share * RESOLUTION for share in shares]
+        weights = [math.floor(share) for share in scaled]
+        by_remainder = sorted(range(len(scaled)), key=lambda i: (weights[i] - scaled[i], i))
+        for i in by_remainder[: RESOLUTION - sum(weights)]:  # largest remainders first
+            weights[i] += 1
     if 0 in weights:
         raise UsageError(f"a mixture proportion below 1/{RESOLUTION} of the total: {proportions}")
     divisor = math.gcd(*weights)

@@ -35,6 +35,13 @@ def ids(items) -> list[str]:
     return [record["id"] for record in items]
 
 
+def test_simple_proportions_keep_their_exact_ratio_and_others_are_resolved_to_1_in_10000():
+    assert resolve_weights([1, 1, 1]) == [1, 1, 1] and resolve_weights([0.7, 0.3]) == [7, 3]
+    assert resolve_weights([6, 2.5, 1, 0.5]) == [12, 5, 2, 1] and resolve_weights([0.999, 0.001]) == [999, 1]
+    weights = resolve_weights([1, 2**0.5, 3**0.5])  # no small common denominator
+    assert sum(weights) == RESOLUTION and weights == [2412, 3411, 4177]
+
+
 @pytest.mark.parametrize(
     "proportions", [[0.7, 0.3], [1, 1, 1], [0.5, 0.25, 0.125, 0.125], [0.999, 0.001], [6, 2.5, 1, 0.5]]
 )
