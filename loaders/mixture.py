@@ -11,8 +11,9 @@ elasticity are those of ``StreamingDataset`` unchanged:
   stream. Over any run of positions each source's count stays within 2 items of its proportion in every
   mixture tested; the schedule is deterministic and identical on every rank and worker.
 - Sources: each source is a ``StreamingDataset`` of its own, read endlessly epoch after epoch. Its item
-  ``j`` is position ``j % total`` of its own epoch ``j // total`` (its own seeded order, reshuffled at
-  each of its epochs, logged on ``ltsgen.loaders.mixture`` when first read in a process).
+  ``j`` is position ``j % total`` of its own epoch ``j // total`` (its own order, seeded by
+  ``source_seed(seed, index)``, reshuffled at each of its epochs, logged on ``ltsgen.loaders.mixture``
+  when first read in a process).
 - Epochs of the mixture: as many items as its sources hold together (records, or packed blocks), cut into
   global batches (``remainder="wrap"`` fills the last one with the sources' next items). The mixture's
   position runs on across its epochs (epoch ``e`` starts where ``e - 1`` ended), so a source is never
@@ -119,6 +120,20 @@ def resolve_weights(proportions: list[float]) -> list[int]:
     return [w // divisor for w in weights]
 
 
+def source_seed(seed: int, index: int) -> int:
+    """The seed of source ``index``'s own order in a mixture of seed ``seed`` (sources of the same shape
+    are shuffled differently).
+
+    Args:
+        seed: the mixture's seed (non-negative).
+        index: the source's place in the mapping.
+
+    Returns:
+        A non-negative 32-bit seed.
+    """
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
 class Schedule:
     """Which source each position of the mixture reads, and which item of that source's endless stream.
 
@@ -189,9 +204,9 @@ class StreamingMixture(StreamingDataset):
         weights = resolve_weights([float(p) for p in path_or_url.values()])
         local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
         self.sources = [  # the node cache keeps remote sources' shards; local ones are read in place
-            StreamingDataset(root, split, seed=seed, rank=0, world_size=1, batch_size=1, remainder=remainder,
-                             **(options if is_remote(root) else local))
-            for root in roots
+            StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
+                             remainder=remainder, **(options if is_remote(root) else local))
+            for index, root in enumerate(roots)
         ]  # fmt: skip
         first = self.sources[0]
         if first.seq_len is not None:
@@ -289,7 +304,7 @@ class StreamingMixture(StreamingDataset):
                 "mixture source %s: reached its epoch %d (%d items per epoch), reshuffled with seed %d",
                 source.root, epoch, source.plans[0].total, source.seed,
             )  # fmt: skip
-        source.epoch = epoch
+        source.seed, source.epoch = source_seed(self.seed, index), epoch  # the seed may come from a state
         order: EpochOrder = source._orders()[0]
         process = source._process_state()
         if self.seq_len is None:

@@ -16,7 +16,7 @@ from loader_fixtures import make_dataset
 from ltsgen.errors import UsageError
 from ltsgen.loaders import ContractError, StateError, StreamingDataset, StreamingMixture, parse_mixture
 from ltsgen.loaders.contract import read_manifest
-from ltsgen.loaders.mixture import RESOLUTION, Schedule, resolve_weights
+from ltsgen.loaders.mixture import RESOLUTION, Schedule, resolve_weights, source_seed
 
 SHA = "ab" * 32
 SIZES_A = [9, 4, 12]  # 25 records, doc-000000 ... doc-000024
@@ -77,12 +77,12 @@ def test_each_source_reads_its_own_epochs_reshuffled_and_logs_it(sources, caplog
     fresh = StreamingDataset({a: 0.5, b: 0.5}, seed=3, batch_size=4)
     assert ids(fresh) == drawn[:36]  # deterministic for a seed
     assert ids(StreamingDataset({a: 0.5, b: 0.5}, seed=4, batch_size=4)) != drawn[:36]
-    for root, first, size in ((a, 0, 25), (b, 300, 11)):
+    for index, (root, first, size) in enumerate(((a, 0, 25), (b, 300, 11))):
         mine = [i for i in drawn if first <= int(i.split("-")[1]) < first + size]
         assert len(mine) == 54  # half of the items
         epochs = [mine[k : k + size] for k in range(0, len(mine) - size + 1, size)]
         for epoch, chunk in enumerate(epochs):  # each of its epochs whole, in its own seeded order
-            assert chunk == ids(StreamingDataset(root, seed=3, epoch=epoch))
+            assert chunk == ids(StreamingDataset(root, seed=source_seed(3, index), epoch=epoch))
         assert epochs[0] != epochs[1]
 
 
@@ -96,7 +96,7 @@ def test_a_mixture_of_one_dataset_packs_the_datasets_own_epochs_end_to_end(sourc
     plain = [
         b
         for epoch in range(3)
-        for b in StreamingDataset(a, seed=5, seq_len=5, epoch=epoch, position_ids=True)
+        for b in StreamingDataset(a, seed=source_seed(5, 0), seq_len=5, epoch=epoch, position_ids=True)
     ]
     assert len(blocks) == 2 * mixture.num_batches * 2
     for block, expected in zip(blocks, plain, strict=False):
@@ -145,6 +145,11 @@ def test_resume_is_exact_with_another_worker_count_or_world_size(sources):
         ranks.append([batch["input_ids"] for batch in dataset.loader()])
     merged = [torch.cat([ranks[0][t], ranks[1][t]]) for t in range(len(ranks[0]))]
     assert all(torch.equal(x, y) for x, y in zip(head + merged, reference, strict=True))
+    other_seed = StreamingDataset({sources[0]: 0.6, sources[1]: 0.4}, seed=2, seq_len=4, batch_size=6)
+    other_seed.load_state_dict(state)  # the state's seed (11) orders every source
+    assert all(
+        torch.equal(x["input_ids"], y) for x, y in zip(other_seed.loader(), reference[3:], strict=True)
+    )
     inside = packed(sources, batch_size=6)  # a state taken inside a batch, resumed item by item
     items = iter(inside)
     first = [next(items)["input_ids"] for _ in range(8)]
