@@ -13,6 +13,9 @@ Public names:
   in the same order for any worker count; ``state_dict()`` / ``load_state_dict()`` on either (also from any
   rank's state, for elastic resume);
   ``set_epoch(epoch)``; ``len()`` is the exact number of items per rank and epoch.
+- ``StreamingDataset({path_or_url: proportion, ...}, ...)``: a ``StreamingMixture``, the datasets mixed item by
+  item in those proportions (each source reshuffled at its own epochs), with every option above but
+  ``by_bucket``; ``parse_mixture(text)`` reads the CLI's ``PATH=WEIGHT,PATH=WEIGHT`` form.
 - ``dataset_state(state)``: the global position inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
 - ``collate_records``, ``PadCollate(pad_id)``: collate functions for whole records and length buckets.
 - ``load_eval_set(path_or_url, length)``: an exact-length evaluation set as LongTensor [n, length].
@@ -24,7 +27,7 @@ Modules: ``contract`` (the dataset-directory contract), ``storage`` (paths and U
 ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache`` (the node-local shard cache), ``formats``
 (shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order`` (the
 stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader state checked field by field),
-``dataset``.
+``dataset``, ``mixture``.
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """
@@ -36,10 +39,12 @@ _HOMES = {
     "PadCollate": "buckets",
     "StreamingDataset": "dataset",
     "StreamingLoader": "dataset",
+    "StreamingMixture": "mixture",
     "StateError": "state",
     "collate_records": "dataset",
     "dataset_state": "state",
     "load_eval_set": "buckets",
+    "parse_mixture": "mixture",
     "read_shard": "formats",
 }
 __all__ = sorted(_HOMES)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,8 @@ class StreamingDataset(IterableDataset):
 
     Args:
         path_or_url: the dataset directory: a path, ``file://``, ``http(s)://`` or any fsspec URL
-            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``).
+            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``); or a mapping
+            ``{path_or_url: proportion}``, which mixes several datasets (``mixture.StreamingMixture``).
         split, bucket: which shards (``bucket=None``: every bucket of the split).
         shuffle, seed, epoch, shuffle_window: the epoch order (shard permutation, then a permutation of
             the items of each window of ``shuffle_window`` shards).
@@ -192,6 +194,16 @@ class StreamingDataset(IterableDataset):
             )
         self.identity = self._identity()
         self._witness = WorkerWitness()
+
+    def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
+        """A mapping ``{path_or_url: proportion}`` makes a ``mixture.StreamingMixture``."""
+        if cls is StreamingDataset and isinstance(path_or_url, Mapping):
+            from .mixture import StreamingMixture  # a subclass: imports this module
+
+            cls = StreamingMixture
+        return super().__new__(cls)
+
+    __new__.__signature__ = inspect.signature(__init__)  # help() and IDEs show the constructor's arguments
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""

@@ -115,6 +115,12 @@ def check_state(
 def _check_identity(saved: Any, identity: dict[str, Any]) -> None:
     if not isinstance(saved, dict) or not all(isinstance(key, str) for key in saved):
         raise StateError(f"state.identity: must be a dict of names, not {_shown(saved)}")
+    _check_mixture(saved.get("mixture"))
+    if saved.get("mixture") != identity.get("mixture"):  # first: another mixture explains the other keys
+        raise StateError(
+            f"state.identity.mixture: the state was saved for {mixture_text(saved.get('mixture'))}, "
+            f"not {mixture_text(identity.get('mixture'))}"
+        )
     for key in sorted(set(saved) | set(identity)):
         if saved.get(key) != identity.get(key):
             why = _CHANGED.get(key, "another configuration")
@@ -122,6 +128,36 @@ def _check_identity(saved: Any, identity: dict[str, Any]) -> None:
                 f"state.identity.{key}: the state resumes {_shown(saved.get(key))}, this dataset is "
                 f"{_shown(identity.get(key))} ({why})"
             )
+
+
+def _check_mixture(mixture: Any) -> None:
+    """A saved ``identity.mixture``: None (one dataset), or ``[[source, weight], ...]`` with distinct sources
+    (strings) and positive integer weights."""
+    if mixture is None:
+        return
+    if not isinstance(mixture, list) or not mixture:
+        raise StateError(
+            f"state.identity.mixture: must be None or a mixture's [[source, weight], ...], not {_shown(mixture)}"
+        )
+    for index, pair in enumerate(mixture):
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise StateError(f"state.identity.mixture[{index}]: must be [source, weight], not {_shown(pair)}")
+        weight = pair[1]
+        if not (isinstance(weight, int) and not isinstance(weight, bool) and 1 <= weight < COUNT_LIMIT):
+            raise StateError(
+                f"state.identity.mixture[{index}][1]: the weight must be an integer from 1 to 2**63 - 1, "
+                f"not {_shown(weight)}"
+            )
+    if len({source for source, _ in mixture}) < len(mixture):
+        raise StateError("state.identity.mixture: a source is given twice")
+
+
+def mixture_text(mixture: list | None) -> str:
+    """How an ``identity.mixture`` reads in a message: ``"the mixture lts=0.7,c4=0.3"`` or ``"one dataset"``."""
+    if not mixture:
+        return "one dataset"
+    total = sum(weight for _, weight in mixture)
+    return "the mixture " + ",".join(f"{source}={weight / total:.4g}" for source, weight in mixture)
 
 
 def _count(state: dict[str, Any], name: str, lowest: int) -> None:
