@@ -171,6 +171,35 @@ def test_a_state_of_another_mixture_or_dataset_is_refused_in_one_line(sources):
     StreamingDataset({a: 7, b: 3}, batch_size=2).load_state_dict(state)  # the same proportions
 
 
+@pytest.mark.parametrize(
+    "mixture, field",
+    [
+        ("a=0.7,b=0.3", "identity.mixture: must be None or"),
+        ([], "identity.mixture: must be None or"),
+        ([["A", 7, 1], ["B", 3]], r"identity.mixture\[0\]"),
+        ([[7, "A"], ["B", 3]], r"identity.mixture\[0\]"),
+        ([["A", 7], ["B", 0]], r"identity.mixture\[1\]\[1\]"),
+        ([["A", 7], ["B", "3"]], r"identity.mixture\[1\]\[1\]"),
+        ([["A", 7], ["B", True]], r"identity.mixture\[1\]\[1\]"),
+        ([["A", 7], ["A", 3]], "identity.mixture: a source is given twice"),
+    ],
+)
+def test_a_malformed_mixture_in_a_state_is_refused_by_field_and_changes_nothing(sources, mixture, field):
+    a, b = sources
+    mixed = StreamingDataset({a: 0.7, b: 0.3}, batch_size=2)
+    next(iter(mixed))
+    state = mixed.state_dict()
+    names = {"A": a, "B": b}
+    broken = mixture if not isinstance(mixture, list) else [
+        [names.get(part, part) if isinstance(part, str) else part for part in pair] for pair in mixture
+    ]  # fmt: skip
+    target = StreamingDataset({a: 0.7, b: 0.3}, batch_size=2)
+    before = target.state_dict()
+    with pytest.raises(StateError, match=rf"^state\.{field}[^\n]*$"):
+        target.load_state_dict({**state, "identity": {**state["identity"], "mixture": broken}})
+    assert target.state_dict() == before
+
+
 def test_packing_refuses_sources_tokenized_differently_naming_both(sources, tmp_path):
     a, _ = sources
     other = make_dataset(tmp_path / "other", [4, 4], tokenizer_sha256="cd" * 32)
