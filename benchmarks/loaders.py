@@ -5,7 +5,8 @@ to MosaicML's MDS) are shuffled, packed into [8, seq_len + 1] int64 blocks with 
 read through a torch DataLoader, by:
 
 - ltsgen          ``StreamingDataset(dir, seq_len=...)`` on the parquet shards (also with ``shuffle_window=1``,
-                  and on the tar shards)
+                  and on the tar shards; "ltsgen-mix": a mixture ``{dir: 0.5, copy of dir: 0.5}``, the cost
+                  of mixing two sources against reading one)
 - webdataset      ``webdataset.WebDataset`` over the tar shards, a 1,000-document shuffle buffer, a packer
 - HF datasets     ``load_dataset("parquet", streaming=True)`` over the parquet shards, ``shuffle(buffer_size=1000)``
 - MosaicML        ``streaming.StreamingDataset`` over MDS shards
@@ -30,6 +31,7 @@ import importlib.util
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +46,16 @@ BATCH = 8
 EOS = 0
 VOCAB = 8192
 SHUFFLE_BUFFER = 1000
-SYSTEMS = ("ltsgen", "ltsgen-w1", "ltsgen-tar", "webdataset", "hf-datasets", "mosaicml", "flat-memmap")
+SYSTEMS = (
+    "ltsgen",
+    "ltsgen-w1",
+    "ltsgen-tar",
+    "ltsgen-mix",
+    "webdataset",
+    "hf-datasets",
+    "mosaicml",
+    "flat-memmap",
+)
 
 
 # ---------------------------------------------------------------------------- data
@@ -67,6 +78,7 @@ def write_data(root: Path, kind: str, docs: int, shards: int) -> Path:
 
     directory = data_dir(root, kind, docs, shards)
     if (directory / "done").exists():
+        copy_for_mixture(directory)
         return directory
     rng = np.random.default_rng(0)
     lengths = document_lengths(kind, docs, rng)
@@ -92,8 +104,17 @@ def write_data(root: Path, kind: str, docs: int, shards: int) -> Path:
                 writer.write({"input_ids": tokens[offsets[i] : offsets[i + 1]]})
     np.save(directory / "tokens.npy", tokens)
     np.save(directory / "offsets.npy", offsets)
+    copy_for_mixture(directory)
     (directory / "done").touch()
     return directory
+
+
+def copy_for_mixture(directory: Path) -> None:
+    """A second parquet directory with the same shards: "ltsgen-mix" mixes it with the first, so that its
+    tokens/s compare with "ltsgen" on the same data."""
+    if not (directory / "parquet-copy").exists():
+        shutil.copytree(directory / "parquet", directory / "parquet-copy.tmp")
+        os.replace(directory / "parquet-copy.tmp", directory / "parquet-copy")
 
 
 def import_mosaic():
@@ -236,6 +257,8 @@ def build(system: str, directory: Path, workers: int, seq_len: int):
         from ltsgen.loaders import StreamingDataset
 
         path = directory / ("webdataset" if system == "ltsgen-tar" else "parquet")
+        if system == "ltsgen-mix":
+            path = {str(path): 0.5, str(directory / "parquet-copy"): 0.5}
         window = 1 if system == "ltsgen-w1" else 4
         dataset = StreamingDataset(path, seq_len=seq_len, batch_size=BATCH, seed=0, shuffle_window=window)
         loader = dataset.loader(num_workers=workers)
@@ -501,6 +524,13 @@ def report_ratios(rows: list[dict]) -> None:
     for workers in sorted({r["workers"] for r in rows}):
         ran = {r["system"]: r for r in rows if r["workers"] == workers and not r["why"]}
         peers = [r for name, r in ran.items() if name in ("webdataset", "hf-datasets", "mosaicml")]
+        if "ltsgen" in ran and "ltsgen-mix" in ran:
+            one, mixed = ran["ltsgen"], ran["ltsgen-mix"]
+            print(
+                f"\nworkers={workers}: a mixture of two sources reads "
+                f"{mixed['tokens_per_s'] / one['tokens_per_s']:.2f}x the tokens/s of one dataset; first batch "
+                f"{mixed['first_batch_s']:.3f} s against {one['first_batch_s']:.3f} s"
+            )
         if "ltsgen" not in ran or not peers:
             continue
         ours = ran["ltsgen"]

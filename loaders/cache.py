@@ -3,8 +3,10 @@
 ``ShardCache(directory, limit)`` keeps one file per shard, named by its sha256 (so a rebuilt dataset never
 meets a stale copy, and two datasets sharing a shard share its file). Reading a shard:
 
-- a hit is one local read (its size is checked against the manifest; its modification time is set to
-  now, which is what "least recently used" means here);
+- a hit is one local read, checked against the manifest's size and (unless ``verify=False``) sha256:
+  a copy changed in place, even at the same size, is removed and downloaded again, never served. Its
+  modification time is set to now, which is what "least recently used" means here (skipped on a
+  read-only cache, whose hits are still served);
 - a miss downloads the shard once per node: the downloading process holds a POSIX record lock on
   ``<name>.part`` (the partial download itself), and every other process or thread that wants the same
   shard waits on that lock and then reads the finished file. The download is checked against the
@@ -14,7 +16,8 @@ meets a stale copy, and two datasets sharing a shard share its file). Reading a 
 
 Nothing outlives a process but finished shards: the kernel drops a dead process's locks, a ``.part`` left
 by a kill -9 is taken over by the next download of that shard (or removed by the next process that opens
-the cache and finds it unlocked), and no shared memory or lock file is used. Record locks are per process
+the cache and finds it unlocked), and no shared memory or lock file is used. A cache folder that cannot
+be created or written (read-only, full) is a one-line ``CacheError`` naming it. Record locks are per process
 (not inherited by DataLoader workers across fork); threads of one process share a lock per shard name.
 """
 
@@ -30,11 +33,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ltsgen.errors import LtsgenError
+
 from .contract import ContractError, ShardInfo
 
 PART_SUFFIX = ".part"
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+class CacheError(LtsgenError):
+    """A cache folder that cannot be created or written; the message names it and the reason."""
 
 
 def parse_size(limit: int | str | None) -> int | None:
@@ -84,27 +93,31 @@ class ShardCache:
             return info.sha256 + suffix
         return "url-" + hashlib.sha256(f"{url}\n{info.bytes}".encode()).hexdigest() + suffix
 
-    def read(self, info: ShardInfo, url: str, download: Callable[[], bytes]) -> tuple[bytes, bool]:
+    def read(
+        self, info: ShardInfo, url: str, download: Callable[[], bytes], verify: bool = True
+    ) -> tuple[bytes, bool]:
         """The bytes of the shard at ``url``, from the cache or downloaded into it (once per node).
 
         Args:
             info: the shard's manifest entry (size, sha256).
             url: where it comes from (for messages and, without a sha256, the cache name).
             download: fetches the shard's bytes from ``url``.
+            verify: check a cached copy against the sha256 on every hit (a changed copy is downloaded
+                again); False trusts the cache folder as it trusts the dataset.
 
         Returns:
             ``(bytes, verified)``: ``verified`` is True when the bytes were checked against the sha256
-            (at download; a cache file is named by it).
+            (at download, or at this hit).
         """
         self._open()
         name = self.name(info, url)
         final = self.directory / name
         with self._thread_lock(name):
-            data = self._hit(final, info)
+            data = self._hit(final, info, verify)
             if data is None:
-                data = self._fetch(final, info, url, download)
+                data = self._fetch(final, info, url, download, verify)
                 self._evict(keep=final)
-        return data, info.sha256 is not None
+            return data, info.sha256 is not None and verify
 
     # ---------------------------------------------------------------- internals
 
@@ -113,9 +126,15 @@ class ShardCache:
         with _STATE.guard:
             if self.directory in _STATE.opened:
                 return
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise _cache_error(self.directory, "cannot be created", error) from None
             for part in self.directory.glob("*" + PART_SUFFIX):
-                fd = _open_part(part)
+                try:
+                    fd = _open_part(part)
+                except OSError:  # a read-only cache: nothing of it can be removed
+                    continue
                 try:
                     if _lock(fd, wait=False) and _same_file(fd, part):
                         part.unlink(missing_ok=True)
@@ -127,28 +146,38 @@ class ShardCache:
         with _STATE.guard:
             return _STATE.locks.setdefault((self.directory, name), threading.Lock())
 
-    def _hit(self, final: Path, info: ShardInfo) -> bytes | None:
+    def _hit(self, final: Path, info: ShardInfo, verify: bool) -> bytes | None:
         try:
             data = final.read_bytes()
         except FileNotFoundError:
             return None
+        except OSError as error:
+            raise _cache_error(final, "cannot be read", error) from None
         if len(data) != info.bytes:  # a file cut short (a machine crash before it reached the disk)
+            return None
+        if verify and info.sha256 is not None and hashlib.sha256(data).hexdigest() != info.sha256:
+            _remove(final)  # changed in place: downloaded again (its name is the sha256 it must have)
             return None
         try:
             os.utime(final)
-        except FileNotFoundError:  # evicted by another process just now: the bytes are still good
+        except OSError:  # evicted by another process just now, or a read-only cache: the bytes are good
             pass
         return data
 
-    def _fetch(self, final: Path, info: ShardInfo, url: str, download: Callable[[], bytes]) -> bytes:
+    def _fetch(
+        self, final: Path, info: ShardInfo, url: str, download: Callable[[], bytes], verify: bool
+    ) -> bytes:
         part = final.with_name(final.name + PART_SUFFIX)
         while True:
-            fd = _open_part(part)
+            try:
+                fd = _open_part(part)
+            except OSError as error:
+                raise _cache_error(part, "cannot be written", error) from None
             try:
                 _lock(fd, wait=True)  # another process downloading this shard: wait for it
                 if not _same_file(fd, part):
                     continue  # it finished (renamed) or gave up (removed) while we waited
-                data = self._hit(final, info)
+                data = self._hit(final, info, verify)
                 if data is not None:  # finished by another process: our .part is an empty leftover
                     part.unlink(missing_ok=True)
                     return data
@@ -161,9 +190,12 @@ class ShardCache:
                                 f"{url}: sha256 {digest[:16]}... does not match the manifest's "
                                 f"{info.sha256[:16]}... (corrupt or changed shard)"
                             )
-                    os.ftruncate(fd, 0)
-                    _write_all(fd, data)
-                    os.rename(part, final)  # while holding the lock: waiters then find the final file
+                    try:
+                        os.ftruncate(fd, 0)
+                        _write_all(fd, data)
+                        os.rename(part, final)  # while holding the lock: waiters then find the final file
+                    except OSError as error:
+                        raise _cache_error(final, "cannot be written", error) from None
                 except BaseException:
                     part.unlink(missing_ok=True)
                     raise
@@ -190,7 +222,7 @@ class ShardCache:
         for _, size, path in sorted(entries):
             if total <= self.limit:
                 break
-            path.unlink(missing_ok=True)
+            _remove(path)  # a file this process may not remove (another user's) stays
             total -= size
 
 
@@ -247,6 +279,19 @@ def _same_file(fd: int, path: Path) -> bool:
         return False
     mine = os.fstat(fd)
     return (named.st_ino, named.st_dev) == (mine.st_ino, mine.st_dev)
+
+
+def _cache_error(path: Path, problem: str, error: OSError) -> CacheError:
+    return CacheError(
+        f"cache_dir: {path} {problem} ({error.strerror or error}): free space, or give a writable cache_dir"
+    )
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # a read-only cache or another user's file: it stays (a changed copy is never served)
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -62,6 +62,8 @@ TOKENIZER_NAME = "tokenizer.json"
 # format name -> shard file extension
 FORMATS: dict[str, str] = {"webdataset": "tar", "parquet": "parquet", "jsonl.zst": "jsonl.zst"}
 ROW_GROUP_INDEX_KEY = "ltsgen:row_groups"  # parquet footer entry: a RowGroupIndex as JSON
+COUNT = "integer below 2**53"  # a shard's counts: exact in a float; a split's sums must stay below 2**62
+TOKEN_COUNT = "integer below 2**32"  # vocabulary sizes and token ids (stored as uint16 or uint32)
 
 TAR_TEXT_EXT = "txt"
 TAR_FIELDS_EXT = "json"
@@ -354,7 +356,7 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
         raise ContractError(f"{where}: not an ltsgen manifest (no 'splits')")
     check = _Checker(where)
     version = data.get("format_version", FORMAT_VERSION)
-    check.field("format_version", version, _is_count(version) and version >= 1, "a positive integer")
+    check.field("format_version", version, _is_count(version) and version >= 1, f"a positive {COUNT}")
     if version > FORMAT_VERSION:
         raise ContractError(
             f"{where}: format version {version} is newer than this ltsgen reads ({FORMAT_VERSION})"
@@ -375,7 +377,12 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
         check.relpath("tokenizer.path", tokenizer.get("path"))
         check.optional(tokenizer, "tokenizer", "sha256", str, "a string")
         for name in ("vocab_size", "eos_id"):
-            check.optional(tokenizer, "tokenizer", name, _is_count, "a non-negative integer")
+            check.optional(tokenizer, "tokenizer", name, _is_token_count, f"a non-negative {TOKEN_COUNT}")
+        vocab, eos = tokenizer.get("vocab_size"), tokenizer.get("eos_id")
+        if vocab is not None and eos is not None and eos >= vocab:
+            raise ContractError(
+                f"{where}: tokenizer.eos_id {eos} is outside the vocabulary of {vocab} tokens"
+            )
     splits = data["splits"]
     check.field("splits", splits, isinstance(splits, dict), "an object of split name -> list of shards")
     for split, shards in splits.items():
@@ -388,11 +395,16 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
             check.relpath(f"{name}.path", shard.get("path"))
             for count in ("samples", "words", "bytes"):
                 value = shard.get(count)
-                check.field(f"{name}.{count}", value, _is_count(value), "a non-negative integer")
-            check.optional(shard, name, "tokens", _is_count, "a non-negative integer")
+                check.field(f"{name}.{count}", value, _is_count(value), f"a non-negative {COUNT}")
+            check.optional(shard, name, "tokens", _is_count, f"a non-negative {COUNT}")
             check.optional(shard, name, "sha256", _is_sha256, "64 hexadecimal digits")
             check.optional(shard, name, "footer_sha256", _is_sha256, "64 hexadecimal digits")
             check.optional(shard, name, "bucket", str, "a string")
+        for count in ("samples", "words", "bytes", "tokens"):
+            total = sum(shard.get(count) or 0 for shard in shards)
+            check.field(
+                f"splits.{split}", f"{count} adding up to {total}", total < 2**62, "below 2**62 in all"
+            )
     data = dict(data, builder=data.get("builder", {}))
     return Manifest.from_dict(data)
 
@@ -435,8 +447,12 @@ class _Checker:
         check_relpath(path, self.where, name)
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _is_count(value: Any, limit: int = 2**53) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < limit
+
+
+def _is_token_count(value: Any) -> bool:
+    return _is_count(value, 2**32)
 
 
 def _is_sha256(value: Any) -> bool:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ltsgen.errors import LtsgenError, UsageError
+from ltsgen.errors import UsageError
 
 from .cache import ShardCache
 from .contract import (
@@ -38,13 +39,11 @@ from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_sc
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import check_pipe, is_remote, join, read_bytes
+from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state
 
-STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
-
-
-class StateError(LtsgenError, ValueError):
-    """A loader state that does not fit the dataset it is loaded into; the message says what differs."""
+MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
+__all__ = ["StateError", "StreamingDataset", "StreamingLoader", "collate_records", "dataset_state"]
 
 
 class StreamingDataset(IterableDataset):
@@ -52,7 +51,8 @@ class StreamingDataset(IterableDataset):
 
     Args:
         path_or_url: the dataset directory: a path, ``file://``, ``http(s)://`` or any fsspec URL
-            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``).
+            (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``); or a mapping
+            ``{path_or_url: proportion}``, which mixes several datasets (``mixture.StreamingMixture``).
         split, bucket: which shards (``bucket=None``: every bucket of the split).
         shuffle, seed, epoch, shuffle_window: the epoch order (shard permutation, then a permutation of
             the items of each window of ``shuffle_window`` shards).
@@ -75,6 +75,9 @@ class StreamingDataset(IterableDataset):
             of the machine (see ``cache.ShardCache``: each shard downloaded and checked against its sha256
             once per node, the least recently used beyond ``cache_limit`` bytes, e.g. ``"20GB"``, removed).
             Without it each process reads the shards it needs itself, every epoch.
+        max_doc_chars: with ``seq_len`` on untokenized data, a shard holding a text longer than this is
+            refused (or skipped with ``on_error="skip"``) before it is tokenized, which costs about 130 bytes
+            of memory per character; 0 for no limit.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class StreamingDataset(IterableDataset):
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
+        max_doc_chars: int = MAX_DOC_CHARS,
     ) -> None:
         super().__init__()
         self.root = str(path_or_url)
@@ -118,6 +122,10 @@ class StreamingDataset(IterableDataset):
             or (seq_len is not None and seq_len < 1)
         ):
             raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+        for name, value in (("seed", seed), ("epoch", epoch), ("max_doc_chars", max_doc_chars)):
+            _check_integer(name, value, 63)
+        if eos_id is not None:
+            _check_integer("eos_id", eos_id, 32)
         if seq_len is not None and transform is not None:
             raise UsageError(
                 "transform applies to records; with seq_len, transform the blocks in the training loop"
@@ -135,6 +143,7 @@ class StreamingDataset(IterableDataset):
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
+        self.max_doc_chars = max_doc_chars
         if cache_dir is None and cache_limit is not None:
             raise UsageError("cache_limit needs cache_dir (the folder it limits)")
         self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
@@ -155,6 +164,7 @@ class StreamingDataset(IterableDataset):
         self.streams = self._streams()
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
+        self._tokenizer_digest: str | None = None
         self.eos_id = eos_id
         if seq_len is not None:
             if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
@@ -182,7 +192,18 @@ class StreamingDataset(IterableDataset):
             raise ContractError(
                 f"{where}: split {split!r} has too few items for one global batch of {self.global_batch_size}"
             )
-        self.fingerprint = self._fingerprint()
+        self.identity = self._identity()
+        self._witness = WorkerWitness()
+
+    def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
+        """A mapping ``{path_or_url: proportion}`` makes a ``mixture.StreamingMixture``."""
+        if cls is StreamingDataset and isinstance(path_or_url, Mapping):
+            from .mixture import StreamingMixture  # a subclass: imports this module
+
+            cls = StreamingMixture
+        return super().__new__(cls)
+
+    __new__.__signature__ = inspect.signature(__init__)  # help() and IDEs show the constructor's arguments
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled for spawned DataLoader workers without this process's reader (threads do not pickle)."""
@@ -218,6 +239,7 @@ class StreamingDataset(IterableDataset):
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
             self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+            self._tokenizer_digest = hashlib.sha256(raw).hexdigest()
         return self._tokenizer
 
     # ------------------------------------------------------------------ state
@@ -228,18 +250,28 @@ class StreamingDataset(IterableDataset):
         Args:
             epoch: the epoch; the current one is left where it stands (e.g. just after a resume).
         """
+        _check_integer("epoch", epoch, 63)
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
+        self._witness.lower()
 
     def state_dict(self) -> dict[str, Any]:
         """The whole position, exact after the last item or batch yielded (also through ``loader()``).
 
         Returns:
-            A small JSON-ready dict: (seed, epoch, samples consumed), plus what checks that it fits.
+            A small JSON-ready dict: (seed, epoch, samples consumed), plus the identity of what it resumes
+            (``state.IDENTITY_KEYS``). A ``StateError`` when DataLoader worker processes iterate this dataset
+            outside ``loader()``: this process's copy cannot know where they stand.
         """
+        if self._witness.raised and get_worker_info() is None:
+            raise StateError(
+                "state_dict() of a StreamingDataset that a DataLoader's worker processes iterate cannot say "
+                "where they stand: use dataset.loader(num_workers=N) and its state_dict(), or torchdata's "
+                "StatefulDataLoader"
+            )
         return {
             "format": STATE_FORMAT,
-            "fingerprint": self.fingerprint,
+            "identity": dict(self.identity),
             "seed": self.seed,
             "epoch": self.epoch,
             "samples_consumed": self._consumed * self.global_batch_size,
@@ -254,29 +286,19 @@ class StreamingDataset(IterableDataset):
 
         Args:
             state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
-                ``StatefulDataLoader.state_dict()``; the global batch size must be the same, and a
-                ``StateError`` says what differs otherwise.
+                ``StatefulDataLoader.state_dict()``; every field is checked (``state.check_state``), and a
+                ``StateError`` names the one that is malformed or differs (the global batch size, the
+                identity of the dataset, tokenizer, ``seq_len`` or mixture) before anything changes.
         """
-        state = dataset_state(state)
-        if state.get("format") != STATE_FORMAT:
-            raise StateError(f"not an ltsgen loader state (format {state.get('format')!r})")
-        if state["fingerprint"] != self.fingerprint:
-            raise StateError(
-                "the state belongs to another dataset or configuration (shards, seq_len, shuffle, "
-                "shuffle_window, remainder or by_bucket differ)"
-            )
-        if state["global_batch_size"] != self.global_batch_size:
-            raise StateError(
-                f"global batch size changed from {state['global_batch_size']} to {self.global_batch_size}: "
-                "resume needs the same batch_size * world_size"
-            )
-        if state["partial"] and state["batch_size"] != self.batch_size:
-            raise StateError("a state taken inside a batch resumes only with the same per-rank batch size")
+        state = check_state(
+            dataset_state(state), self.identity, self.global_batch_size, self.batch_size, self.num_batches
+        )
         self.seed, self.epoch = state["seed"], state["epoch"]
         self._consumed = state["samples_consumed"] // self.global_batch_size
         self._partial = state["partial"]
         in_worker = get_worker_info() is not None  # torchdata restores each worker's own state there
         self._anchor = state["anchor"] if in_worker else self._consumed
+        self._witness.lower()
 
     # ------------------------------------------------------------------ iteration
 
@@ -289,6 +311,8 @@ class StreamingDataset(IterableDataset):
                 "batch size, which the dataset must know to keep the order: pass the same batch_size to "
                 f"StreamingDataset and DataLoader, or use dataset.loader(num_workers={info.num_workers})"
             )
+        if info is not None:
+            self._witness.raise_flag()  # the main process's copy no longer knows the position
         for batch, first, data in self._rank_batches():
             if self.seq_len is None:
                 items = data
@@ -334,6 +358,7 @@ class StreamingDataset(IterableDataset):
     def _seek(self, consumed: int) -> None:
         """Stand after global batch ``consumed - 1`` (the main process follows its loader's workers)."""
         self._consumed, self._partial, self._anchor = consumed, 0, consumed
+        self._witness.lower()
 
     def _rank_batches(self):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -394,7 +419,7 @@ class StreamingDataset(IterableDataset):
         where = self._where(info)
         if self.cache is None:
             return self._read(where), False
-        return self.cache.read(info, where, functools.partial(self._read, where))
+        return self.cache.read(info, where, functools.partial(self._read, where), self.verify)
 
     def _local(self, info: ShardInfo) -> str | None:
         """The shard's local path, when it is read directly from a local directory (not through a cache)."""
@@ -416,18 +441,36 @@ class StreamingDataset(IterableDataset):
         more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
         return ContractError(f"{self.root}: {what}: skipped as corrupt: {'; '.join(reasons[:3])}{more}")
 
-    def _fingerprint(self) -> str:
+    def _identity(self) -> dict[str, Any]:
+        """What a state of this dataset resumes (``state.IDENTITY_KEYS``; ``mixture`` is None here)."""
         key = {
             "split": self.split,
             "bucket": self.bucket,
             "shards": [[s.path, s.sha256, s.samples] for s in self.shards],
-            "seq_len": self.seq_len,
             "shuffle": self.shuffle,
             "shuffle_window": self.shuffle_window,
             "remainder": self.remainder,
             "by_bucket": self.by_bucket,
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        return {
+            "dataset": hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16],
+            "tokenizer_sha256": self._tokenizer_sha256(),
+            "seq_len": self.seq_len,
+            "mixture": None,
+        }
+
+    def _tokenizer_sha256(self) -> str | None:
+        """The sha256 of the tokenizer behind the packed ids: the one that tokenizes the text here (its
+        file's bytes, or for a ``Tokenizer`` object the ``tokenizer.json`` ltsgen would write for it), or the
+        manifest's for tokenized data; None for records."""
+        if self.seq_len is None:
+            return None
+        if self.tokenized:
+            return (self.manifest.tokenizer or {}).get("sha256")
+        tokenizer = self.tokenizer
+        if self._tokenizer_digest is None:
+            self._tokenizer_digest = hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest()
+        return self._tokenizer_digest
 
     def _process_state(self) -> _ProcessState:
         if self._process is None or self._process.pid != os.getpid():
@@ -570,6 +613,7 @@ class _ProcessState:
             keep=2 * dataset.shuffle_window,
             threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
             lazy=packed,
+            max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else 0,
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
@@ -680,32 +724,6 @@ def collate_records(batch: list[dict]) -> dict[str, list]:
     return {key: [record.get(key) for record in batch] for key in batch[0]}
 
 
-def dataset_state(state: dict[str, Any]) -> dict[str, Any]:
-    """The global dataset state inside a dataset, loader or torchdata ``StatefulDataLoader`` state.
-
-    In a torchdata state each worker's snapshot holds its own progress; the global position is the
-    furthest one, since the loader yields global batches in order.
-
-    Args:
-        state: the state dict.
-
-    Returns:
-        The dataset state; ``StateError`` when there is none, or it was taken inside a batch.
-    """
-    if "samples_consumed" in state:
-        return state
-    if "dataset_state" in state and state["dataset_state"]:
-        return state["dataset_state"]
-    snapshots = (state.get("_snapshot") or {}).get("_worker_snapshots") or {}
-    found = [s["dataset_state"] for s in snapshots.values() if s.get("dataset_state")]
-    if not found:
-        raise StateError("no ltsgen dataset state in this state dict")
-    best = max(found, key=lambda s: (s["samples_consumed"], s["partial"]))
-    if best["partial"]:
-        raise StateError("the loader state was taken inside a batch; resume needs a batch boundary")
-    return best
-
-
 def _chunks(items: list, size: int) -> list[list]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
@@ -719,6 +737,12 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is outside world size {world_size}")
     return rank, world_size
+
+
+def _check_integer(name: str, value: Any, bits: int) -> None:
+    """A one-line ``UsageError`` unless ``value`` is an integer from 0 to ``2**bits - 1``."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**bits):
+        raise UsageError(f"{name} must be an integer from 0 to 2**{bits} - 1, not {value!r}")
 
 
 def _eos_id(tokenizer, where: str) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .contract import ContractError
 from .formats import TokenColumn
 
 
@@ -58,7 +59,10 @@ class PackedWindow:
         np.cumsum(self.lengths, out=self.starts[1:])
         self.total = int(self.starts[-1])
         self.nominal = self.total if nominal is None else nominal
-        self.eos = np.asarray([eos_id], dtype=self.values[0].dtype if columns else np.uint32)
+        dtype = self.values[0].dtype if columns else np.dtype(np.uint32)
+        if not 0 <= eos_id <= np.iinfo(dtype).max:
+            raise ContractError(f"eos_id {eos_id} does not fit the token ids, stored as {dtype}")
+        self.eos = np.asarray([eos_id], dtype=dtype)
 
     def slice(self, lo: int, hi: int, positions: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
         """A range of the window's token stream.
@@ -85,20 +89,25 @@ class PackedWindow:
         last = int(np.searchsorted(self.starts, hi, side="left"))
         if not self.complete:
             self._load(first, last)
+        # the part [a, b) of each document (its ids, then EOS) inside [lo, hi): a long document is cut
+        # where the range cuts it, never copied whole for each block it spans
+        a = np.zeros(last - first, dtype=np.int64)
+        a[0] = lo - int(self.starts[first])
+        b = np.minimum(self.lengths[first:last], hi - self.starts[first:last])
         pieces = []
-        for doc in range(first, last):
-            source = int(self.sources[doc])
-            values = self.values[self.column_of[doc]]
-            pieces += [values[source : source + int(self.lengths[doc]) - 1], self.eos]
-        cut = slice(lo - int(self.starts[first]), hi - int(self.starts[first]))
-        ids = np.concatenate(pieces)[cut]
+        for doc, start, stop in zip(range(first, last), a.tolist(), b.tolist(), strict=True):
+            source, length = int(self.sources[doc]), int(self.lengths[doc])
+            pieces.append(self.values[self.column_of[doc]][source + start : source + min(stop, length - 1)])
+            if stop == length:
+                pieces.append(self.eos)
+        ids = np.concatenate(pieces)
         if not positions:
             return ids, None
-        lengths = self.lengths[first:last]
-        span = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(
-            self.starts[first:last] - self.starts[first], lengths
+        counts = b - a
+        span = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(
+            a - (np.cumsum(counts) - counts), counts
         )
-        return ids, span[cut]
+        return ids, span
 
     def _load(self, first: int, last: int) -> None:
         """Load the ids of documents ``[first, last)`` in the columns that decode lazily."""

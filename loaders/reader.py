@@ -49,6 +49,8 @@ class ShardReader:
         threads: decoding threads.
         lazy: decode the token ids of verified parquet shards that ``get`` asks for a row group at a time
             as they are needed (``convert`` then gets a ``RowGroupTokens`` column, completed by ``prefetch``).
+        max_text_chars: refuse a shard with a ``text`` longer than this (0: no limit), before ``convert``
+            (which tokenizes it: about 130 bytes of memory per character).
     """
 
     def __init__(
@@ -66,12 +68,13 @@ class ShardReader:
         keep: int,
         threads: int,
         lazy: bool = False,
+        max_text_chars: int = 0,
     ) -> None:
         self._fetch, self._where, self._local = fetch, where, local
         self.format, self.shards = manifest.format, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
-        self.keep, self.lazy = keep, lazy
+        self.keep, self.lazy, self.max_text_chars = keep, lazy, max_text_chars
         self.skipped: dict[str, str] = {}
         self._warned: set[str] = set()
         self._verified: set[int] = set()
@@ -146,6 +149,8 @@ class ShardReader:
                 shard = decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
                 del data
             check_counts(shard, info, where)
+            if self.max_text_chars:
+                check_text_lengths(shard, self.max_text_chars, where)
             return self.convert(shard)
         except ContractError as error:
             if self.on_error == "raise":
@@ -212,6 +217,23 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         raise ContractError(
             f"{where}: holds {int(shard.tokens.offsets[-1])} tokens, the manifest says {info.tokens}"
         )
+
+
+def check_text_lengths(shard: ShardColumns, limit: int, where: str) -> None:
+    """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized).
+
+    Args:
+        shard: the decoded shard.
+        limit: the most characters a text may have.
+        where: its path or URL, for the message.
+    """
+    for row, text in enumerate(shard.fields.get("text") or []):
+        if text is not None and len(text) > limit:
+            raise ContractError(
+                f"{where}: record {row} has {len(text):,} characters, over max_doc_chars={limit:,} (tokenizing "
+                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise max_doc_chars, 0 for no limit, or "
+                "store token ids)"
+            )
 
 
 def decoding_threads(window: int, workers: int, remote: bool) -> int:

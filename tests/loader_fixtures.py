@@ -33,11 +33,14 @@ def make_dataset(
     buckets: list[str] | None = None,
     tokenized: bool = True,
     row_group_rows: int | None = None,
+    first_index: int = 0,
+    tokenizer_sha256: str = "",
 ) -> Path:
     """Write a dataset with ``shard_sizes[i]`` records in shard ``i`` (in bucket ``buckets[i]`` if given),
-    parquet shards in row groups of ``row_group_rows`` records (default: the writer's)."""
+    parquet shards in row groups of ``row_group_rows`` records (default: the writer's), the records
+    numbered from ``first_index``, the manifest naming a tokenizer of sha256 ``tokenizer_sha256``."""
     infos = []
-    index = 0
+    index = first_index
     default_rows = ltsgen.shards.PARQUET_ROW_GROUP_ROWS
     ltsgen.shards.PARQUET_ROW_GROUP_ROWS = row_group_rows or default_rows
     try:
@@ -46,7 +49,9 @@ def make_dataset(
             relpath = shard_relpath(split, number, fmt, bucket)
             with ShardWriter(directory, relpath, fmt, token_dtype="uint16" if tokenized else None) as writer:
                 for _ in range(size):
-                    record = document(index, 3 + index % 5 if lengths is None else int(lengths[index]))
+                    record = document(
+                        index, 3 + index % 5 if lengths is None else int(lengths[index - first_index])
+                    )
                     if not tokenized:
                         record.pop("input_ids")
                     writer.write(record)
@@ -59,7 +64,7 @@ def make_dataset(
         format=fmt,
         splits={split: infos},
         builder={"name": "test", "version": "0", "arguments": {}},
-        tokenizer={"path": "tokenizer.json", "sha256": "", "vocab_size": 60000, "eos_id": EOS}
+        tokenizer={"path": "tokenizer.json", "sha256": tokenizer_sha256, "vocab_size": 60000, "eos_id": EOS}
         if tokenized
         else None,
         buckets=sorted(set(buckets)) if buckets else None,

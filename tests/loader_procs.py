@@ -1,6 +1,8 @@
 """Real processes for the loader tests: one rank of a gloo job, or a training loop that can be killed.
 
-python loader_procs.py ranks DIR OUT [RESUME_STATE]   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set)
+python loader_procs.py ranks DIR OUT [RESUME_STATE]   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set; DIR may
+                                                      be a mixture as JSON {"DIR": proportion, ...}; WORKERS:
+                                                      the worker counts to run, default 0,1,2,3)
 python loader_procs.py train DIR CHECKPOINT WORKERS
 python loader_procs.py cached URL CACHE_DIR OUT        (reads every record through the cache; OUT/ready, then
                                                       waits for OUT/go; writes OUT/ids.json)
@@ -38,10 +40,12 @@ def ranks(directory: str, out: str, resume: str | None) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     results: dict[str, object] = {}
 
-    def dataset() -> StreamingDataset:
-        return StreamingDataset(directory, seed=SEED, batch_size=GLOBAL_BATCH // world)
+    source = json.loads(directory) if directory.startswith("{") else directory
 
-    for workers in (0, 1, 2, 3):
+    def dataset() -> StreamingDataset:
+        return StreamingDataset(source, seed=SEED, batch_size=GLOBAL_BATCH // world)
+
+    for workers in map(int, os.environ.get("WORKERS", "0,1,2,3").split(",")):
         results[str(workers)] = lockstep(dataset().loader(num_workers=workers))
     if world == 2:  # interrupt a 2-rank run; rank 0 keeps the loader state
         loader = dataset().loader(num_workers=1)

@@ -8,6 +8,7 @@ import gzip
 import json
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from faults import ENV, LTSGEN, REPO, corpus_and_tokenizer
 from ltsgen.cli import main
 from ltsgen.corpora import inputs
 from ltsgen.corpora.readers import ReaderOptions, Screen, _split_stream, read_documents
-from ltsgen.loaders.contract import read_manifest
+from ltsgen.loaders.contract import Manifest, read_manifest, write_manifest
+from ltsgen.shards import ShardWriter
 
 NESTED = b'{"text": "deep", "meta": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
 
@@ -114,7 +116,7 @@ def test_one_50_mb_document_is_skipped_and_counted_in_bounded_memory(tmp_path, c
     out = tmp_path / "buckets"
     run, peak = peak_rss_mib(*buckets(out, [big], tokenizer))
     assert run.returncode == 0, run.stderr
-    assert cleaning(out)["skipped: longer than 1,000,000 characters"] == 1
+    assert cleaning(out)["skipped: line longer than 7,048,576 bytes"] == 1
     assert cleaning(out)["training documents"] == 60
     assert peak < 1000, f"{peak:.0f} MiB"  # 6.5 GB when the document was tokenized whole
 
@@ -132,7 +134,7 @@ def test_one_50_mb_document_is_skipped_and_counted_in_bounded_memory(tmp_path, c
     )
     assert run.returncode == 0, run.stderr
     assert "trained on 60 documents" in run.stdout
-    assert "skipped: longer than 1,000,000 characters 1" in run.stdout
+    assert "skipped: line longer than 7,048,576 bytes 1" in run.stdout
     assert peak < 1000, f"{peak:.0f} MiB"  # 4.4 GB when trained on
 
 
@@ -211,3 +213,97 @@ def test_lines_and_separated_documents_across_any_chunk_boundary(tmp_path, monke
     assert [piece.decode() for piece in _split_stream(text, "<|end|>")] == "<|end|>".join(documents).split(
         "<|end|>"
     )
+
+
+def gzip_bomb(path: Path, mib: int, corpus: Path) -> Path:
+    """A .json.gz whose first line holds one text of ``mib`` MiB (a few hundred KB compressed), then the
+    corpus's lines."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = ("the little cat saw the big dog and ran home " * 30_000)[: 1 << 20].encode()
+    parts = [compressor.compress(b'{"text": "')]
+    parts += [compressor.compress(block) for _ in range(mib)]
+    parts += [compressor.compress(b'"}\n' + corpus.read_bytes()), compressor.flush()]
+    path.write_bytes(b"".join(parts))
+    return path
+
+
+def test_a_small_gzip_holding_a_256_mib_line_is_skipped_unread_in_bounded_memory(tmp_path, corpus, tokenizer):
+    bomb = gzip_bomb(tmp_path / "bomb.json.gz", 256, corpus)
+    assert bomb.stat().st_size < 1_000_000
+    out = tmp_path / "buckets"
+    run, peak = peak_rss_mib(*buckets(out, [bomb], tokenizer))
+    assert run.returncode == 0, run.stderr
+    assert cleaning(out)["skipped: line longer than 7,048,576 bytes"] == 1
+    assert cleaning(out)["training documents"] == 60
+    assert peak < 400, f"{peak:.0f} MiB"  # the line alone is 256 MiB, and was held several times over
+    run, peak = peak_rss_mib(
+        "tokenizer", "--source", "c4", "--input", bomb, "--vocab-size", "300", "--out", tmp_path / "t.json"
+    )
+    assert run.returncode == 0, run.stderr
+    assert (
+        "trained on 60 documents" in run.stdout
+        and "skipped: line longer than 7,048,576 bytes 1" in run.stdout
+    )
+    assert peak < 400, f"{peak:.0f} MiB"
+
+
+@pytest.mark.parametrize("read_size", [1, 2, 3, 7, 64])
+def test_long_lines_and_documents_are_skipped_as_they_stream_by_across_any_chunk_boundary(
+    tmp_path, monkeypatch, read_size
+):
+    monkeypatch.setattr(inputs, "READ_SIZE", read_size)
+    lines = [b"short", b"x" * 10, b"", b"y" * 9, b"z" * 11, b"end"]
+    path = tmp_path / "lines.txt"
+    path.write_bytes(b"\n".join(lines))
+    expected = [(n, line if len(line) <= 9 else None) for n, line in enumerate(lines, 1)]
+    assert list(inputs.read_lines(path, limit=9)) == expected
+    documents = ["first", "a" * 12, "", "b" * 8, "c" * 9 + "é", "last"]
+    text = tmp_path / "docs.txt"
+    text.write_text("<|end|>".join(documents))
+    limit = 9
+    assert list(_split_stream(text, "<|end|>", limit)) == [
+        d.encode() if len(d.encode()) <= limit else None for d in documents
+    ]
+    screen = Screen(max_chars=2)  # a file of more than 4 * 2 bytes is skipped unread
+    found = read_documents("text", [str(text)], ReaderOptions(), screen)
+    assert list(found) == [] and screen.counts == {"skipped: longer than 2 characters": 1}
+
+
+def test_a_glob_through_links_to_its_own_folders_reads_each_file_once(tmp_path):
+    root = tmp_path / "d"
+    (root / "sub").mkdir(parents=True)
+    for name, folder in (("a", root), ("b", root / "sub")):
+        (folder / f"{name}.jsonl").write_text(json.dumps({"text": f"document {name}"}) + "\n")
+    (root / "self").symlink_to(".")  # d/self/self/... never ends for glob.glob
+    (root / "sub" / "up").symlink_to("..")
+    (root / "twice.jsonl").symlink_to("a.jsonl")
+    for pattern in (f"{root}/**/*.jsonl", f"{root}/**", str(root), f"{tmp_path}/*/**/*.jsonl"):
+        texts = [d.text for d in read_documents("c4", [pattern], ReaderOptions(), Screen())]
+        assert texts == ["document a", "document b"], pattern
+    assert [d.text for d in read_documents("c4", [f"{root}/**.jsonl"], ReaderOptions(), Screen())] == [
+        "document a"  # "**" inside a name is "*", as for glob
+    ]
+
+
+def test_a_compressed_stream_never_expands_much_past_a_read_at_once(tmp_path):
+    big = tmp_path / "zeros.txt.zst"
+    big.write_bytes(zstandard.ZstdCompressor(level=19).compress(bytes(128 << 20)))
+    bomb = tmp_path / "zeros.txt.gz"
+    bomb.write_bytes(gzip.compress(bytes(64 << 20), compresslevel=9))
+    for path, total in ((big, 128 << 20), (bomb, 64 << 20)):
+        assert path.stat().st_size < 100_000
+        sizes = [len(chunk) for chunk in inputs.read_chunks(path)]
+        assert sum(sizes) == total and max(sizes) < inputs.READ_SIZE + (32 << 20), (path, max(sizes))
+
+
+def test_tokenizer_on_a_dataset_skips_and_counts_documents_over_max_doc_chars(tmp_path, capsys):
+    texts = ["a short story of a cat", "x" * 5000, "a dog ran home at night"]
+    with ShardWriter(tmp_path / "d", "train/shard-00000.parquet", "parquet") as writer:
+        for number, text in enumerate(texts):
+            writer.write({"id": f"r{number}", "text": text, "source": "lts"})
+    builder = {"name": "test", "version": "0", "arguments": {}}
+    write_manifest(tmp_path / "d", Manifest("lts", "parquet", {"train": [writer.info]}, builder))
+    argv = ["tokenizer", "--data", str(tmp_path / "d"), "--vocab-size", "260", "--max-doc-chars", "100"]
+    assert main([*argv, "--out", str(tmp_path / "t.json"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "trained on 2 documents" in out and "skipped: longer than 100 characters 1" in out

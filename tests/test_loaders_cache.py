@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ import pytest
 from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
 
 from ltsgen.loaders import ContractError, StreamingDataset
-from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
+from ltsgen.loaders.cache import PART_SUFFIX, CacheError, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
 
 HERE = Path(__file__).resolve().parent
@@ -211,3 +212,93 @@ def test_kill_9_mid_download_leaves_nothing_to_clean(s3_server, large_remote, tm
     assert sorted(cache_files(cache)) == sorted(
         f"{s.sha256}.parquet" for s in read_manifest(local).shards("train")
     )
+
+
+def test_a_cached_shard_changed_in_place_at_the_same_size_is_downloaded_again(
+    s3_server, local, remote, tmp_path
+):
+    expected = batches(make(local).loader())
+    cache = tmp_path / "cache"
+    assert batches(make(remote, cache_dir=cache).loader()) == expected
+    shard = read_manifest(local).shards("train")[2]
+    copy = cache / f"{shard.sha256}.parquet"
+    changed = bytearray(copy.read_bytes())
+    changed[len(changed) // 2] ^= 0xFF  # a byte of a row group's pages: the size stays the same
+    copy.write_bytes(bytes(changed))
+    with s3_server.recording() as requests:
+        assert batches(make(remote, cache_dir=cache).loader(num_workers=2)) == expected
+    assert shard_gets(requests) == {shard.path.rsplit("/", 1)[-1]: 1}  # that shard alone, once
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == shard.sha256
+    # verify=False trusts the cache folder as it trusts the dataset: the copy is served as it is
+    copy.write_bytes(bytes(changed))
+    data, verified = ShardCache(cache).read(shard, "x.parquet", lambda: b"", verify=False)
+    assert data == bytes(changed) and not verified
+
+
+def _read_only_child(url: str, root: Path, caches: list[Path]) -> list[str]:
+    """Read every record of ``url`` through each of ``caches`` in a child process that sees ``root`` (which
+    holds them) mounted read-only (a user namespace): the record count or the one-line error of each."""
+    code = (
+        "import sys\n"
+        "from ltsgen.errors import LtsgenError\n"
+        "from ltsgen.loaders import StreamingDataset\n"
+        "for cache in sys.argv[2:]:\n"
+        "    try:\n"
+        "        print(len(list(StreamingDataset(sys.argv[1], shuffle=False, columns=['id'], cache_dir=cache))))\n"
+        "    except LtsgenError as error:\n"
+        "        print(f'error: {error}')\n"
+    )
+    mount = 'mount --bind -o ro "$0" "$0" && exec "$@"'
+    args = [
+        "unshare",
+        "-rm",
+        "sh",
+        "-c",
+        mount,
+        str(root),
+        sys.executable,
+        "-c",
+        code,
+        url,
+        *map(str, caches),
+    ]
+    run = subprocess.run(args, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    if run.returncode and "mount" in run.stderr:
+        pytest.skip(f"no read-only mount here ({run.stderr.strip()[-200:]})")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout.strip().splitlines()
+
+
+def test_a_full_or_read_only_cache_dir_is_one_line_naming_it(s3_server, local, remote, tmp_path):
+    shards = read_manifest(local).shards("train")
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (5000, hard))  # a full disk: no shard fits
+    try:
+        assert min(s.bytes for s in shards) > 5000
+        with pytest.raises(CacheError) as caught:
+            list(make(remote, cache_dir=tmp_path / "full"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    error = str(caught.value)
+    assert error.startswith(f"cache_dir: {tmp_path / 'full'}/") and "(File too large)" in error, error
+    # partial downloads of the other threads are taken over or removed by the next process, as after a kill
+    assert len(list(make(remote, cache_dir=tmp_path / "full"))) > 0
+    assert not list((tmp_path / "full").glob("*.part"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(CacheError) as caught:
+        list(make(remote, cache_dir=tmp_path / "a-file" / "cache"))
+    assert str(caught.value) == (
+        f"cache_dir: {tmp_path / 'a-file' / 'cache'} cannot be created (Not a directory): free space, "
+        "or give a writable cache_dir"
+    )
+    # read-only: a cache filled before is read (a hit writes nothing); a shard missing from it is one line
+    root = tmp_path / "mounted"
+    for name in ("whole", "partial"):
+        assert len(list(make(remote, cache_dir=root / name))) > 0
+    missing = root / "partial" / f"{shards[0].sha256}.parquet"
+    missing.unlink()
+    stamps = {path: path.stat().st_mtime_ns for path in root.rglob("*")}
+    counted, refused = _read_only_child(remote, root, [root / "whole", root / "partial"])
+    assert counted == str(sum(SIZES))
+    assert refused.startswith(f"error: cache_dir: {missing}.part cannot be written (Read-only file system)")
+    assert {path: path.stat().st_mtime_ns for path in root.rglob("*")} == stamps

@@ -39,7 +39,9 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(world: int, directory: Path, out: Path, resume: Path | None = None) -> list[subprocess.Popen]:
+def _launch(
+    world: int, directory: Path | str, out: Path, resume: Path | None = None, **env: str
+) -> list[subprocess.Popen]:
     out.mkdir()
     port = str(_free_port())
     args = [sys.executable, str(HERE / "loader_procs.py"), "ranks", str(directory), str(out)]
@@ -47,7 +49,9 @@ def _launch(world: int, directory: Path, out: Path, resume: Path | None = None) 
     return [
         subprocess.Popen(
             args,
-            env=subprocess_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
+            env=subprocess_env(
+                RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **env
+            ),
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
@@ -80,6 +84,26 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
         [json.loads((tmp_path / "w3" / f"rank{r}.json").read_text())["elastic_tail"] for r in range(3)]
     )
     assert len(head) == ELASTIC_STOP
+    assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
+
+
+def test_a_mixture_splits_over_gloo_ranks_and_resumes_from_2_to_3_ranks(directory, tmp_path):
+    other = make_dataset(tmp_path / "other", [7, 5, 8], "parquet", first_index=400)
+    mixture = {str(directory): 0.75, str(other): 0.25}
+    reference = StreamingDataset(mixture, seed=SEED, batch_size=GLOBAL_BATCH)
+    global_order = [list(batch["id"]) for batch in reference.loader()]
+    assert len(global_order) == (105 + 20) // GLOBAL_BATCH
+    assert sum(int(i.split("-")[1]) >= 400 for b in global_order for i in b) == 30  # a quarter of 120
+    spec = json.dumps(mixture)
+    wait_all(_launch(2, spec, tmp_path / "w2", WORKERS="2"), timeout=120)
+    wait_all(
+        _launch(3, spec, tmp_path / "w3", resume=tmp_path / "w2" / "state.json", WORKERS="1"), timeout=120
+    )
+    w2 = [json.loads((tmp_path / "w2" / f"rank{r}.json").read_text()) for r in range(2)]
+    w3 = [json.loads((tmp_path / "w3" / f"rank{r}.json").read_text()) for r in range(3)]
+    assert merged([result["2"] for result in w2]) == global_order
+    assert merged([result["1"] for result in w3]) == global_order
+    head, tail = merged([r["elastic_head"] for r in w2]), merged([r["elastic_tail"] for r in w3])
     assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
 
 

@@ -69,6 +69,18 @@ HOSTILE = {
         lambda m: first_shard(m).update(tokens=3.5),
         r"splits.train\[0\].tokens must be a non-neg",
     ),
+    "samples 10**30": (
+        lambda m: first_shard(m).update(samples=10**30),
+        r"splits.train\[0\].samples must be a non-negative integer below 2\*\*53, not 1000000",
+    ),
+    "eos_id outside the vocabulary": (
+        lambda m: m.update(tokenizer={"path": "tokenizer.json", "vocab_size": 300, "eos_id": 300}),
+        "tokenizer.eos_id 300 is outside the vocabulary of 300 tokens",
+    ),
+    "a split adding up past 2**62": (
+        lambda m: m["splits"]["train"].extend(dict(first_shard(m), words=2**53 - 1) for _ in range(600)),
+        r"splits.train must be below 2\*\*62 in all, not 'words adding up to",
+    ),
     "tokenizer outside": (
         lambda m: m.update(tokenizer={"path": "../tok.json"}),
         "tokenizer.path '../tok.json'",

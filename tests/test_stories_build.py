@@ -173,6 +173,7 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path):
     ("args", "message"),
     [
         (["--num-stories", "0"], "--num-stories must be at least 1"),
+        (["--num-stories", str(10**12)], "--num-stories 1,000,000,000,000 is more than one build plans"),
         (
             ["--num-stories", "5", "--min-words", "900", "--max-words", "800"],
             "--min-words 900 is above --max-words",

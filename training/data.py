@@ -63,6 +63,19 @@ def open_manifest(data_dir: str | Path) -> Manifest:
     return parse_manifest(read_bytes(where), where)
 
 
+def training_data(data: str | Path) -> str | dict[str, float]:
+    """What ``--data`` trains on: one dataset, or a mixture ``{source: weight}`` (``PATH=WEIGHT,...``)."""
+    from ltsgen.loaders.mixture import parse_mixture
+
+    return parse_mixture(str(data))
+
+
+def first_source(data: str | Path) -> str:
+    """The dataset a run takes its tokenizer and evaluation documents from: a mixture's first source."""
+    sources = training_data(data)
+    return next(iter(sources)) if isinstance(sources, dict) else sources
+
+
 # --------------------------------------------------------------------------------------------------
 # tokenizer
 
@@ -91,10 +104,13 @@ def resolve_tokenizer(
 
     Taken from, in order: ``tokenizer_path``; the dataset's own ``DIR/tokenizer.json``; one kept earlier for
     this run (RUN/tokenizer.json); else ``train_tokenizer`` trains one of ``vocab_size`` on the training
-    split's text. Under torchrun only rank 0 trains or copies; the others wait and load.
+    split's text. Under torchrun only rank 0 trains or copies; the others wait and load. For a mixture the
+    dataset is its first source, and every other tokenized source must match the run's tokenizer.
     """
     from ltsgen.training import distributed
 
+    sources = training_data(data_dir)
+    data_dir = first_source(data_dir)
     run_dir = Path(run_dir)
     target = run_dir / TOKENIZER_NAME
     manifest = open_manifest(data_dir)
@@ -134,6 +150,8 @@ def resolve_tokenizer(
                 tokenizer.save(str(tmp))
     if placement is not None:
         distributed.barrier(placement)
+    for source in sources if isinstance(sources, dict) else []:
+        check_tokenizer_matches(source, target)
     tokenizer = read_tokenizer(target)
     eos = (manifest.tokenizer or {}).get("eos_id")
     if eos is not None and eos >= tokenizer.get_vocab_size():
@@ -194,14 +212,15 @@ class TrainingBatches:
     A thin driver of ``ltsgen.loaders.StreamingDataset`` in packing mode: documents in the seeded order of
     each epoch, packed with EOS between them (text tokenized on the fly when the dataset is not tokenized),
     rank ``r`` taking slice ``r`` of every global batch. Its state between batches is the loader's
-    (seed, epoch, samples consumed), so a resumed run continues with the very next batch.
+    (seed, epoch, samples consumed), so a resumed run continues with the very next batch. ``data_dir`` may
+    be a mixture ``PATH=WEIGHT,...`` (``training_data``), each source read in its own epochs.
     """
 
     def __init__(self, data_dir, *, seq_len, batch_size, seed, tokenizer, rank=0, world_size=1) -> None:
         from ltsgen.loaders import StreamingDataset
 
         self.blocks = StreamingDataset(
-            str(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
+            training_data(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
             batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer,
         )  # fmt: skip
         self.batch_size = batch_size
@@ -264,9 +283,11 @@ def load_eval_sets(
     split (validation, then test) that has enough of them. With ``concat``, the bucket pipeline's
     concatenated stream ``DIR/eval_concat/<max(L)>/`` (held-out documents joined by EOS, cut into windows),
     each window cut to every length. Fewer than ``max_sequences`` documents: a notice;
-    fewer than ``MIN_EVAL_FRACTION`` of them: a ``DataError`` naming each split and its counts.
+    fewer than ``MIN_EVAL_FRACTION`` of them: a ``DataError`` naming each split and its counts. A mixture is
+    evaluated on its first source.
     """
     lengths = sorted(set(lengths))
+    mixed, data_dir = isinstance(training_data(data_dir), dict), first_source(data_dir)
     manifest = open_manifest(data_dir)
     stored = {shard.bucket for shard in manifest.splits.get(EVAL_SPLIT, [])}
     needed = max(1, math.ceil(max_sequences * MIN_EVAL_FRACTION))
@@ -279,6 +300,8 @@ def load_eval_sets(
             found = _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed)
     except ContractError as error:
         raise DataError(str(error)) from None
+    if mixed:
+        found.description = f"the mixture's first source {data_dir}: {found.description}"
     count = len(found.documents)
     if count < max_sequences:
         found.notice = (

@@ -31,7 +31,13 @@ from tqdm import tqdm
 from ltsgen.encodings import training_options
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.training.checkpoint import load_checkpoint
-from ltsgen.training.data import EvalSet, check_tokenizer_matches, load_eval_sets, read_tokenizer
+from ltsgen.training.data import (
+    EvalSet,
+    check_tokenizer_matches,
+    first_source,
+    load_eval_sets,
+    read_tokenizer,
+)
 from ltsgen.training.distributed import resolve_device
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.extrapolation import same_token_losses, unigram_log_probs, unigram_loss
@@ -340,7 +346,7 @@ def evaluate_run(
     resolved = resolve_device(device)
     run_dir = Path(run_dir)
     model_config, weights, config, tokenizer = load_run(run_dir)
-    check_tokenizer_matches(data_dir, run_dir / TOKENIZER_NAME)
+    check_tokenizer_matches(first_source(data_dir), run_dir / TOKENIZER_NAME)
     train_length = config["train"]["train_length"]
     trained = model_config["encoding"]
     if encoding is not None and encoding != trained:

@@ -90,7 +90,9 @@ class TrainConfig:
     """Everything that defines a run (saved as RUN/config.json); ``ltsgen train`` offers every field with
     ``cli`` metadata as an option of the same name."""
 
-    data: str = field(metadata={"cli": {"help": "dataset directory built by ltsgen (a path or URL)",
+    data: str = field(metadata={"cli": {"help": "dataset directory built by ltsgen (a path or URL), or a "
+                                        "mixture PATH=WEIGHT,PATH=WEIGHT,... such as lts=0.7,s3://bucket/c4=0.3 "
+                                        "(weights in any scale; tokenizer and evaluation from the first source)",
                                         "metavar": "DIR", "required": True}})  # fmt: skip
     out: str = field(metadata={})  # the run folder: each command names it itself
     encoding: str = _option("rope", f"position encoding, in any case: {', '.join(NAMES)}", metavar="NAME")

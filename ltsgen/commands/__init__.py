@@ -119,8 +119,12 @@ def storage_defaults(args: argparse.Namespace, url: str) -> Iterator[None]:
     process (``fsspec.config.conf``) and, through fsspec's ``FSSPEC_<SCHEME>`` variable, in every process it
     starts (DataLoader workers, runs in worker processes or Ray tasks). For commands whose library code opens
     ``url`` by name (train, evaluate, compare); the builders hand a ``Storage`` with its options instead."""
+    from ltsgen.loaders.mixture import parse_mixture
     from ltsgen.loaders.storage import scheme_of
 
+    mixture = parse_mixture(url)  # a mixture (PATH=WEIGHT,...): the scheme of its first remote source
+    sources = list(mixture) if isinstance(mixture, dict) else [url]
+    url = next((source for source in sources if scheme_of(source) not in ("", "file")), sources[0])
     options, scheme = storage_options(args), scheme_of(url)
     if not options or scheme in ("", "file"):
         yield

@@ -45,6 +45,7 @@ def register(subparsers) -> None:
             "ltsgen compare --data lts --encodings rope,alibi,ape --train-lengths 64,128,256 --seeds 0,1,2 --out grid",
             "ltsgen compare --data lts --encodings rope_pi,yarn --finetune-steps 200 --out scaled",
             "ltsgen compare --data c4 --encodings all --train-lengths 2048 --eval-lengths 512,2048,8192 --device cuda --out c4",
+            "ltsgen compare --data lts=0.7,c4=0.3 --encodings rope,alibi --out mixed  # a mixture of two datasets",
         ],
     )
     parser.add_argument("--encodings", default="all", help="all, or a comma-separated list of encodings")

@@ -14,7 +14,7 @@ from ltsgen.commands import (
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import FORMATS, ContractError
 from ltsgen.loaders.storage import Storage
-from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS
+from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_STORIES
 from ltsgen.stories.llm import backend as openai_backend
 from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances
@@ -125,6 +125,11 @@ def check_arguments(args: argparse.Namespace) -> None:
 
     if args.num_stories < 1:
         raise UsageError(f"--num-stories must be at least 1, not {args.num_stories}")
+    if args.num_stories > MAX_STORIES:
+        raise UsageError(
+            f"--num-stories {args.num_stories:,} is more than one build plans: at most {MAX_STORIES:,} (the plan "
+            "holds every story in memory before the first is written)"
+        )
     if args.min_words < 1:
         raise UsageError(f"--min-words must be at least 1, not {args.min_words}")
     if args.backend == "builtin" and args.min_words < MIN_TARGET_WORDS:

@@ -53,8 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _dataset_texts(directory) -> Iterator[str]:
-    """The texts of the train split (else the first split) of a dataset directory (a ``Storage``)."""
+def _dataset_texts(directory, policy) -> Iterator[str]:
+    """The texts of the train split (else the first split) of a dataset directory (a ``Storage``), those
+    longer than ``--max-doc-chars`` skipped and counted in ``policy`` (a ``Screen``)."""
     from ltsgen.loaders.contract import TRAIN_SPLIT, read_manifest
     from ltsgen.loaders.formats import decode_shard
 
@@ -62,10 +63,11 @@ def _dataset_texts(directory) -> Iterator[str]:
     split = TRAIN_SPLIT if TRAIN_SPLIT in manifest.splits else next(iter(manifest.splits))
     for shard in manifest.shards(split):
         data = directory.read_bytes(shard.path)
-        yield from (
-            r["text"]
-            for r in decode_shard(data, manifest.format, directory.location(shard.path), ["text"]).records()
-        )
+        for record in decode_shard(data, manifest.format, directory.location(shard.path), ["text"]).records():
+            if policy.max_chars and len(record["text"]) > policy.max_chars:
+                policy.too_long()
+            else:
+                yield record["text"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     def texts() -> Iterator[str]:
         if data is not None:
-            stream = _dataset_texts(data)
+            stream = _dataset_texts(data, policy)
         else:
             stream = (d.text for d in read_documents(args.source, args.input, reader_options(args), policy))
         with tqdm(desc="reading", unit=" documents", disable=args.no_progress) as bar:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -108,6 +111,7 @@ def register(subparsers) -> None:
             "ltsgen train --data lts --encoding rope_pi --train-length 512 --encoding-option factor=4 "
             "--encoding-option original_length=128 --init-from runs/rope --steps 200 --out runs/rope_pi-ft",
             "torchrun --nproc-per-node 2 -m ltsgen train --data lts --encoding alibi --out runs/alibi",
+            "ltsgen train --data lts=0.7,s3://bucket/c4=0.3 --encoding rope --out runs/mixed  # a mixture",
         ],
     )
     add_config_arguments(parser)
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.training import train
 
     trainer = announced(train_tokenizer, args.data, os.path.join(args.out, "tokenizer.json"))
-    with storage_defaults(args, args.data):
+    with storage_defaults(args, args.data), mixture_log():
         summary = train(
             training_config(args), resume=args.resume, stop_after=args.stop_after,
             progress=not args.no_progress, train_tokenizer=trainer,
@@ -152,6 +156,25 @@ def announced(train_tokenizer: Callable, data: str, where: str) -> Callable:
         return train_tokenizer(texts, vocab_size)
 
     return train_announced
+
+
+@contextmanager
+def mixture_log() -> Iterator[None]:
+    """While training, each mixture source's new epoch (``ltsgen.loaders.mixture`` INFO) as a line on
+    stderr, from rank 0."""
+    logger = logging.getLogger("ltsgen.loaders.mixture")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    shown = int(os.environ.get("RANK", "0")) == 0 and logger.getEffectiveLevel() > logging.INFO
+    if shown:
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        if shown:
+            logger.removeHandler(handler)
+            logger.setLevel(logging.NOTSET)
 
 
 def describe(summary: dict[str, Any], run_dir: str) -> str:

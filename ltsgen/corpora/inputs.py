@@ -5,11 +5,17 @@ A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` sc
 downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A
 truncated or corrupt stream raises :class:`InputError` naming the file and the line where it broke off,
 never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
+
+Memory is bounded by the reader's limits, not by the input: a decompressor is fed a little compressed
+data at a time (``FEED_SIZE``), so a small file that expands a thousandfold never expands at once, and
+lines (or documents) longer than a caller's byte limit are skipped as they stream by, never joined.
+A glob's ``**`` follows links to folders, each folder once (a link to itself or above ends there).
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +26,9 @@ from ltsgen.errors import LtsgenError
 from ltsgen.loaders.storage import StorageError, filesystem, is_url, scheme_of
 
 READ_SIZE = 1 << 20
+# compressed bytes per decompressor call: its output stays below ~1 MiB for gzip (a 1:1032 ratio at most)
+# and ~32 MiB for zstd (a 4-byte block that repeats one byte 128 KiB times)
+FEED_SIZE = 1 << 10
 
 
 class InputError(LtsgenError, ValueError):
@@ -113,8 +122,8 @@ def expand_inputs(
     suffixes: tuple[str, ...] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> list[InputPath]:
-    """Files named by paths, URLs, folders (recursively) and globs, each pattern's matches sorted, no
-    repeats.
+    """Files named by paths, URLs, folders (recursively) and globs, each pattern's matches sorted, each
+    file once (a local file reached by several paths or links is read at its first).
 
     ``suffixes`` filters the files found inside folders (files named directly are always taken);
     ``storage_options`` go to the filesystem of URL patterns.
@@ -125,7 +134,7 @@ def expand_inputs(
             files.extend(_expand_url(pattern, suffixes, storage_options or {}))
             continue
         pattern = pattern[len("file://") :] if pattern.startswith("file://") else pattern
-        matches = sorted(glob.glob(pattern, recursive=True)) if glob.has_magic(pattern) else [pattern]
+        matches = _local_glob(pattern) if glob.has_magic(pattern) else [pattern]
         if not matches:
             raise InputError(f"{pattern}: no file matches this pattern")
         for match in matches:
@@ -143,37 +152,91 @@ def expand_inputs(
                 files.append(path)
             else:
                 raise InputError(f"{match}: no such file or folder")
-    unique = list(dict.fromkeys(files))
+    first: dict[object, InputPath] = {}
+    for path in files:  # each file once, however many paths or links lead to it
+        first.setdefault(_file_key(path), path)
+    unique = list(first.values())
     if not unique:
         raise InputError(f"{', '.join(patterns)}: no input files found")
     return unique
 
 
+def _local_glob(pattern: str) -> list[str]:
+    """``glob.glob(pattern, recursive=True)``, sorted, where ``**`` enters each folder once (by device and
+    inode): a link to a folder itself, or to one above it, is not followed round (glob would go on until
+    the path is too long). Hidden folders are skipped, as glob does."""
+    parts = pattern.split("/")
+    if "**" not in parts:  # "**" inside a name is "*", as for glob
+        return sorted(glob.glob(pattern))
+    at = parts.index("**")
+    head, tail = "/".join(parts[:at]) + ("/" if at else ""), "/".join(parts[at + 1 :])
+    matches: set[str] = set()
+    for root in glob.glob(head) if glob.has_magic(head) else [head]:
+        seen: set[tuple[int, int]] = set()
+        for folder, subfolders, _ in os.walk(root or os.curdir, followlinks=True):
+            try:
+                stat = os.stat(folder)
+            except OSError:
+                subfolders.clear()
+                continue
+            if (stat.st_dev, stat.st_ino) in seen:
+                subfolders.clear()
+                continue
+            seen.add((stat.st_dev, stat.st_ino))
+            subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+            shown = folder if root else os.path.relpath(folder)
+            prefix = "" if shown == os.curdir else glob.escape(shown.rstrip("/") + "/")
+            rest = tail.lstrip("/")
+            matches.update(glob.glob(prefix + rest) if rest else [prefix or os.curdir])
+    return sorted(match for match in matches if match)
+
+
+def _file_key(path: InputPath) -> object:
+    """What makes two input paths one file: the device and inode of a local file, else its URL."""
+    if isinstance(path, RemoteFile):
+        return path
+    try:
+        stat = path.stat()
+    except OSError:
+        return path
+    return stat.st_dev, stat.st_ino
+
+
 def _frame_chunks(
     path: InputPath, new_stream, error_type: type[Exception], codec: str, cut: str
 ) -> Iterator[bytes]:
-    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames); raises on corrupt
-    data, and when the file ends inside the last frame (``cut`` says how)."""
+    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames), in pieces of about
+    ``READ_SIZE``; raises on corrupt data, and when the file ends inside the last frame (``cut`` says how)."""
     stream = new_stream()
     fed = False
+    parts: list[bytes] = []
+    size = 0
     with open_input(path) as handle:
         if not handle.read(1):  # a failed download, not an empty corpus
             raise _StreamError(f"truncated {codec} stream (the file is empty)")
         handle.seek(0)
         while raw := handle.read(READ_SIZE):
-            while raw:
-                try:
-                    out = stream.decompress(raw)
-                except error_type as error:
-                    raise _StreamError(f"corrupt {codec} stream ({error})") from None
-                fed = True
-                if out:
-                    yield out
-                if stream.eof:
-                    raw = stream.unused_data
-                    stream, fed = new_stream(), False
-                else:
-                    raw = b""
+            for start in range(0, len(raw), FEED_SIZE):
+                piece = raw[start : start + FEED_SIZE]
+                while piece:
+                    try:
+                        out = stream.decompress(piece)
+                    except error_type as error:
+                        raise _StreamError(f"corrupt {codec} stream ({error})") from None
+                    fed = True
+                    if out:
+                        parts.append(out)
+                        size += len(out)
+                    if stream.eof:
+                        piece = stream.unused_data
+                        stream, fed = new_stream(), False
+                    else:
+                        piece = b""
+                if size >= READ_SIZE:
+                    yield b"".join(parts)
+                    parts, size = [], 0
+    if parts:
+        yield b"".join(parts)
     if fed and not stream.eof:
         raise _StreamError(f"truncated {codec} stream ({cut})")
 
@@ -218,26 +281,39 @@ def read_chunks(path: InputPath) -> Iterator[bytes]:
         raise TruncatedInput(str(path), str(error)) from None
 
 
-def read_lines(path: InputPath) -> Iterator[tuple[int, bytes]]:
+def read_lines(path: InputPath, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
     """``(line number from 1, line without its newline)`` for each line of the (decompressed) file.
 
-    A compressed stream that breaks off raises :class:`TruncatedInput` naming the file and the line.
+    A line longer than ``limit`` bytes is given as None, read past without being kept (memory stays
+    within ``limit`` plus a chunk). A compressed stream that breaks off raises :class:`TruncatedInput`
+    naming the file and the line.
     """
     number = 0
     pending: list[bytes] = []  # the pieces of a line that spans chunks (joined once: linear in its length)
+    size = 0
+    dropping = False  # the current line is already longer than limit
     try:
         for chunk in read_chunks(path):
             lines = chunk.split(b"\n")
-            if len(lines) == 1:
-                pending.append(chunk)
-                continue
-            pending.append(lines[0])
-            lines[0] = b"".join(pending)
-            pending = [lines.pop()]
-            for line in lines:
+            if len(lines) > 1:
                 number += 1
-                yield number, line
+                if dropping or (limit is not None and size + len(lines[0]) > limit):
+                    yield number, None
+                else:
+                    pending.append(lines[0])
+                    yield number, b"".join(pending)
+                for line in lines[1:-1]:
+                    number += 1
+                    yield number, None if limit is not None and len(line) > limit else line
+                pending, size, dropping = [], 0, False
+            if not dropping:
+                pending.append(lines[-1])
+                size += len(lines[-1])
+                if limit is not None and size > limit:
+                    pending, size, dropping = [], 0, True
     except TruncatedInput as error:
         raise TruncatedInput(f"{path}:{number + 1}", error.problem) from None
-    if any(pending):
+    if dropping:
+        yield number + 1, None
+    elif any(pending):
         yield number + 1, b"".join(pending)

@@ -5,6 +5,9 @@ or too deeply nested JSON, missing text field, truncated stream, unreadable parq
 :class:`InputError`, or a counted skip with ``skip_bad``), to an unclean document (empty or invalid UTF-8:
 a counted skip, or an error with ``strict``) and to a document longer than ``max_chars`` (a counted skip:
 tokenizing one costs about 130 bytes of memory per character, so this bounds the memory per document).
+The limit holds while reading too: a JSON line longer than ``Screen.line_limit`` bytes, or a text
+document longer than ``4 * max_chars`` bytes (more characters than ``max_chars`` whatever they are), is
+skipped as it streams by, never held whole.
 """
 
 from __future__ import annotations
@@ -80,13 +83,32 @@ class Screen:
             raise InputError(f"{where}: {kind} document (--strict)")
         self.counts[f"skipped: {kind}"] += 1
 
+    @property
+    def line_limit(self) -> int | None:
+        """The longest JSON line read (None: no limit): room for ``max_chars`` characters each written as a
+        ``\\uXXXX`` escape, and 1 MiB of other fields."""
+        return 6 * self.max_chars + 2**20 if self.max_chars else None
+
+    @property
+    def text_limit(self) -> int | None:
+        """The longest text document read, in bytes (UTF-8 takes at most 4 per character)."""
+        return 4 * self.max_chars if self.max_chars else None
+
+    def too_long(self) -> None:
+        """Count a document skipped for its length."""
+        self.counts[f"skipped: longer than {self.max_chars:,} characters"] += 1
+
+    def long_line(self) -> None:
+        """Count a JSON line skipped unread for its length."""
+        self.counts[f"skipped: line longer than {self.line_limit:,} bytes"] += 1
+
     def clean(self, text: Any, where: str, text_field: str) -> str | None:
         """The text when it is a usable document, else None (after counting or raising)."""
         if not isinstance(text, str):
             self.bad(where, f"missing text field {text_field!r}", "missing text field")
             return None
         if self.max_chars and len(text) > self.max_chars:
-            self.counts[f"skipped: longer than {self.max_chars:,} characters"] += 1
+            self.too_long()
             return None
         if not text.strip():
             self.unclean(where, "empty")
@@ -112,8 +134,11 @@ def json_safe(value: Any) -> Any:
 def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, object)`` for each JSON line of a plain, gzip or zstd file; blank lines are ignored."""
     try:
-        for number, line in read_lines(path):
+        for number, line in read_lines(path, screen.line_limit):
             where = f"{path}:{number}"
+            if line is None:
+                screen.long_line()
+                continue
             if not line.strip():
                 continue
             try:
@@ -219,22 +244,47 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
             raise InputError(f"{name}: cannot stream this dataset ({first})") from None
 
 
-def _split_stream(path: InputPath, separator: str) -> Iterator[bytes]:
+def _split_stream(path: InputPath, separator: str, limit: int | None = None) -> Iterator[bytes | None]:
     """The documents of one text file, split on ``separator`` while streaming (linear in the file size: a
-    long document's pieces are joined once)."""
+    long document's pieces are joined once); one longer than ``limit`` bytes is None, never held whole."""
     mark = separator.encode("utf-8")
     pending: list[bytes] = []
+    size = 0
+    dropping = False  # the current document is already longer than limit
     tail = b""  # the last len(mark) - 1 bytes read, where a separator cut by a chunk boundary starts
     for chunk in read_chunks(path):
         if mark not in tail + chunk:
-            pending.append(chunk)
             tail = (tail + chunk)[-(len(mark) - 1) :] if len(mark) > 1 else b""
+            if not dropping:
+                pending.append(chunk)
+                size += len(chunk)
+                if limit is not None and size > limit + len(mark):  # the mark may end in the next chunk
+                    pending, size, dropping = [], 0, True
             continue
-        parts = b"".join([*pending, chunk]).split(mark)
+        joined = tail + chunk if dropping else b"".join([*pending, chunk])  # tail: where a mark may start
+        parts = joined.split(mark)
         last = parts.pop()
-        pending, tail = [last], last[-(len(mark) - 1) :] if len(mark) > 1 else b""
-        yield from parts
-    yield b"".join(pending)
+        for number, part in enumerate(parts):
+            yield None if (dropping and number == 0) or (limit is not None and len(part) > limit) else part
+        pending, size, dropping = [last], len(last), False
+        tail = last[-(len(mark) - 1) :] if len(mark) > 1 else b""
+    if not dropping:
+        joined = b"".join(pending)
+        yield None if limit is not None and len(joined) > limit else joined
+    else:
+        yield None
+
+
+def _whole_file(path: InputPath, limit: int | None) -> Iterator[bytes | None]:
+    """The file as one document, or None once it is longer than ``limit`` bytes (read no further)."""
+    pieces, size = [], 0
+    for chunk in read_chunks(path):
+        pieces.append(chunk)
+        size += len(chunk)
+        if limit is not None and size > limit:
+            yield None
+            return
+    yield b"".join(pieces)
 
 
 def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
@@ -242,10 +292,15 @@ def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iter
     for path in expand_inputs(inputs, TEXT_SUFFIXES, options.storage_options):
         try:
             pieces = (
-                _split_stream(path, options.separator) if options.separator else [b"".join(read_chunks(path))]
+                _split_stream(path, options.separator, screen.text_limit)
+                if options.separator
+                else _whole_file(path, screen.text_limit)
             )
             for number, raw in enumerate(pieces, 1):
                 where = f"{path}:document {number}"
+                if raw is None:
+                    screen.too_long()
+                    continue
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError:

@@ -16,6 +16,8 @@ from ltsgen.loaders.contract import shard_relpath
 BYTES_PER_WORD = 5.6  # planning estimate of story text bytes per word (for --shard-size-mb)
 DEFAULT_SHARD_MB = 32.0
 DEFAULT_SPLITS = "train=0.98,validation=0.01,test=0.01"
+# the plan holds every story's index before the first is written (about 10 s and 50 MB per million stories)
+MAX_STORIES = 10_000_000
 BUILDER_NAME = "ltsgen stories"
 # the arguments that determine a built-in build's output (its identity; never --out or --workers)
 OUTPUT_ARGUMENTS = ("num_stories", "min_words", "max_words", "seed", "format", "splits")

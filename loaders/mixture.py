@@ -1,0 +1,350 @@
+"""Mixtures: several datasets read as one stream, each in a fixed proportion of the items.
+
+``StreamingDataset({"lts": 0.7, "s3://bucket/c4": 0.3}, ...)`` builds a ``StreamingMixture``. Like the
+order of one dataset, the mixture is a pure function of the global position, so resume, ranks, workers and
+elasticity are those of ``StreamingDataset`` unchanged:
+
+- Schedule: the proportions are resolved to integer weights (at most ``RESOLUTION`` in all, see
+  ``resolve_weights``) and laid out by smooth weighted round-robin (the largest accumulated credit goes
+  next) over one period of ``sum(weights)`` positions, which repeats. Position ``n`` of the mixture is
+  source ``labels[n % period]``, item ``(n // period) * weight + rank`` of that source's own endless
+  stream. Over any run of positions each source's count stays within 2 items of its proportion in every
+  mixture tested; the schedule is deterministic and identical on every rank and worker.
+- Sources: each source is a ``StreamingDataset`` of its own, read endlessly epoch after epoch. Its item
+  ``j`` is position ``j % total`` of its own epoch ``j // total`` (its own order, seeded by
+  ``source_seed(seed, index)``, reshuffled at each of its epochs, logged on ``ltsgen.loaders.mixture``
+  when first read in a process).
+- Epochs of the mixture: as many items as its sources hold together (records, or packed blocks), cut into
+  global batches (``remainder="wrap"`` fills the last one with the sources' next items). The mixture's
+  position runs on across its epochs (epoch ``e`` starts where ``e - 1`` ended), so a source is never
+  restarted, only continued.
+
+With ``seq_len`` the items are packed blocks, so the proportions are of tokens; every source must pack
+with the same tokenizer (the same sha256 and EOS id), or the mixture is refused naming two that differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from torch.utils.data import get_worker_info
+
+from ltsgen.errors import UsageError
+
+from .contract import TOKENIZER_NAME, TRAIN_SPLIT, ContractError
+from .dataset import StreamingDataset, _check_integer, _distributed
+from .order import BatchPlan, EpochOrder, worker_batches
+from .sources import is_remote, join
+from .state import WorkerWitness, mixture_text
+
+RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
+LOG = logging.getLogger(__name__)
+_WEIGHT = re.compile(r"^(.*)=\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$", re.DOTALL)
+
+
+def parse_mixture(text: str) -> str | dict[str, float]:
+    """A ``--data`` value: one dataset, or a mixture written ``PATH=WEIGHT,PATH=WEIGHT,...``.
+
+    A value whose first comma-separated part ends in ``=NUMBER`` is a mixture (paths and URLs may hold
+    ``:`` and ``=``; the weight is what follows the last ``=``), unless it names an existing path; any
+    other value is one dataset.
+
+    Args:
+        text: the option's value, e.g. ``"lts=0.7,s3://bucket/c4=0.3"``.
+
+    Returns:
+        The path itself, or ``{path: weight}`` in the order given; ``UsageError`` for a malformed mixture.
+    """
+    parts = text.split(",")
+    if _WEIGHT.match(parts[0]) is None or os.path.exists(text):
+        return text
+    mixture: dict[str, float] = {}
+    for part in parts:
+        match = _WEIGHT.match(part)
+        if match is None or not match.group(1).strip():
+            raise UsageError(f"--data {text!r}: {part!r} is not PATH=WEIGHT (a mixture is PATH=WEIGHT,...)")
+        source = match.group(1).strip()
+        if source in mixture:
+            raise UsageError(f"--data {text!r}: {source!r} is given twice")
+        mixture[source] = float(match.group(2))
+    return mixture
+
+
+def resolve_weights(proportions: list[float]) -> list[int]:
+    """Integer weights in the ratio of ``proportions``, resolved to ``1 / RESOLUTION`` and reduced.
+
+    Shares that are fractions with small denominators keep their exact ratio (``[1, 1, 1]`` gives
+    ``[1, 1, 1]``, ``[0.7, 0.3]`` gives ``[7, 3]``); others are rounded to multiples of ``1 / RESOLUTION``
+    by largest remainder.
+
+    Args:
+        proportions: positive numbers (any scale).
+
+    Returns:
+        Weights with no common divisor, summing to at most ``RESOLUTION``; ``UsageError`` when a
+        proportion is not a positive number, or too small to resolve.
+    """
+    if not proportions or not all(math.isfinite(p) and p > 0 for p in proportions):
+        raise UsageError(f"mixture proportions must be positive numbers, not {proportions}")
+    total = sum(map(Fraction, proportions))
+    shares = [Fraction(p) / total for p in proportions]
+    simple = [share.limit_denominator(RESOLUTION) for share in shares]
+    period = math.lcm(*(share.denominator for share in simple))
+    if period <= RESOLUTION and sum(simple) == 1:
+        weights = [int(share * period) for share in simple]
+    else:
+        scaled = [share * RESOLUTION for share in shares]
+        weights = [math.floor(share) for share in scaled]
+        by_remainder = sorted(range(len(scaled)), key=lambda i: (weights[i] - scaled[i], i))
+        for i in by_remainder[: RESOLUTION - sum(weights)]:  # largest remainders first
+            weights[i] += 1
+    if 0 in weights:
+        raise UsageError(f"a mixture proportion below 1/{RESOLUTION} of the total: {proportions}")
+    divisor = math.gcd(*weights)
+    return [w // divisor for w in weights]
+
+
+def source_seed(seed: int, index: int) -> int:
+    """The seed of source ``index``'s own order in a mixture of seed ``seed`` (sources of the same shape
+    are shuffled differently).
+
+    Args:
+        seed: the mixture's seed (non-negative).
+        index: the source's place in the mapping.
+
+    Returns:
+        A non-negative 32-bit seed.
+    """
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+class Schedule:
+    """Which source each position of the mixture reads, and which item of that source's endless stream.
+
+    Args:
+        weights: integer weights; one period of ``sum(weights)`` positions holds ``weights[s]`` of source s.
+    """
+
+    def __init__(self, weights: list[int]) -> None:
+        self.weights = np.asarray(weights, dtype=np.int64)
+        self.period = int(self.weights.sum())
+        labels = np.empty(self.period, dtype=np.int64)
+        current = np.zeros(len(weights), dtype=np.int64)
+        for position in range(self.period):  # smooth weighted round-robin: the largest credit goes next
+            current += self.weights
+            labels[position] = chosen = int(np.argmax(current))
+            current[chosen] -= self.period
+        self.labels = labels
+        self.rank = np.empty(
+            self.period, dtype=np.int64
+        )  # how many of the period's earlier positions share it
+        for source in range(len(weights)):
+            where = np.flatnonzero(labels == source)
+            self.rank[where] = np.arange(len(where))
+
+    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sources and items of mixture positions.
+
+        Args:
+            positions: non-negative global positions of the mixture.
+
+        Returns:
+            ``(source, item)``: int64 arrays; ``item`` indexes the source's endless stream.
+        """
+        cycle, offset = np.divmod(np.asarray(positions, dtype=np.int64), self.period)
+        source = self.labels[offset]
+        return source, cycle * self.weights[source] + self.rank[offset]
+
+
+class StreamingMixture(StreamingDataset):
+    """``StreamingDataset`` of a mapping ``{path_or_url: proportion}``: the sources mixed item by item.
+
+    Takes every option of ``StreamingDataset`` (the source options apply to each source; ``cache_dir`` to
+    the remote ones) except ``by_bucket``. A state's ``identity["mixture"]`` names the sources and their
+    weights, and a state of another mixture (or of one dataset) is refused (``state.check_state``). See the
+    module's docstring for the schedule and the sources' epochs.
+    """
+
+    def __init__(
+        self,
+        path_or_url: Mapping[str | os.PathLike, float],
+        split: str = TRAIN_SPLIT,
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        batch_size: int | None = None,
+        remainder: str = "drop",
+        by_bucket: bool = False,
+        **options: Any,
+    ) -> None:
+        if by_bucket:
+            raise UsageError("by_bucket draws each batch from one length bucket; it does not mix datasets")
+        if batch_size is not None and batch_size < 1:
+            raise UsageError(f"batch_size must be positive, not {batch_size}")
+        if not path_or_url:
+            raise UsageError("a mixture needs at least one dataset")
+        for name, value in (("seed", seed), ("epoch", epoch)):
+            _check_integer(name, value, 63)
+        roots = [str(source) for source in path_or_url]
+        weights = resolve_weights([float(p) for p in path_or_url.values()])
+        local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
+        self.sources = [  # the node cache keeps remote sources' shards; local ones are read in place
+            StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
+                             remainder=remainder, **(options if is_remote(root) else local))
+            for index, root in enumerate(roots)
+        ]  # fmt: skip
+        first = self.sources[0]
+        if first.seq_len is not None:
+            _check_shared_tokenizer(self.sources, options.get("tokenizer"))
+        mixture = [[root, w] for root, w in zip(roots, weights, strict=True)]
+        self.root = mixture_text(mixture)
+        self.schedule = Schedule(weights)
+        self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle
+        self.seed, self.epoch, self.shuffle_window = seed, epoch, first.shuffle_window
+        self.rank, self.world_size = _distributed(rank, world_size)
+        self.batch_size, self.remainder = batch_size or 1, remainder
+        self._batch_size_known = batch_size is not None
+        self.global_batch_size = self.batch_size * self.world_size
+        self.columns, self.transform = first.columns, None
+        self.seq_len, self.position_ids, self.eos_id = first.seq_len, first.position_ids, first.eos_id
+        self.by_bucket, self.verify, self.on_error = False, first.verify, first.on_error
+        self._process = None
+        self._consumed = self._partial = self._anchor = 0
+        self._workers = 1
+        self._reshuffles_logged = [0] * len(self.sources)
+        self.epoch_items = sum(source.plans[0].total for source in self.sources)
+        self.plans = [BatchPlan(self.epoch_items, self.global_batch_size, remainder)]
+        if self.num_batches == 0:
+            raise ContractError(
+                f"{self.root}: {self.epoch_items} items in all, too few for one global batch of "
+                f"{self.global_batch_size}"
+            )
+        self.identity = _identity(self.sources, self.seq_len, mixture)
+        self._witness = WorkerWitness()
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Shards skipped as corrupt in this process, in every source: path -> reason."""
+        return {path: why for source in self.sources for path, why in source.skipped.items()}
+
+    @property
+    def tokenizer(self):
+        """The first source's tokenizer (packing checked that the sources share it)."""
+        return self.sources[0].tokenizer
+
+    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where global positions of the mixture (across its epochs) read from.
+
+        Args:
+            positions: positions ``epoch * num_batches * global_batch_size + offset in that epoch``.
+
+        Returns:
+            ``(source, source epoch, position in that epoch)``: int64 arrays.
+        """
+        source, item = self.schedule.locate(positions)
+        totals = np.asarray([s.plans[0].total for s in self.sources], dtype=np.int64)[source]
+        return source, item // totals, item % totals
+
+    def _rank_batches(self):
+        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        self._workers = workers
+        for source in self.sources:
+            source._workers = workers  # each source's reader sizes its threads for this many processes
+        start, skip = self._consumed, self._partial
+        for batch in worker_batches(self.num_batches, start, self._anchor, worker, workers):
+            yield batch, (skip if batch == start else 0), self._batch_items(batch)
+            for source in self.sources:
+                if source._process is not None:
+                    source._process.prefetch()
+
+    def _batch_items(self, batch: int) -> list | dict[str, np.ndarray]:
+        """This rank's slice of global batch ``batch``: records, or packed blocks as numpy arrays."""
+        first = (self.epoch * self.num_batches + batch) * self.global_batch_size + self.rank * self.batch_size
+        sources, epochs, positions = self.locate(np.arange(first, first + self.batch_size, dtype=np.int64))
+        slots: dict[tuple[int, int], list[int]] = {}  # (source, its epoch) -> slots of the batch
+        for slot, key in enumerate(zip(sources.tolist(), epochs.tolist(), strict=True)):
+            slots.setdefault(key, []).append(slot)
+        pieces = [(np.asarray(where), self._read(*key, positions[where])) for key, where in slots.items()]
+        if self.seq_len is None:
+            records: list[Any] = [None] * self.batch_size
+            for where, items in pieces:
+                for slot, item in zip(where.tolist(), items, strict=True):
+                    records[slot] = item
+            return records
+        data = {}
+        for name in pieces[0][1]:
+            dtype = np.result_type(*(items[name].dtype for _, items in pieces))
+            data[name] = np.empty((self.batch_size, self.seq_len + 1), dtype=dtype)
+            for where, items in pieces:
+                data[name][where] = items[name]
+        return data
+
+    def _read(self, index: int, epoch: int, positions: np.ndarray) -> list | dict[str, np.ndarray]:
+        """Items at ``positions`` of epoch ``epoch`` of source ``index`` (its own seeded order)."""
+        source = self.sources[index]
+        if epoch > self._reshuffles_logged[index]:
+            self._reshuffles_logged[index] = epoch
+            LOG.info(
+                "mixture source %s: reached its epoch %d (%d items per epoch), reshuffled with seed %d",
+                source.root, epoch, source.plans[0].total, source.seed,
+            )  # fmt: skip
+        source.seed, source.epoch = source_seed(self.seed, index), epoch  # the seed may come from a state
+        order: EpochOrder = source._orders()[0]
+        process = source._process_state()
+        if self.seq_len is None:
+            return [source._record(process, 0, order, int(p)) for p in positions]
+        return source._blocks(process, 0, order, positions)
+
+
+def _identity(sources: list[StreamingDataset], seq_len: int | None, mixture: list) -> dict[str, Any]:
+    """What a state of a mixture resumes (``state.IDENTITY_KEYS``): its sources' own identities
+    (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources with their weights."""
+    key = [[source.root, source.identity["dataset"]] for source in sources]
+    return {
+        "dataset": hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16],
+        "tokenizer_sha256": sources[0].identity["tokenizer_sha256"],
+        "seq_len": seq_len,
+        "mixture": mixture,
+    }
+
+
+def _unrecorded_tokenizer(source: StreamingDataset, stored: dict[str, Any]) -> str:
+    """A tokenizer the manifest gives no sha256 for: its file's, or (no file) its vocabulary size."""
+    try:
+        raw = source._read(join(source.root, stored.get("path", TOKENIZER_NAME)))
+    except ContractError:
+        return f"a tokenizer of {stored.get('vocab_size')} tokens without a file or sha256"
+    return f"tokenizer sha256 {hashlib.sha256(raw).hexdigest()[:12]}"
+
+
+def _check_shared_tokenizer(sources: list[StreamingDataset], given: Any) -> None:
+    """Refuse to pack sources whose token ids come from different tokenizers, naming two of them."""
+    identities = []
+    for source in sources:
+        stored = source.manifest.tokenizer or {}
+        if given is not None and not source.tokenized:
+            identity = "the given tokenizer"
+        elif stored.get("sha256"):
+            identity = f"tokenizer sha256 {stored['sha256'][:12]}"
+        else:
+            identity = _unrecorded_tokenizer(source, stored)
+        identities.append(f"{identity}, EOS {source.eos_id}")
+    for source, identity in zip(sources[1:], identities[1:], strict=True):
+        if identity != identities[0]:
+            raise ContractError(
+                f"packing a mixture needs one tokenizer: {sources[0].root} has {identities[0]}, "
+                f"{source.root} has {identity}"
+            )
