@@ -288,10 +288,17 @@ class StreamingDataset(IterableDataset):
             state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
                 ``StatefulDataLoader.state_dict()``; every field is checked (``state.check_state``), and a
                 ``StateError`` names the one that is malformed or differs (the global batch size, the
-                identity of the dataset, tokenizer, ``seq_len`` or mixture) before anything changes.
+                identity of the dataset, tokenizer, ``seq_len`` or mixture) before anything changes. A state
+                of the released ``ltsgen.loaders/1`` format resumes when its fingerprint is this dataset's;
+                it recorded no tokenizer, so the tokenizer could not be checked.
         """
         state = check_state(
-            dataset_state(state), self.identity, self.global_batch_size, self.batch_size, self.num_batches
+            dataset_state(state),
+            self.identity,
+            self.global_batch_size,
+            self.batch_size,
+            self.num_batches,
+            self._v1_fingerprint(),
         )
         self.seed, self.epoch = state["seed"], state["epoch"]
         self._consumed = state["samples_consumed"] // self.global_batch_size
@@ -443,7 +450,16 @@ class StreamingDataset(IterableDataset):
 
     def _identity(self) -> dict[str, Any]:
         """What a state of this dataset resumes (``state.IDENTITY_KEYS``; ``mixture`` is None here)."""
-        key = {
+        return {
+            "dataset": _digest(self._order_key()),
+            "tokenizer_sha256": self._tokenizer_sha256(),
+            "seq_len": self.seq_len,
+            "mixture": None,
+        }
+
+    def _order_key(self) -> dict[str, Any]:
+        """The shards and options that fix the order of the items."""
+        return {
             "split": self.split,
             "bucket": self.bucket,
             "shards": [[s.path, s.sha256, s.samples] for s in self.shards],
@@ -452,12 +468,12 @@ class StreamingDataset(IterableDataset):
             "remainder": self.remainder,
             "by_bucket": self.by_bucket,
         }
-        return {
-            "dataset": hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16],
-            "tokenizer_sha256": self._tokenizer_sha256(),
-            "seq_len": self.seq_len,
-            "mixture": None,
-        }
+
+    def _v1_fingerprint(self) -> str | None:
+        """The ``fingerprint`` an ``ltsgen.loaders/1`` state of this dataset carries; None for a mixture."""
+        if self.identity["mixture"] is not None:
+            return None
+        return _digest({**self._order_key(), "seq_len": self.seq_len})
 
     def _tokenizer_sha256(self) -> str | None:
         """The sha256 of the tokenizer behind the packed ids: the one that tokenizes the text here (its
@@ -581,6 +597,11 @@ class StreamingLoader(DataLoader):
             state: as for ``StreamingDataset.load_state_dict``.
         """
         self.streaming.load_state_dict(state)
+
+
+def _digest(key: dict[str, Any]) -> str:
+    """16 hex digits of the sha256 of ``key`` as sorted JSON."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _identity(batch):

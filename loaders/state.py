@@ -5,7 +5,8 @@ a batch, the worker rotation's anchor), the batch sizes it was taken with, and `
 resumes (the dataset's shards and options, the sha256 of the tokenizer that tokenizes on the fly,
 ``seq_len``, and ``mixture`` for a mixture of datasets). ``identity`` is a flat dict that can grow: a key
 absent from one side compares as None. Anything else in a state, or a field of the wrong type or range,
-is a ``StateError`` that names the field; a state is never applied in part.
+is a ``StateError`` that names the field; a state is never applied in part. A state of the released format
+``ltsgen.loaders/1`` (a ``fingerprint`` where ``identity`` is now) resumes the one dataset it belongs to.
 
 ``WorkerWitness`` tells the main process that DataLoader worker processes iterate its dataset: its own
 copy then cannot say where they stand, so ``state_dict()`` refuses instead of returning the start.
@@ -21,6 +22,7 @@ from typing import Any
 from ltsgen.errors import LtsgenError
 
 STATE_FORMAT = "ltsgen.loaders/2"
+V1_FORMAT = "ltsgen.loaders/1"  # the released format, read for the states it saved
 IDENTITY_KEYS = ("dataset", "tokenizer_sha256", "seq_len", "mixture")
 COUNT_LIMIT = 2**63  # every count of a state fits an int64
 _FIELDS = (
@@ -34,6 +36,7 @@ _FIELDS = (
     "partial",
     "anchor",
 )
+_V1_FIELDS = tuple(name for name in _FIELDS if name != "identity") + ("fingerprint",)
 _CHANGED = {  # what a differing identity key means, for the message
     "dataset": "another dataset, split, bucket or order option (shards, shuffle, shuffle_window, remainder, "
     "by_bucket)",
@@ -49,7 +52,12 @@ class StateError(LtsgenError, ValueError):
 
 
 def check_state(
-    state: Any, identity: dict[str, Any], global_batch_size: int, batch_size: int, num_batches: int
+    state: Any,
+    identity: dict[str, Any],
+    global_batch_size: int,
+    batch_size: int,
+    num_batches: int,
+    v1_fingerprint: str | None = None,
 ) -> dict[str, Any]:
     """Validate a dataset state against the dataset it is loaded into.
 
@@ -58,15 +66,23 @@ def check_state(
         identity: the dataset's identity (``IDENTITY_KEYS``).
         global_batch_size, batch_size: the dataset's.
         num_batches: global batches in the dataset's epoch.
+        v1_fingerprint: the ``fingerprint`` an ``ltsgen.loaders/1`` state (the released format) of this
+            dataset carries; None for a mixture, which no such state resumes.
 
     Returns:
-        ``state`` itself; ``StateError`` naming the first field that is malformed or does not fit.
+        ``state``, or a v1 state as its v2 equivalent; ``StateError`` naming the first field that is
+        malformed or does not fit.
     """
     if not isinstance(state, dict):
         raise StateError(f"a loader state must be a dict, not {type(state).__name__}")
-    unknown = sorted(map(str, set(state) - set(_FIELDS)))
+    v1 = state.get("format") == V1_FORMAT
+    unknown = sorted(map(str, set(state) - set(_V1_FIELDS if v1 else _FIELDS)))
     if unknown:
-        raise StateError(f"state.{unknown[0]}: not a field of an ltsgen loader state")
+        raise StateError(
+            f"state.{unknown[0]}: not a field of an {V1_FORMAT if v1 else 'ltsgen loader'} state"
+        )
+    if v1:
+        state = _from_v1(state, identity, v1_fingerprint)
     if state.get("format") != STATE_FORMAT:
         raise StateError(
             f"state.format: {_shown(state.get('format'))} is not {STATE_FORMAT!r} (not an ltsgen loader state, "
@@ -110,6 +126,40 @@ def check_state(
     if state["anchor"] > consumed:
         raise StateError(f"state.anchor: {state['anchor']} is past the batches consumed ({consumed})")
     return state
+
+
+def _from_v1(state: dict[str, Any], identity: dict[str, Any], v1_fingerprint: str | None) -> dict[str, Any]:
+    """An ``ltsgen.loaders/1`` state (the released format) as the v2 state it stands for, when it belongs
+    to this dataset; its other fields are checked as a v2 state's (``check_state``).
+
+    A v1 state names what it resumes by ``fingerprint``: 16 hex digits of the sha256 of the sorted JSON of
+    the split, bucket, shards (``[path, sha256, samples]``), ``seq_len``, shuffle, shuffle_window,
+    remainder and by_bucket. It is recomputed from the dataset as it is now; when equal, the state takes
+    this dataset's ``identity``. A v1 state recorded no tokenizer, so the tokenizer that tokenizes on the
+    fly could not be checked: resume with the one the state was saved with. It resumes one dataset, never a
+    mixture.
+
+    Args:
+        state: the v1 state (only its known fields).
+        identity: the dataset's identity.
+        v1_fingerprint: the dataset's v1 fingerprint; None for a mixture.
+
+    Returns:
+        The v2 state; ``StateError`` naming ``state.fingerprint`` when it is another dataset's.
+    """
+    if v1_fingerprint is None:
+        raise StateError(
+            f"state.fingerprint: an {V1_FORMAT} state resumes one dataset, not "
+            f"{mixture_text(identity.get('mixture'))}"
+        )
+    saved = state.get("fingerprint")
+    if saved != v1_fingerprint:
+        raise StateError(
+            f"state.fingerprint: the {V1_FORMAT} state resumes {_shown(saved)}, this dataset is "
+            f"{v1_fingerprint!r} (another dataset, split, bucket, seq_len or order option)"
+        )
+    kept = {name: value for name, value in state.items() if name != "fingerprint"}
+    return {**kept, "format": STATE_FORMAT, "identity": dict(identity)}
 
 
 def _check_identity(saved: Any, identity: dict[str, Any]) -> None:

@@ -1,10 +1,12 @@
 """A loader state checked field by field: malformed or foreign states are refused naming the field and
 change nothing; a state carries what it resumes (dataset, tokenizer, seq_len, mixture); the main process's
-copy of a dataset that plain DataLoader workers iterate refuses to give a state it cannot know."""
+copy of a dataset that plain DataLoader workers iterate refuses to give a state it cannot know; a state of
+the released format resumes the dataset it belongs to."""
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import pickle
 import warnings
@@ -77,7 +79,8 @@ BROKEN = [  # (change to a valid state taken after 3 global batches of 2, field 
     ({"batch_size": 3}, "batch_size"),  # does not divide the global batch of 2
     ({"global_batch_size": 4}, "global_batch_size"),
     ({"global_batch_size": {}}, "global_batch_size"),
-    ({"format": "ltsgen.loaders/1"}, "format"),
+    ({"format": "ltsgen.loaders/3"}, "format"),
+    ({"format": "ltsgen.loaders/1"}, "identity"),  # a field the released format never had
     ({"identity": None}, "identity"),
     ({"identity": "abc"}, "identity"),
     ({"identity": {"dataset": "0123456789abcdef"}}, "identity.dataset"),
@@ -180,6 +183,79 @@ def test_a_state_of_another_seq_len_or_mixture_is_refused(parquet_dir):
     grown = {**state, "identity": {**state["identity"], "weights": "v2"}}  # an identity key of a later kind
     with pytest.raises(StateError, match=r"^state\.identity\.weights: "):
         packed.load_state_dict(grown)
+
+
+def v1_state(directory: Path, seq_len: int | None = None, shuffle_window: int = 4) -> dict:
+    """A state as the released loaders wrote it (format ltsgen.loaders/1) after 3 global batches of 2 and one
+    item more (seed 4, no workers), its fingerprint by that release's recipe from the manifest."""
+    shards = json.loads((directory / "manifest.json").read_text())["splits"]["train"]
+    key = {
+        "split": "train",
+        "bucket": None,
+        "shards": [[s["path"], s["sha256"], s["samples"]] for s in shards],
+        "seq_len": seq_len,
+        "shuffle": True,
+        "shuffle_window": shuffle_window,
+        "remainder": "drop",
+        "by_bucket": False,
+    }
+    return {
+        "format": "ltsgen.loaders/1",
+        "fingerprint": hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16],
+        "seed": 4,
+        "epoch": 0,
+        "samples_consumed": 6,
+        "global_batch_size": 2,
+        "batch_size": 2,
+        "partial": 1,
+        "anchor": 3,
+    }
+
+
+@pytest.mark.parametrize("seq_len", [None, 7])
+def test_a_released_state_resumes_its_dataset_losing_and_repeating_nothing(parquet_dir, seq_len):
+    def items(dataset) -> list:
+        return [ids([x]) if seq_len is None else x["input_ids"].tolist() for x in dataset]
+
+    whole = items(StreamingDataset(parquet_dir, seed=4, batch_size=2, seq_len=seq_len))
+    uninterrupted = StreamingDataset(parquet_dir, seed=4, batch_size=2, seq_len=seq_len)
+    taken = iter(uninterrupted)
+    for _ in range(7):
+        next(taken)
+    resumed = StreamingDataset(parquet_dir, seed=4, batch_size=2, seq_len=seq_len)
+    resumed.load_state_dict(v1_state(parquet_dir, seq_len))
+    assert resumed.state_dict() == uninterrupted.state_dict()  # now a state of the current format
+    assert items(resumed) == whole[7:] and len(whole) == 2 * resumed.num_batches
+
+
+def test_a_released_state_of_another_dataset_or_seq_len_or_for_a_mixture_is_refused(parquet_dir, tmp_path):
+    other = make_dataset(tmp_path, [5, 9, 7], "parquet")
+    refused = [  # (dataset, v1 state, the message's start)
+        (StreamingDataset(other, seed=4, batch_size=2), v1_state(parquet_dir), "the ltsgen.loaders/1 state"),
+        (StreamingDataset(parquet_dir, batch_size=2, seq_len=9), v1_state(parquet_dir, 7), "the ltsgen"),
+        (StreamingDataset(parquet_dir, batch_size=2), v1_state(parquet_dir, 7), "the ltsgen"),
+        (StreamingDataset(parquet_dir, batch_size=2), v1_state(parquet_dir, shuffle_window=2), "the ltsgen"),
+        (
+            StreamingDataset({parquet_dir: 1.0}, batch_size=2),
+            v1_state(parquet_dir),
+            rf"an ltsgen.loaders/1 state resumes one dataset, not the mixture {parquet_dir}=1$",
+        ),
+    ]
+    for dataset, state, message in refused:
+        before = dataset.state_dict()
+        with pytest.raises(StateError, match=rf"^state\.fingerprint: {message}") as caught:
+            dataset.load_state_dict(state)
+        assert "\n" not in str(caught.value) and dataset.state_dict() == before
+    dataset = StreamingDataset(parquet_dir, seed=4, batch_size=2)
+    for change, field in (
+        ({"samples_consumed": 5}, "samples_consumed"),
+        ({"fingerprint": None}, "fingerprint"),
+    ):
+        with pytest.raises(StateError, match=rf"^state\.{field}: "):  # checked as a state of today's format
+            dataset.load_state_dict({**v1_state(parquet_dir), **change})
+    for name in ("seed", "anchor", "fingerprint"):
+        with pytest.raises(StateError, match=rf"^state\.{name}"):
+            dataset.load_state_dict({k: v for k, v in v1_state(parquet_dir).items() if k != name})
 
 
 def test_seed_and_epoch_are_checked_where_the_dataset_is_made(parquet_dir):
