@@ -38,6 +38,7 @@ from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_sc
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import check_pipe, is_remote, join, read_bytes
+from .stored_ids import stored_token_shards
 
 STATE_FORMAT = "ltsgen.loaders/1"
 ON_ERROR = ("raise", "skip")
@@ -156,6 +157,14 @@ class StreamingDataset(IterableDataset):
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
         self.eos_id = eos_id
+        # the shards as read: an attached tokenizer's stored ids when packing untokenized text with it
+        stored = None if seq_len is None or self.tokenized else stored_token_shards(
+            self.manifest, self.shards, tokenizer, self._read
+        )  # fmt: skip
+        self.read_shards, self.read_format = (self.shards, self.manifest.format) if stored is None else (
+            stored, "parquet"
+        )  # fmt: skip
+        self.tokenized = self.tokenized or stored is not None
         if seq_len is not None:
             if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
                 raise ContractError(
@@ -170,7 +179,7 @@ class StreamingDataset(IterableDataset):
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
         self._shard_tokens: dict[int, int] = {
-            i: s.tokens + s.samples for i, s in enumerate(self.shards) if s.tokens is not None
+            i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
         self.plans = [
             BatchPlan(self._stream_total(i), self.global_batch_size, remainder)
@@ -561,8 +570,8 @@ class _ProcessState:
             dataset._fetch,
             dataset._where,
             dataset._local,
-            dataset.manifest,
-            dataset.shards,
+            dataset.read_format,
+            dataset.read_shards,
             columns=(["input_ids"] if dataset.tokenized else ["text"]) if packed else dataset.columns,
             convert=dataset._token_column if packed else _identity,
             verify=dataset.verify,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from .contract import ContractError, Manifest, ShardInfo
+from .contract import ContractError, ShardInfo
 from .formats import ShardColumns, decode_shard
 from .indexed import IndexedParquet, ShardBytes
 
@@ -38,8 +38,8 @@ class ShardReader:
         fetch: ``fetch(info) -> (bytes, verified)``: the shard's bytes, and whether its sha256 was
             already checked (by a cache at download); ``where(info)`` names it in errors; ``local(info)``
             is its path when it is a local file read directly (a range at a time), else None.
-        manifest: the dataset's manifest (its format).
-        shards: the split's shards, in manifest order.
+        fmt: the shards' format (``contract.FORMATS``).
+        shards: the split's shards as read, in manifest order.
         columns: fields to decode (None: all).
         convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
         verify: check each shard's sha256 against the manifest on its first read in this process (where
@@ -56,7 +56,7 @@ class ShardReader:
         fetch: Callable[[ShardInfo], tuple[bytes, bool]],
         where: Callable[[ShardInfo], str],
         local: Callable[[ShardInfo], str | None],
-        manifest: Manifest,
+        fmt: str,
         shards: list[ShardInfo],
         *,
         columns: Iterable[str] | None,
@@ -68,7 +68,7 @@ class ShardReader:
         lazy: bool = False,
     ) -> None:
         self._fetch, self._where, self._local = fetch, where, local
-        self.format, self.shards = manifest.format, shards
+        self.format, self.shards = fmt, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
         self.keep, self.lazy = keep, lazy

@@ -19,6 +19,8 @@ from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
+HF_CONFIG_NAME = "tokenizer_config.json"
+HF_SPECIAL_TOKENS_NAME = "special_tokens_map.json"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
 
@@ -124,17 +126,7 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict 
         The location of the ``tokenizer.json``.
     """
     folder, name = tokenizer_target(out, storage_options)
-    files = {}
-    if not str(out).endswith(".json"):
-        token = eos_token(tokenizer)
-        special = {"bos_token": token, "eos_token": token, "unk_token": token}
-        config = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "clean_up_tokenization_spaces": False,
-            **special,
-        }
-        for side, content in (("tokenizer_config.json", config), ("special_tokens_map.json", special)):
-            files[side] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    files = {} if str(out).endswith(".json") else hugging_face_files(tokenizer)
     files[name] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
     for relpath, data in files.items():
         try:
@@ -146,6 +138,18 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict 
                 f"{folder.location(relpath)}: cannot write ({error.strerror or error})"
             ) from None
     return folder.location(name)
+
+
+def hugging_face_files(tokenizer: Tokenizer) -> dict[str, bytes]:
+    """What ``transformers.AutoTokenizer`` reads beside a ``tokenizer.json``: ``tokenizer_config.json`` and
+    ``special_tokens_map.json``, the end-of-text token as the eos, bos and unk token (as in GPT-2)."""
+    token = eos_token(tokenizer)
+    special = {"bos_token": token, "eos_token": token, "unk_token": token}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, **special}
+    return {
+        name: (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        for name, content in ((HF_CONFIG_NAME, config), (HF_SPECIAL_TOKENS_NAME, special))
+    }
 
 
 def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:
