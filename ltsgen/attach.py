@@ -53,6 +53,9 @@ from ltsgen.tokenizer import (
 )
 
 TOKENS_DIR = "tokens"
+# Records per row group of a token shard: a first batch decodes the few row groups its documents live in,
+# and a token shard's rows are small (no text), so that smaller groups cost little in size.
+TOKEN_ROW_GROUP_ROWS = 32
 
 
 def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
@@ -152,7 +155,7 @@ def _write_token_shard(
     del data
     values, offsets = encode_arrays(tokenizer, columns.fields["text"])
     relpath = token_shard_path(sha256, shard.path)
-    with ShardWriter(store, relpath, "parquet", dtype) as writer:
+    with ShardWriter(store, relpath, "parquet", dtype, row_group_rows=TOKEN_ROW_GROUP_ROWS) as writer:
         for row, (key, source) in enumerate(zip(columns.fields["id"], columns.fields["source"], strict=True)):
             ids = values[offsets[row] : offsets[row + 1]]
             writer.write({"id": key, "text": "", "source": source, "input_ids": ids})
