@@ -84,6 +84,17 @@ class ShardCache:
             return info.sha256 + suffix
         return "url-" + hashlib.sha256(f"{url}\n{info.bytes}".encode()).hexdigest() + suffix
 
+    def holds(self, info: ShardInfo, url: str) -> bool:
+        """Whether the shard is in the cache now (whole: a download is renamed into place when complete).
+
+        Args:
+            info, url: as for ``read``.
+        """
+        try:
+            return (self.directory / self.name(info, url)).stat().st_size == info.bytes
+        except FileNotFoundError:
+            return False
+
     def read(self, info: ShardInfo, url: str, download: Callable[[], bytes]) -> tuple[bytes, bool]:
         """The bytes of the shard at ``url``, from the cache or downloaded into it (once per node).
 

@@ -38,7 +38,7 @@ from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_sc
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .shared import SharedDecodes, remove_folder, shared_folder
-from .sources import check_pipe, is_remote, join, read_bytes
+from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_range
 from .stored_ids import stored_token_shards
 
 STATE_FORMAT = "ltsgen.loaders/1"
@@ -414,6 +414,16 @@ class StreamingDataset(IterableDataset):
         where = self._where(info)
         return where[len("file://") :] if where.startswith("file://") else where
 
+    def _ranges(self, info: ShardInfo) -> Callable[[int, int], bytes] | None:
+        """Reads byte ranges of a remote shard that is not in the node's cache yet (a first batch then
+        fetches only the footer and the row groups it decodes), else None."""
+        if not is_remote(self.root) or self.root.startswith(PIPE_PREFIX):
+            return None
+        where = self._where(info)
+        if self.cache is not None and self.cache.holds(info, where):
+            return None
+        return functools.partial(_read_range, where, self.storage_options)
+
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""
         if shard.tokens is not None:
@@ -579,6 +589,7 @@ class _ProcessState:
             dataset._fetch,
             dataset._where,
             dataset._local,
+            dataset._ranges,
             dataset.read_format,
             dataset.read_shards,
             columns=(["input_ids"] if dataset.tokenized else ["text"]) if packed else dataset.columns,
@@ -687,6 +698,10 @@ class _ProcessState:
             ]
             self.starts[stream] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         return self.starts[stream]
+
+
+def _read_range(url: str, storage_options: dict[str, Any], start: int, stop: int) -> bytes:
+    return read_range(url, start, stop, storage_options=storage_options)
 
 
 def _shared_decodes(dataset: StreamingDataset) -> SharedDecodes | None:

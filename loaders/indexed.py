@@ -95,7 +95,8 @@ def row_group_span(metadata, group: int) -> tuple[int, int]:
 
 
 class ShardBytes:
-    """A shard's bytes in memory (``data``), or read from a local file a range at a time (``path``).
+    """A shard's bytes in memory (``data``), or read a range at a time from a local file (``path``) or a
+    remote one (``ranges(start, stop)``, of ``size`` bytes).
 
     ``buffer`` has the shard's size; for a file it starts as zeros (pages the reads have not touched cost
     no memory) and ``read`` fills the ranges asked for, so a reader can check and decode a few row groups
@@ -103,11 +104,19 @@ class ShardBytes:
     """
 
     def __init__(
-        self, where: str, *, data: bytes | None = None, path: str | os.PathLike | None = None
+        self,
+        where: str,
+        *,
+        data: bytes | None = None,
+        path: str | os.PathLike | None = None,
+        ranges: Callable[[int, int], bytes] | None = None,
+        size: int | None = None,
     ) -> None:
-        self.where, self.path = where, path
+        self.where, self.path, self.ranges = where, path, ranges
         if data is not None:
             self.buffer, self.size = data, len(data)
+        elif ranges is not None:
+            self.buffer, self.size = np.zeros(size, np.uint8), size
         else:
             try:
                 self.size = os.stat(path).st_size
@@ -116,7 +125,7 @@ class ShardBytes:
             self.buffer = np.zeros(self.size, np.uint8)
 
     def read(self, start: int, stop: int) -> memoryview:
-        """Bytes ``[start, stop)`` (read from the file first, for a file).
+        """Bytes ``[start, stop)`` (read first, for a file or a remote shard).
 
         Args:
             start, stop: the range, within ``size``.
@@ -125,6 +134,9 @@ class ShardBytes:
             A view of them in ``buffer``.
         """
         view = memoryview(self.buffer)[start:stop]
+        if self.ranges is not None:
+            view[:] = self.ranges(start, stop)
+            return view
         if self.path is None:
             return view
         try:
@@ -140,6 +152,15 @@ class ShardBytes:
         except OSError as error:
             raise ContractError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
         return view
+
+    def fill(self, data: bytes) -> None:
+        """Hold the whole shard (fetched and checked whole meanwhile): later reads need no request.
+
+        Args:
+            data: the shard's bytes, of ``size``.
+        """
+        self.buffer[:] = np.frombuffer(data, np.uint8)
+        self.ranges = None
 
 
 class IndexedParquet:
