@@ -21,6 +21,8 @@ import numpy as np
 from .contract import ROW_GROUP_INDEX_KEY, ContractError
 from .formats import RowGroupTokens, ids_dtype
 
+FOOTER_GUESS = 1 << 16  # bytes read at once from the end of a remote shard: its footer, usually whole
+
 
 @dataclass
 class RowGroupIndex:
@@ -113,6 +115,7 @@ class ShardBytes:
         size: int | None = None,
     ) -> None:
         self.where, self.path, self.ranges = where, path, ranges
+        self._held_from: int | None = None  # remote bytes from here to the end are read already
         if data is not None:
             self.buffer, self.size = data, len(data)
         elif ranges is not None:
@@ -135,7 +138,8 @@ class ShardBytes:
         """
         view = memoryview(self.buffer)[start:stop]
         if self.ranges is not None:
-            view[:] = self.ranges(start, stop)
+            if self._held_from is None or start < self._held_from:
+                view[:] = self.ranges(start, stop)
             return view
         if self.path is None:
             return view
@@ -152,6 +156,17 @@ class ShardBytes:
         except OSError as error:
             raise ContractError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
         return view
+
+    def read_tail(self, length: int) -> None:
+        """Read the last ``length`` bytes in one request, where the footer usually lies whole (a remote
+        shard's later reads of them then need none).
+
+        Args:
+            length: bytes, at most ``size``.
+        """
+        if self.ranges is not None:
+            self.read(self.size - length, self.size)
+            self._held_from = self.size - length
 
     def fill(self, data: bytes) -> None:
         """Hold the whole shard (fetched and checked whole meanwhile): later reads need no request.
@@ -177,6 +192,7 @@ class IndexedParquet:
 
         self.source, self.where = source, source.where
         size = source.size
+        source.read_tail(min(size, FOOTER_GUESS))
         tail = bytes(source.read(size - 8, size)) if size >= 12 else b""
         if tail[-4:] != b"PAR1":
             raise ContractError(f"{self.where}: not a parquet file (no footer)")
