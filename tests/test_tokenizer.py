@@ -178,9 +178,10 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
 
     # the card of an untokenized build with a tokenizer reads the text columns, not token ids
     assert main(["card", str(stories)]) == 0
-    assert "Text stored untokenized; the loaders tokenize it with `tokenizer.json`" in (
-        stories / "README.md"
-    ).read_text(encoding="utf-8")
+    assert (
+        "Text stored untokenized, its token ids in `tokens/` (which the loaders read), by `tokenizer.json`"
+        in (stories / "README.md").read_text(encoding="utf-8")
+    )
     capsys.readouterr()
 
     # training again replaces the attached tokenizer, and says so
