@@ -37,7 +37,6 @@ from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
-from .shared import SharedDecodes, remove_folder, shared_folder
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_range
 from .stored_ids import stored_token_shards
 
@@ -179,7 +178,6 @@ class StreamingDataset(IterableDataset):
         self._partial = 0  # items of this rank's slice of batch _consumed already yielded
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
-        self._shared_folder: str | None = None  # where a loader's workers share decoded row groups
         self._shard_tokens: dict[int, int] = {
             i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
@@ -537,19 +535,12 @@ class StreamingLoader(DataLoader):
         self.streaming = dataset
 
     def __iter__(self):
-        share = self.num_workers > 1 and self.streaming.seq_len is not None
-        self.streaming._shared_folder = shared_folder() if share else None
-        try:
-            for batch, data in super().__iter__():
-                self.streaming._seek(batch + 1)
-                yield {
-                    k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
-                    for k, v in data.items()
-                }
-        finally:
-            if self.streaming._shared_folder is not None:
-                remove_folder(self.streaming._shared_folder)
-                self.streaming._shared_folder = None
+        for batch, data in super().__iter__():
+            self.streaming._seek(batch + 1)
+            yield {
+                k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
+                for k, v in data.items()
+            }
 
     def state_dict(self) -> dict[str, Any]:
         """The dataset's position after the last batch yielded.
@@ -599,7 +590,6 @@ class _ProcessState:
             keep=2 * dataset.shuffle_window,
             threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
             lazy=packed,
-            shared=_shared_decodes(dataset),
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:
@@ -613,8 +603,6 @@ class _ProcessState:
         """The decoded shards of a window by their index in the stream (token ids decoded as reached)."""
         local = order.window_shards(window).tolist()
         members = self.dataset.streams[stream]
-        if window >= 2:
-            self.reader.forget_shared(members[s] for s in order.window_shards(window - 2).tolist())
         decoded = self.reader.get(members[s] for s in local)
         self.pending = [members[s] for s in local]
         if window + 1 < order.num_windows:
@@ -702,14 +690,6 @@ class _ProcessState:
 
 def _read_range(url: str, storage_options: dict[str, Any], start: int, stop: int) -> bytes:
     return read_range(url, start, stop, storage_options=storage_options)
-
-
-def _shared_decodes(dataset: StreamingDataset) -> SharedDecodes | None:
-    """In a worker of a loader whose workers share decoded row groups, this worker's view of them."""
-    info = get_worker_info()
-    if dataset._shared_folder is None or info is None or info.num_workers < 2:
-        return None
-    return SharedDecodes(dataset._shared_folder, info.id, info.num_workers)
 
 
 def collate_records(batch: list[dict]) -> dict[str, list]:

@@ -16,9 +16,9 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
@@ -91,9 +91,7 @@ class RowGroupTokens(TokenColumn):
 
     ``check`` (optional) is called with a row group's number before it is decoded (``indexed.IndexedParquet``
     reads its bytes and checks them against their sha256 there), so that no id is decoded from bytes that
-    were not checked. ``shared(groups, size, dtype)`` (optional) gives a ``shared.SharedRegion`` (or None)
-    whose values other processes decode into too: a row group decoded (and checked) by one is read there
-    by the others.
+    were not checked.
     """
 
     def __init__(
@@ -103,12 +101,9 @@ class RowGroupTokens(TokenColumn):
         dtype: np.dtype,
         where: str,
         check: Callable[[int], None] | None = None,
-        shared: Callable[[int, int, np.dtype], Any] | None = None,
     ) -> None:
+        super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
         metadata = parquet.metadata
-        region = None if shared is None else shared(metadata.num_row_groups, int(offsets[-1]), dtype)
-        super().__init__(np.empty(int(offsets[-1]), dtype) if region is None else region.values, offsets)
-        self._shared = region
         counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         if self._group_starts[-1] != len(offsets) - 1:
@@ -153,59 +148,33 @@ class RowGroupTokens(TokenColumn):
         for group in groups:
             self._load_group(group)
 
-    def decode_groups(self, groups: Iterable[int]) -> None:
-        """Decode row groups ahead (those another process decodes now are left to it).
-
-        Args:
-            groups: row group numbers.
-        """
-        for group in groups:
-            if not self._loaded[group] and not (self._shared is not None and self._shared.busy(group)):
-                self._load_group(group)
-
     def _load_group(self, group: int) -> None:
         with self._lock:
             if self._loaded[group]:
                 return
-            shared = self._shared
-            while shared is not None and not shared.claim(group):
-                if shared.wait(group):  # decoded by another process: its values are in ours
-                    self._loaded_now(group)
-                    return
+            where = f"{self._where}: row group {group}"
+            if self._check is not None:
+                self._check(group)
             try:
-                self._decode_group(group)
-            except BaseException:
-                if shared is not None:
-                    shared.finish(group, ok=False)
-                raise
-            if shared is not None:
-                shared.finish(group, ok=True)
-            self._loaded_now(group)
-
-    def _loaded_now(self, group: int) -> None:
-        self._loaded[group] = True
-        if self._loaded.all():
-            self._parquet = self._check = None  # and with them the shard's bytes
-            self.complete = True
-
-    def _decode_group(self, group: int) -> None:
-        where = f"{self._where}: row group {group}"
-        if self._check is not None:
-            self._check(group)
-        try:
-            table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
-        except Exception as error:  # pyarrow's own error on corrupt bytes
-            raise ContractError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
-        decoded = _arrow_token_column(table.column(0), where)
-        lo, hi = int(self._group_starts[group]), int(self._group_starts[group + 1])
-        start, stop = int(self.offsets[lo]), int(self.offsets[hi])
-        if len(decoded) != hi - lo or not np.array_equal(decoded.offsets, self.offsets[lo : hi + 1] - start):
-            raise ContractError(f"{where}: the lengths of input_ids differ from num_tokens")
-        if decoded.values.dtype != self.values.dtype:
-            raise ContractError(
-                f"{where}: input_ids are {decoded.values.dtype}, the schema says {self.values.dtype}"
-            )
-        self.values[start:stop] = decoded.values
+                table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
+            except Exception as error:  # pyarrow's own error on corrupt bytes
+                raise ContractError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
+            decoded = _arrow_token_column(table.column(0), where)
+            lo, hi = int(self._group_starts[group]), int(self._group_starts[group + 1])
+            start, stop = int(self.offsets[lo]), int(self.offsets[hi])
+            if len(decoded) != hi - lo or not np.array_equal(
+                decoded.offsets, self.offsets[lo : hi + 1] - start
+            ):
+                raise ContractError(f"{where}: the lengths of input_ids differ from num_tokens")
+            if decoded.values.dtype != self.values.dtype:
+                raise ContractError(
+                    f"{where}: input_ids are {decoded.values.dtype}, the schema says {self.values.dtype}"
+                )
+            self.values[start:stop] = decoded.values
+            self._loaded[group] = True
+            if self._loaded.all():
+                self._parquet = self._check = None  # and with them the shard's bytes
+                self.complete = True
 
 
 @dataclass

@@ -14,7 +14,6 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -214,15 +213,14 @@ class IndexedParquet:
         entry = (metadata.metadata or {}).get(ROW_GROUP_INDEX_KEY.encode())
         self.index = RowGroupIndex.from_json(entry, self.where, metadata.num_row_groups, self.num_rows)
 
-    def tokens(self, shared: Callable[[int, int, np.dtype], Any] | None = None) -> RowGroupTokens:
-        """The ``input_ids`` column, each row group checked when it is decoded (by this process, or by
-        another one sharing ``shared``: see ``RowGroupTokens``)."""
+    def tokens(self) -> RowGroupTokens:
+        """The ``input_ids`` column, each row group checked when it is decoded."""
         if self.index.num_tokens is None or "input_ids" not in self.parquet.schema_arrow.names:
             raise ContractError(f"{self.where}: not tokenized (no input_ids and token counts)")
         dtype = ids_dtype(self.parquet.schema_arrow.field("input_ids").type, self.where)
         offsets = np.zeros(self.num_rows + 1, dtype=np.int64)
         np.cumsum(self.index.num_tokens, out=offsets[1:])
-        return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check, shared)
+        return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check)
 
     def check_row_groups(self) -> None:
         """Read every row group and refuse the shard unless each has the footer's sha256 for it."""

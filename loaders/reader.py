@@ -16,7 +16,6 @@ daemons, so a process never waits at exit for a prefetch it no longer needs.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import queue
@@ -30,7 +29,6 @@ from typing import Any
 from .contract import ContractError, ShardInfo
 from .formats import ShardColumns, decode_shard
 from .indexed import IndexedParquet, ShardBytes
-from .shared import SharedDecodes
 
 
 class ShardReader:
@@ -54,8 +52,6 @@ class ShardReader:
         threads: decoding threads.
         lazy: decode the token ids of verified parquet shards that ``get`` asks for a row group at a time
             as they are needed (``convert`` then gets a ``RowGroupTokens`` column, completed by ``prefetch``).
-        shared: in a DataLoader worker, the row groups of local indexed parquet shards are decoded once
-            for all the workers (``shared.SharedDecodes``); ``prefetch`` then decodes this worker's own.
     """
 
     def __init__(
@@ -74,14 +70,13 @@ class ShardReader:
         keep: int,
         threads: int,
         lazy: bool = False,
-        shared: SharedDecodes | None = None,
     ) -> None:
         self._fetch, self._where, self._local, self._ranges = fetch, where, local, ranges
         self._by_range: dict[int, ShardBytes] = {}  # remote shards opened by range, to be fetched whole
         self.format, self.shards = fmt, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
-        self.keep, self.lazy, self.shared = keep, lazy, shared
+        self.keep, self.lazy = keep, lazy
         self.skipped: dict[str, str] = {}
         self._warned: set[str] = set()
         self._verified: set[int] = set()
@@ -114,7 +109,7 @@ class ShardReader:
             indices: shard indices into ``shards``.
         """
         for index in indices:
-            future = self._submit(index, lazy=self.lazy and self.shared is not None)
+            future = self._submit(index, lazy=False)
             if self.lazy:
                 self._pool.submit(self._complete, index, future)
 
@@ -125,16 +120,6 @@ class ShardReader:
             fn, args: the call; its result and errors are dropped (it decodes ahead of a later load).
         """
         self._pool.submit(fn, *args)
-
-    def forget_shared(self, indices: Iterable[int]) -> None:
-        """Remove the shared decodes of shards no worker needs any more (a window two behind).
-
-        Args:
-            indices: shard indices into ``shards``.
-        """
-        if self.shared is not None:
-            for index in indices:
-                self.shared.forget(index)
 
     def forget(self) -> None:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
@@ -196,8 +181,7 @@ class ShardReader:
             raise ContractError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
         indexed = IndexedParquet(source, info.footer_sha256)
         if ranged:
-            shared = None if self.shared is None else functools.partial(self.shared.region, index)
-            return ShardColumns(indexed.num_rows, tokens=indexed.tokens(shared))
+            return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
         indexed.check_row_groups()
         self._verified.add(index)
         return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
@@ -223,9 +207,7 @@ class ShardReader:
             if not verified:
                 self._check(index, data, self._where(self.shards[index]))
             source.fill(data)
-        if column is not None and self.shared is not None and hasattr(column, "decode_groups"):
-            column.decode_groups(self.shared.owned(len(column.row_group_starts) - 1))
-        elif column is not None:
+        if column is not None:
             column.decode()
             if column.complete:
                 self._verified.add(index)
