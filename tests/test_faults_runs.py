@@ -351,11 +351,19 @@ def test_an_eos_id_outside_the_vocabulary_is_refused_before_training(tokenized, 
     manifest = read_manifest(data)
     manifest.tokenizer = {**manifest.tokenizer, "eos_id": 70000}
     write_manifest(data, manifest)
-    assert main(["train", "--data", str(data), "--out", str(tmp_path / "run"), "--steps", "2", *TINY]) == 2
+    argv = ["train", "--data", str(data), "--out", str(tmp_path / "run"), "--steps", "2", *TINY]
+    assert main(argv) == 2  # outside the manifest's own vocab_size: the manifest reader refuses it
+    assert one_line(capsys, "train").endswith(
+        f"{data / 'manifest.json'}: tokenizer.eos_id 70000 is outside the vocabulary of 300 tokens"
+    )
+    manifest.tokenizer = {key: value for key, value in manifest.tokenizer.items() if key != "vocab_size"}
+    write_manifest(data, manifest)
+    assert main(argv) == 2  # no vocab_size recorded: checked against the tokenizer itself
     assert one_line(capsys, "train").endswith(
         f"{data / 'manifest.json'}: tokenizer.eos_id 70000 is outside the vocabulary of 300 tokens of "
         f"{tmp_path / 'run' / 'tokenizer.json'}"
     )
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
     assert not (tmp_path / "run").exists()
 
 
