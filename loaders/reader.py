@@ -234,20 +234,27 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         )
 
 
-def check_text_lengths(shard: ShardColumns, limit: int, where: str) -> None:
+def check_text_lengths(
+    shard: ShardColumns,
+    limit: int,
+    where: str,
+    option: str = "max_doc_chars",
+    remedy: str = "or store token ids",
+) -> None:
     """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized).
 
     Args:
         shard: the decoded shard.
         limit: the most characters a text may have.
         where: its path or URL, for the message.
+        option: the option that sets ``limit``, and ``remedy`` beside raising it, for the message.
     """
     for row, text in enumerate(shard.fields.get("text") or []):
         if text is not None and len(text) > limit:
             raise ContractError(
-                f"{where}: record {row} has {len(text):,} characters, over max_doc_chars={limit:,} (tokenizing "
-                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise max_doc_chars, 0 for no limit, or "
-                "store token ids)"
+                f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
+                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
+                f"{', ' + remedy if remedy else ''})"
             )
 
 

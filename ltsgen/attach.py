@@ -188,7 +188,7 @@ def _write_token_shard(
     columns = decode_shard(data, fmt, where, ["id", "text", "source"])
     del data
     if max_doc_chars:
-        check_text_lengths(columns, max_doc_chars, where)
+        check_text_lengths(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
     values, offsets = encode_arrays(tokenizer, columns.fields["text"])
     relpath = token_shard_path(sha256, shard.path)
     with ShardWriter(store, relpath, "parquet", dtype, row_group_rows=TOKEN_ROW_GROUP_ROWS) as writer:
