@@ -20,7 +20,11 @@ excluded) and the first batch after resuming mid-epoch are measured with 0 worke
 fresh processes per system, taken in turns so that a busy machine slows every system alike; the tables
 give their medians. Ratios are against the fastest peer in the same run.
 
-    python benchmarks/loaders.py [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,2] [--datasets lts,c4]
+Epoch 1 (every shard read and decoded) is reported beside the median of the later epochs, with the CPU
+time of the process and its workers per million tokens, and ltsgen's 1/2/4-worker tokens/s over its own
+0-worker figure.
+
+    python benchmarks/loaders.py [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,1,2,4] [--datasets lts,c4]
 """
 
 from __future__ import annotations
@@ -171,13 +175,24 @@ def run_system(system: str, directory: Path, workers: int, epochs: int, seq_len:
     warm_imports(system)
     begin = time.perf_counter()
     make_epoch, _ = build(system, directory, workers, seq_len)
+    cpu_before = _cpu_seconds()
     result = time_epochs(make_epoch, epochs, block, begin)
     result["tokens_per_s"] = statistics.median(result["rates"])
+    result["epoch1_tokens_per_s"] = result["rates"][0]
+    if epochs > 1:
+        result["later_tokens_per_s"] = statistics.median(result["rates"][1:])
     result["samples_per_s"] = result["tokens_per_s"] / block
+    # CPU of this process and its DataLoader workers (ended at each epoch's end) per million tokens
+    result["cpu_s_per_mtok"] = (_cpu_seconds() - cpu_before) / (epochs * result["tokens_per_epoch"] / 1e6)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     largest_worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result["peak_rss_mb"] = (own + workers * largest_worker) / 1024
     return result
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def time_epochs(make_epoch, epochs: int, block: int, begin: float) -> dict:
@@ -423,7 +438,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5, help="fresh processes per first-batch measurement")
     parser.add_argument("--seq-len", type=int, default=1024)
-    parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--workers", default="0,1,2,4")
     parser.add_argument("--datasets", default="lts,c4")
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--data", type=Path, help="where to keep the generated data (default: a temp dir)")
@@ -480,11 +495,20 @@ def main() -> None:
             f"[{BATCH}, {args.seq_len + 1}] blocks; median of {args.epochs} epochs, first batch and resume "
             f"medians of {args.repeats} fresh processes (0 workers)\n"
         )
-        print("| system | workers | M tokens/s | samples/s | first batch (CPU) | resume (CPU) | peak RSS |")
-        print("|---|---|---|---|---|---|---|")
+        print(
+            "| system | workers | M tokens/s epoch 1 | later epochs | CPU s per M tokens | first batch (CPU) "
+            "| resume (CPU) | peak RSS |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for row in rows:
             print(format_row(row))
+        if args.shards <= 8:  # the reader keeps 2 windows of 4 shards decoded
+            print(
+                f"\nltsgen's later epochs with 0 workers read the {args.shards} shards decoded in memory in "
+                "epoch 1 (its reader keeps the 8 most recent); with workers, each epoch decodes them again"
+            )
         report_ratios(rows)
+        report_workers(rows)
     shuffle_quality(args.docs, args.shards)
 
 
@@ -505,10 +529,12 @@ def child(arguments: list[str]) -> dict | str:
 
 def format_row(row: dict) -> str:
     if row["why"]:
-        return f"| {row['system']} | {row['workers']} | {row['why']} | | | | |"
+        return f"| {row['system']} | {row['workers']} | {row['why']} | | | | | |"
+    later = f"{row['later_tokens_per_s'] / 1e6:.2f}" if "later_tokens_per_s" in row else "-"
     return (
-        f"| {row['system']} | {row['workers']} | {row['tokens_per_s'] / 1e6:.2f} | {row['samples_per_s']:,.0f} | "
-        f"{_seconds(row, 'first_batch')} | {_seconds(row, 'resume')} | {row['peak_rss_mb']:.0f} MB |"
+        f"| {row['system']} | {row['workers']} | {row['epoch1_tokens_per_s'] / 1e6:.2f} | {later} | "
+        f"{row['cpu_s_per_mtok']:.3f} | {_seconds(row, 'first_batch')} | {_seconds(row, 'resume')} | "
+        f"{row['peak_rss_mb']:.0f} MB |"
     )
 
 
@@ -534,18 +560,35 @@ def report_ratios(rows: list[dict]) -> None:
         if "ltsgen" not in ran or not peers:
             continue
         ours = ran["ltsgen"]
-        best = max(peers, key=lambda r: r["tokens_per_s"])
-        first = min(peers, key=lambda r: r["first_batch_s"])
-        line = (
-            f"\nworkers={workers}: ltsgen {ours['tokens_per_s'] / best['tokens_per_s']:.1f}x the tokens/s of the "
-            f"fastest peer ({best['system']}); first batch {ours['first_batch_s']:.3f} s, the quickest peer's "
-            f"{first['first_batch_s']:.3f} s ({first['system']})"
-        )
+        ratios = []
+        for key, name in (("epoch1_tokens_per_s", "epoch 1"), ("later_tokens_per_s", "later epochs")):
+            if key in ours and all(key in r for r in peers):
+                best = max(peers, key=lambda r: r[key])
+                ratios.append(f"{name} {ours[key] / best[key]:.1f}x the fastest peer's ({best['system']})")
+        line = f"\nworkers={workers}: ltsgen tokens/s, {'; '.join(ratios)}"
+        firsts = [r for r in peers if "first_batch_s" in r]
+        if "first_batch_s" in ours and firsts:
+            first = min(firsts, key=lambda r: r["first_batch_s"])
+            line += (
+                f"; first batch {ours['first_batch_s']:.3f} s, the quickest peer's {first['first_batch_s']:.3f} s "
+                f"({first['system']})"
+            )
         resumable = [r for r in peers if "resume_s" in r]
         if "resume_s" in ours and resumable:
             quickest = min(resumable, key=lambda r: r["resume_s"])
             line += f"; resume {ours['resume_s']:.3f} s, {quickest['system']}'s {quickest['resume_s']:.3f} s"
         print(line)
+
+
+def report_workers(rows: list[dict]) -> None:
+    """ltsgen's tokens/s with 1, 2, 4 ... DataLoader workers over its own with 0, epoch 1 and later."""
+    ours = {r["workers"]: r for r in rows if r["system"] == "ltsgen" and not r["why"]}
+    if 0 not in ours or len(ours) < 2:
+        return
+    for key, name in (("epoch1_tokens_per_s", "epoch 1"), ("later_tokens_per_s", "later epochs")):
+        if all(key in r for r in ours.values()):
+            ratios = ", ".join(f"{w} workers {ours[w][key] / ours[0][key]:.2f}x" for w in sorted(ours) if w)
+            print(f"ltsgen against its own 0 workers, {name}: {ratios}")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,18 @@ class ShardCache:
             return info.sha256 + suffix
         return "url-" + hashlib.sha256(f"{url}\n{info.bytes}".encode()).hexdigest() + suffix
 
+    def holds(self, info: ShardInfo, url: str) -> bool:
+        """Whether the shard is in the cache now (whole: a download is renamed into place when complete).
+
+        Args:
+            info, url: as for ``read``; a folder that cannot be created is a ``CacheError``, as there.
+        """
+        self._open()
+        try:
+            return (self.directory / self.name(info, url)).stat().st_size == info.bytes
+        except OSError:  # absent, or unreadable: read by range, then as ``read`` decides
+            return False
+
     def read(
         self, info: ShardInfo, url: str, download: Callable[[], bytes], verify: bool = True
     ) -> tuple[bytes, bool]:

@@ -5,6 +5,8 @@ A dataset directory::
     DIR/manifest.json                              written last, atomically
     DIR/README.md                                  data card
     DIR/tokenizer.json                             when the data is tokenized, or a tokenizer is attached
+    DIR/tokenizer_config.json, special_tokens_map.json   with an attached tokenizer (for AutoTokenizer)
+    DIR/tokens/<sha>/<split>/[<bucket>/]shard-00000.parquet   an attached tokenizer's ids of each shard
     DIR/<split>/[<bucket>/]shard-00000.<ext>       ext: tar | parquet | jsonl.zst
 
 Split names are words (letters, digits, ``_``), as Hugging Face ``datasets`` requires: ``train``,
@@ -197,7 +199,9 @@ class Manifest:
     format: str
     splits: dict[str, list[ShardInfo]]
     builder: dict[str, Any]  # {"name", "version", "arguments"}: enough to rebuild byte for byte
-    tokenizer: dict[str, Any] | None = None  # {"path": "tokenizer.json", "sha256", "vocab_size", "eos_id"}
+    # {"path": "tokenizer.json", "sha256", "vocab_size", "eos_id"}, and for an attached tokenizer whose ids
+    # were stored, "shards": shard path -> its token shard (``token_shards``)
+    tokenizer: dict[str, Any] | None = None
     buckets: list[str] | None = None  # bucket folder names in length order, when bucketed
     extra: dict[str, Any] = field(default_factory=dict)  # statistics, ledgers, evaluation ids ...
     format_version: int = FORMAT_VERSION
@@ -383,6 +387,7 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
             raise ContractError(
                 f"{where}: tokenizer.eos_id {eos} is outside the vocabulary of {vocab} tokens"
             )
+        _check_token_shards(check, tokenizer.get("shards"))
     splits = data["splits"]
     check.field("splits", splits, isinstance(splits, dict), "an object of split name -> list of shards")
     for split, shards in splits.items():
@@ -407,6 +412,60 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
             )
     data = dict(data, builder=data.get("builder", {}))
     return Manifest.from_dict(data)
+
+
+def token_shards(manifest: Manifest, shards: list[ShardInfo]) -> list[ShardInfo] | None:
+    """The stored token ids of ``shards`` (parquet shards of ``input_ids``, one row per record, footer
+    indexed), when the manifest's attached tokenizer has them for every one, else None.
+
+    ``ltsgen tokenizer --data DIR`` writes them: they are tied to the tokenizer's sha256 (the entry that
+    lists them), and record each shard's token count, so a packed stream is planned without tokenizing.
+
+    Args:
+        manifest: the dataset's manifest.
+        shards: some of its shards.
+
+    Returns:
+        One entry per shard (its ``samples`` and ``bucket``, the token shard's path, size and digests).
+    """
+    stored = (manifest.tokenizer or {}).get("shards") or {}
+    if not shards or any(s.path not in stored for s in shards):
+        return None
+    return [
+        ShardInfo(
+            path=stored[s.path]["path"],
+            samples=s.samples,
+            words=0,
+            bytes=stored[s.path]["bytes"],
+            sha256=stored[s.path]["sha256"],
+            tokens=stored[s.path]["tokens"],
+            bucket=s.bucket,
+            footer_sha256=stored[s.path]["footer_sha256"],
+        )
+        for s in shards
+    ]
+
+
+def _check_token_shards(check: _Checker, shards: Any) -> None:
+    if shards is None:
+        return
+    check.field(
+        "tokenizer.shards", shards, isinstance(shards, dict), "an object of shard path -> token shard"
+    )
+    for source, entry in shards.items():
+        name = f"tokenizer.shards[{source!r}]"
+        check.field(
+            name, entry, isinstance(entry, dict), "an object (path, tokens, bytes, sha256, footer_sha256)"
+        )
+        check.relpath(f"{name}.path", entry.get("path"))
+        for count in ("tokens", "bytes"):
+            value = entry.get(count)
+            check.field(f"{name}.{count}", value, _is_count(value), f"a non-negative {COUNT}")
+        for digest in ("sha256", "footer_sha256"):
+            value = entry.get(digest)
+            check.field(f"{name}.{digest}", value, _is_sha256(value), "64 hexadecimal digits")
+    total = sum(entry["tokens"] for entry in shards.values())
+    check.field("tokenizer.shards", f"tokens adding up to {total}", total < 2**62, "below 2**62 in all")
 
 
 def check_relpath(path: Any, where: str, name: str = "path") -> None:

@@ -38,8 +38,9 @@ from .formats import ShardColumns, TokenColumn
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
-from .sources import check_pipe, is_remote, join, read_bytes
+from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_range
 from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state
+from .stored_ids import stored_token_shards
 
 ON_ERROR = ("raise", "skip")
 MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
@@ -166,6 +167,16 @@ class StreamingDataset(IterableDataset):
         self._tokenizer = tokenizer
         self._tokenizer_digest: str | None = None
         self.eos_id = eos_id
+        # the shards as read: an attached tokenizer's stored ids when packing untokenized text with it (the
+        # same tokenizer, so the packed stream and the state's identity are those of tokenizing the text)
+        stored_ids = None if seq_len is None or self.tokenized else stored_token_shards(
+            self.manifest, self.shards, tokenizer, self._read
+        )  # fmt: skip
+        self.reads_stored_ids = stored_ids is not None
+        self.read_shards, self.read_format = (self.shards, self.manifest.format) if stored_ids is None else (
+            stored_ids, "parquet"
+        )  # fmt: skip
+        self.tokenized = self.tokenized or self.reads_stored_ids
         if seq_len is not None:
             if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
                 raise ContractError(
@@ -180,7 +191,7 @@ class StreamingDataset(IterableDataset):
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
         self._shard_tokens: dict[int, int] = {
-            i: s.tokens + s.samples for i, s in enumerate(self.shards) if s.tokens is not None
+            i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
         self.plans = [
             BatchPlan(self._stream_total(i), self.global_batch_size, remainder)
@@ -435,6 +446,16 @@ class StreamingDataset(IterableDataset):
         where = self._where(info)
         return where[len("file://") :] if where.startswith("file://") else where
 
+    def _ranges(self, info: ShardInfo) -> Callable[[int, int], bytes] | None:
+        """Reads byte ranges of a remote shard that is not in the node's cache yet (a first batch then
+        fetches only the footer and the row groups it decodes), else None."""
+        if not is_remote(self.root) or self.root.startswith(PIPE_PREFIX):
+            return None
+        where = self._where(info)
+        if self.cache is not None and self.cache.holds(info, where):
+            return None
+        return functools.partial(_read_range, where, self.storage_options)
+
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""
         if shard.tokens is not None:
@@ -625,8 +646,9 @@ class _ProcessState:
             dataset._fetch,
             dataset._where,
             dataset._local,
-            dataset.manifest,
-            dataset.shards,
+            dataset._ranges,
+            dataset.read_format,
+            dataset.read_shards,
             columns=(["input_ids"] if dataset.tokenized else ["text"]) if packed else dataset.columns,
             convert=dataset._token_column if packed else _identity,
             verify=dataset.verify,
@@ -731,6 +753,10 @@ class _ProcessState:
             ]
             self.starts[stream] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         return self.starts[stream]
+
+
+def _read_range(url: str, storage_options: dict[str, Any], start: int, stop: int) -> bytes:
+    return read_range(url, start, stop, storage_options=storage_options)
 
 
 def collate_records(batch: list[dict]) -> dict[str, list]:

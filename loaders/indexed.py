@@ -12,12 +12,15 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from .contract import ROW_GROUP_INDEX_KEY, ContractError
 from .formats import RowGroupTokens, ids_dtype
+
+FOOTER_GUESS = 1 << 16  # bytes read at once from the end of a remote shard: its footer, usually whole
 
 
 @dataclass
@@ -93,7 +96,8 @@ def row_group_span(metadata, group: int) -> tuple[int, int]:
 
 
 class ShardBytes:
-    """A shard's bytes in memory (``data``), or read from a local file a range at a time (``path``).
+    """A shard's bytes in memory (``data``), or read a range at a time from a local file (``path``) or a
+    remote one (``ranges(start, stop)``, of ``size`` bytes).
 
     ``buffer`` has the shard's size; for a file it starts as zeros (pages the reads have not touched cost
     no memory) and ``read`` fills the ranges asked for, so a reader can check and decode a few row groups
@@ -101,11 +105,20 @@ class ShardBytes:
     """
 
     def __init__(
-        self, where: str, *, data: bytes | None = None, path: str | os.PathLike | None = None
+        self,
+        where: str,
+        *,
+        data: bytes | None = None,
+        path: str | os.PathLike | None = None,
+        ranges: Callable[[int, int], bytes] | None = None,
+        size: int | None = None,
     ) -> None:
-        self.where, self.path = where, path
+        self.where, self.path, self.ranges = where, path, ranges
+        self._held_from: int | None = None  # remote bytes from here to the end are read already
         if data is not None:
             self.buffer, self.size = data, len(data)
+        elif ranges is not None:
+            self.buffer, self.size = np.zeros(size, np.uint8), size
         else:
             try:
                 self.size = os.stat(path).st_size
@@ -114,7 +127,7 @@ class ShardBytes:
             self.buffer = np.zeros(self.size, np.uint8)
 
     def read(self, start: int, stop: int) -> memoryview:
-        """Bytes ``[start, stop)`` (read from the file first, for a file).
+        """Bytes ``[start, stop)`` (read first, for a file or a remote shard).
 
         Args:
             start, stop: the range, within ``size``.
@@ -123,6 +136,10 @@ class ShardBytes:
             A view of them in ``buffer``.
         """
         view = memoryview(self.buffer)[start:stop]
+        if self.ranges is not None:
+            if self._held_from is None or start < self._held_from:
+                view[:] = self.ranges(start, stop)
+            return view
         if self.path is None:
             return view
         try:
@@ -139,6 +156,26 @@ class ShardBytes:
             raise ContractError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
         return view
 
+    def read_tail(self, length: int) -> None:
+        """Read the last ``length`` bytes in one request, where the footer usually lies whole (a remote
+        shard's later reads of them then need none).
+
+        Args:
+            length: bytes, at most ``size``.
+        """
+        if self.ranges is not None:
+            self.read(self.size - length, self.size)
+            self._held_from = self.size - length
+
+    def fill(self, data: bytes) -> None:
+        """Hold the whole shard (fetched and checked whole meanwhile): later reads need no request.
+
+        Args:
+            data: the shard's bytes, of ``size``.
+        """
+        self.buffer[:] = np.frombuffer(data, np.uint8)
+        self.ranges = None
+
 
 class IndexedParquet:
     """The lazily decoded ``input_ids`` of a parquet shard whose footer lists its row groups' sha256.
@@ -154,6 +191,7 @@ class IndexedParquet:
 
         self.source, self.where = source, source.where
         size = source.size
+        source.read_tail(min(size, FOOTER_GUESS))
         tail = bytes(source.read(size - 8, size)) if size >= 12 else b""
         if tail[-4:] != b"PAR1":
             raise ContractError(f"{self.where}: not a parquet file (no footer)")

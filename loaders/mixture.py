@@ -335,7 +335,7 @@ def _check_shared_tokenizer(sources: list[StreamingDataset], given: Any) -> None
     identities = []
     for source in sources:
         stored = source.manifest.tokenizer or {}
-        if given is not None and not source.tokenized:
+        if given is not None and (not source.tokenized or source.reads_stored_ids):  # stored: of the given
             identity = "the given tokenizer"
         elif stored.get("sha256"):
             identity = f"tokenizer sha256 {stored['sha256'][:12]}"

@@ -114,8 +114,9 @@ class PackedWindow:
         column_of, rows = self.column_of[first:last], self.rows[first:last]
         indices = sorted(set(column_of.tolist()))  # a few documents (np.unique would import numpy.ma: ~40 ms)
         wanted = [(self.columns[index], rows[column_of == index]) for index in indices]
-        if self.background is not None and len(wanted) > 1:
-            self.background(_decode, wanted[1::2])  # half the columns, on one other thread meanwhile
+        if self.background is not None:
+            for piece in wanted[1:]:  # the other columns on the reader's other threads meanwhile
+                self.background(_decode, [piece])
         for column, its_rows in wanted:  # waits for a row group another thread is decoding, or decodes it
             column.load(its_rows)
         self.complete = all(column.complete for column in self.columns)

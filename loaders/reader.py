@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from .contract import ContractError, Manifest, ShardInfo
+from .contract import ContractError, ShardInfo
 from .formats import ShardColumns, decode_shard
 from .indexed import IndexedParquet, ShardBytes
 
@@ -37,9 +37,12 @@ class ShardReader:
     Args:
         fetch: ``fetch(info) -> (bytes, verified)``: the shard's bytes, and whether its sha256 was
             already checked (by a cache at download); ``where(info)`` names it in errors; ``local(info)``
-            is its path when it is a local file read directly (a range at a time), else None.
-        manifest: the dataset's manifest (its format).
-        shards: the split's shards, in manifest order.
+            is its path when it is a local file read directly (a range at a time), else None;
+            ``ranges(info)`` reads byte ranges of a remote shard not yet in the node's cache, else None
+            (a first batch then reads the footer and its row groups by range, and the shard is fetched
+            whole, through the cache, once the window's first batch is out).
+        fmt: the shards' format (``contract.FORMATS``).
+        shards: the split's shards as read, in manifest order.
         columns: fields to decode (None: all).
         convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
         verify: check each shard's sha256 against the manifest on its first read in this process (where
@@ -58,7 +61,8 @@ class ShardReader:
         fetch: Callable[[ShardInfo], tuple[bytes, bool]],
         where: Callable[[ShardInfo], str],
         local: Callable[[ShardInfo], str | None],
-        manifest: Manifest,
+        ranges: Callable[[ShardInfo], Callable[[int, int], bytes] | None],
+        fmt: str,
         shards: list[ShardInfo],
         *,
         columns: Iterable[str] | None,
@@ -70,8 +74,9 @@ class ShardReader:
         lazy: bool = False,
         max_text_chars: int = 0,
     ) -> None:
-        self._fetch, self._where, self._local = fetch, where, local
-        self.format, self.shards = manifest.format, shards
+        self._fetch, self._where, self._local, self._ranges = fetch, where, local, ranges
+        self._by_range: dict[int, ShardBytes] = {}  # remote shards opened by range, to be fetched whole
+        self.format, self.shards = fmt, shards
         self.columns = None if columns is None else list(columns)
         self.convert, self.verify, self.on_error = convert, verify, on_error
         self.keep, self.lazy, self.max_text_chars = keep, lazy, max_text_chars
@@ -90,7 +95,7 @@ class ShardReader:
         Returns:
             index -> what ``convert`` keeps of the shard, or None when it was skipped.
         """
-        futures = {index: self._submit(index, self.lazy) for index in indices}
+        futures = {index: self._submit(index, self.lazy, by_range=True) for index in indices}
         results = {index: future.result() for index, future in futures.items()}
         for index, result in results.items():
             where = self._where(self.shards[index])
@@ -123,23 +128,23 @@ class ShardReader:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
         self._decoded.clear()
 
-    def _submit(self, index: int, lazy: bool) -> Future:
+    def _submit(self, index: int, lazy: bool, by_range: bool = False) -> Future:
         future = self._decoded.get(index)
         if future is None:
-            future = self._decoded[index] = self._pool.submit(self._decode, index, lazy)
+            future = self._decoded[index] = self._pool.submit(self._decode, index, lazy, by_range)
             while len(self._decoded) > self.keep:
                 self._decoded.popitem(last=False)
         else:
             self._decoded.move_to_end(index)
         return future
 
-    def _decode(self, index: int, lazy: bool) -> Any:
+    def _decode(self, index: int, lazy: bool, by_range: bool) -> Any:
         info = self.shards[index]
         where = self._where(info)
         try:
             checked = not self.verify or index in self._verified
             if not checked and self.format == "parquet" and info.footer_sha256:
-                shard = self._by_row_group(index, where, lazy)
+                shard = self._by_row_group(index, where, lazy, by_range)
             else:
                 data, verified = self._fetch(info)
                 if not (checked or verified):
@@ -158,21 +163,25 @@ class ShardReader:
             self.skipped[where] = str(error)
             return None
 
-    def _by_row_group(self, index: int, where: str, lazy: bool) -> ShardColumns:
+    def _by_row_group(self, index: int, where: str, lazy: bool, by_range: bool) -> ShardColumns:
         """A parquet shard checked by its footer and its row groups (``IndexedParquet``): when its packed
         ids are decoded lazily (a window's first batches) only the row groups decoded are read and checked,
         otherwise every row group is checked first (also with ``on_error="skip"``: which shards are skipped
-        changes a window's layout)."""
+        changes a window's layout). A remote shard is read by range only for a window's first batches
+        (``by_range``), and fetched whole ahead of later windows, into the node's cache."""
         info = self.shards[index]
         ranged = lazy and self.on_error == "raise" and self.columns == ["input_ids"]
         path = self._local(info) if ranged else None
-        if path is None:
+        ranges = self._ranges(info) if ranged and by_range and path is None else None
+        if path is not None:
+            source = ShardBytes(where, path=path)
+        elif ranges is not None:
+            source = self._by_range[index] = ShardBytes(where, ranges=ranges, size=info.bytes)
+        else:
             data, verified = self._fetch(info)
             if verified:  # checked whole at download
                 return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
             source = ShardBytes(where, data=data)
-        else:
-            source = ShardBytes(where, path=path)
         if source.size != info.bytes:
             raise ContractError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
         indexed = IndexedParquet(source, info.footer_sha256)
@@ -197,6 +206,12 @@ class ShardReader:
         """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is
         loaded); once all of them passed their checks, the shard counts as verified in this process."""
         column = decoded.result()
+        source = self._by_range.pop(index, None)
+        if column is not None and source is not None:  # fetched whole now (into the cache, if any)
+            data, verified = self._fetch(self.shards[index])
+            if not verified:
+                self._check(index, data, self._where(self.shards[index]))
+            source.fill(data)
         if column is not None:
             column.decode()
             if column.complete:
@@ -219,20 +234,27 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         )
 
 
-def check_text_lengths(shard: ShardColumns, limit: int, where: str) -> None:
+def check_text_lengths(
+    shard: ShardColumns,
+    limit: int,
+    where: str,
+    option: str = "max_doc_chars",
+    remedy: str = "or store token ids",
+) -> None:
     """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized).
 
     Args:
         shard: the decoded shard.
         limit: the most characters a text may have.
         where: its path or URL, for the message.
+        option: the option that sets ``limit``, and ``remedy`` beside raising it, for the message.
     """
     for row, text in enumerate(shard.fields.get("text") or []):
         if text is not None and len(text) > limit:
             raise ContractError(
-                f"{where}: record {row} has {len(text):,} characters, over max_doc_chars={limit:,} (tokenizing "
-                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise max_doc_chars, 0 for no limit, or "
-                "store token ids)"
+                f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
+                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
+                f"{', ' + remedy if remedy else ''})"
             )
 
 

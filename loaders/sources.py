@@ -80,6 +80,32 @@ def read_bytes(
         raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
 
 
+def read_range(url: str, start: int, stop: int, *, storage_options: dict[str, Any] | None = None) -> bytes:
+    """Bytes ``[start, stop)`` of a remote file (a range request for ``http(s)://``, ``s3://`` ...).
+
+    Args:
+        url: any fsspec URL but ``file://`` and ``pipe:``.
+        start, stop: the range.
+        storage_options: keyword arguments for the URL's fsspec filesystem.
+
+    Returns:
+        The bytes; a one-line ``ContractError`` names the file when they cannot be read.
+    """
+    try:
+        data = filesystem(urlsplit(url).scheme, storage_options).cat_file(url, start=start, end=stop)
+    except FileNotFoundError:
+        raise ContractError(f"{url}: not found") from None
+    except LtsgenError:
+        raise
+    except Exception as error:  # network clients' own types
+        raise ContractError(f"{url}: cannot be read ({type(error).__name__}: {error})") from None
+    if len(data) != stop - start:
+        raise ContractError(
+            f"{url}: bytes {start}-{stop} came back as {len(data)} bytes (changed or truncated)"
+        )
+    return data
+
+
 def join(base: str | os.PathLike, relpath: str) -> str:
     """The location of ``relpath`` inside the directory ``base``.
 

@@ -1,22 +1,67 @@
-"""Attach a tokenizer to a finished dataset directory whose records hold text only.
+"""Attach a tokenizer to a finished dataset directory whose records hold text only, with its token ids.
 
-``DIR/tokenizer.json`` is published first, then ``DIR/manifest.json`` is rewritten atomically with its
-``tokenizer`` entry (the manifest still comes last), under the directory's build lock, and the file is
-recorded as ltsgen's, so that ``--overwrite`` removes it with the rest of the build. The loaders then
-tokenize the text with it (``StreamingDataset(DIR, seq_len=N)``), as do ``ltsgen train`` and ``compare``.
+Under the directory's build lock, the text of every shard of every split is tokenized into a token shard
+(``DIR/tokens/<tokenizer sha256[:16]>/<shard path>.parquet``: one row of ``input_ids`` per record, in
+order, its footer indexed like any parquet shard), each published atomically and journaled in
+``DIR/.ltsgen/tokens.jsonl`` as it finishes, so that a killed run resumes where it stopped (the finished
+token shards of the same tokenizer whose bytes still match are kept). Then ``DIR/tokenizer.json`` and the
+files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is rewritten
+atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest still
+comes last); the token shards of a tokenizer it replaces are removed after it. Every file is recorded as
+ltsgen's, so that ``--overwrite`` removes it with the rest of the build.
+
+The loaders then read the stored ids instead of tokenizing (``StreamingDataset(DIR, seq_len=N)``, as do
+``ltsgen train`` and ``compare``), and plan the packed stream from the stored counts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
 from tokenizers import Tokenizer
 
-from ltsgen.build import LOCK_PATH, BuildError, output_state, record_outputs
-from ltsgen.loaders.contract import TOKENIZER_NAME, Manifest, read_manifest, write_manifest
-from ltsgen.loaders.storage import LockHeld, Storage, as_storage
-from ltsgen.tokenizer import TokenizerError, manifest_entry, tokenizer_bytes
+from ltsgen.build import (
+    LOCK_PATH,
+    TOKENS_JOURNAL_PATH,
+    BuildError,
+    JobResult,
+    end_torn_line,
+    output_state,
+    record_outputs,
+    remove_emptied_folders,
+    verified_journal,
+    written_files,
+)
+from ltsgen.corpora.readers import MAX_DOC_CHARS
+from ltsgen.loaders.contract import (
+    TOKENIZER_NAME,
+    ContractError,
+    Manifest,
+    ShardInfo,
+    read_manifest,
+    token_dtype,
+    write_manifest,
+)
+from ltsgen.loaders.formats import decode_shard
+from ltsgen.loaders.reader import check_text_lengths
+from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
+from ltsgen.shards import ShardWriter
+from ltsgen.tokenizer import (
+    SIDE_FILES,
+    TokenizerError,
+    encode_arrays,
+    hugging_face_files,
+    manifest_entry,
+    tokenizer_bytes,
+    vocab_size,
+)
+
+TOKENS_DIR = "tokens"
+# Records per row group of a token shard: a first batch decodes the few row groups its documents live in,
+# and a token shard's rows are small (no text), so that smaller groups cost little in size.
+TOKEN_ROW_GROUP_ROWS = 32
 
 
 def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
@@ -25,6 +70,7 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
     Raises:
         TokenizerError: the records hold token ids, which only the directory's own tokenizer reads.
         ContractError: the directory has no readable manifest.
+        BuildError: a file attaching writes (``tokenizer.json`` and the files beside it) is not ltsgen's.
     """
     manifest = read_manifest(directory)
     if manifest.tokenized:
@@ -32,41 +78,148 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
             f"{as_storage(directory)}: its records hold token ids of its own tokenizer; "
             "give --out to write another tokenizer elsewhere"
         )
+    store = as_storage(directory)
+    for name in (TOKENIZER_NAME, *SIDE_FILES):
+        if output_state(store, name) == "other":
+            raise BuildError(
+                f"{store.location(name)}: not written by ltsgen; move it away to attach one "
+                "(ltsgen never writes over a file of yours)"
+            )
     return manifest
 
 
 def attach_tokenizer(
-    directory: str | os.PathLike | Storage, tokenizer: Tokenizer
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Store ``tokenizer`` as ``DIR/tokenizer.json`` and record it in the manifest (see the module docstring).
+    directory: str | os.PathLike | Storage,
+    tokenizer: Tokenizer,
+    *,
+    progress: bool = False,
+    max_doc_chars: int = MAX_DOC_CHARS,
+) -> tuple[dict[str, Any], dict[str, Any] | None, int]:
+    """Store ``tokenizer`` and its token ids in the directory (see the module docstring).
 
     Args:
         directory: a finished, untokenized ltsgen dataset directory (local folder or URL).
         tokenizer: the tokenizer to attach.
+        progress: show a progress bar over the shards.
+        max_doc_chars: refuse a shard holding a text longer than this before tokenizing it (0: no limit).
 
     Returns:
-        The new manifest entry and the one it replaced (None if there was none).
+        The new manifest entry, the one it replaced (None if there was none), and how many token shards
+        an interrupted earlier run had finished (kept, not tokenized again).
 
     Raises:
-        TokenizerError, ContractError: as ``attachable_manifest``; BuildError: a build is running there,
-        or a file cannot be written.
+        TokenizerError, ContractError: as ``attachable_manifest``, or a shard that does not match its
+        sha256 or holds a text over ``max_doc_chars``; BuildError: a build is running there, a file it
+        would write is not ltsgen's, or a file cannot be written.
     """
     store = as_storage(directory)
     raw = tokenizer_bytes(tokenizer)
     try:
         with store.lock(LOCK_PATH):
             manifest = attachable_manifest(store)
-            if output_state(store, TOKENIZER_NAME) == "other":
-                raise BuildError(
-                    f"{store.location(TOKENIZER_NAME)}: not written by ltsgen; move it away to attach one "
-                    "(ltsgen never writes over a file of yours)"
-                )
-            store.write_bytes(TOKENIZER_NAME, raw)
-            previous, manifest.tokenizer = manifest.tokenizer, manifest_entry(tokenizer, raw)
+            entry = manifest_entry(tokenizer, raw)
+            shards, kept = _token_shards(store, manifest, tokenizer, entry["sha256"], progress, max_doc_chars)
+            entry["shards"] = {source: _entry(info) for source, info in shards.items()}
+            files = {**hugging_face_files(tokenizer), TOKENIZER_NAME: raw}
+            for name, data in files.items():
+                store.write_bytes(name, data)
+            previous, manifest.tokenizer = manifest.tokenizer, entry
             write_manifest(store, manifest)
-            record_outputs(store, [TOKENIZER_NAME])
+            record_outputs(store, list(files))
+            _remove_replaced(store, previous, entry)
+            store.remove(TOKENS_JOURNAL_PATH)
     except LockHeld as error:
         raise BuildError(f"{store}: another build is running there ({error.reason})") from None
-    except OSError as error:  # the tokenizer, the manifest or the outputs record
+    except StorageError as error:
+        raise BuildError(f"{store}: cannot write there ({error.reason})") from None
+    except OSError as error:  # a shard, the tokenizer, the manifest or the outputs record
         raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
-    return manifest.tokenizer, previous
+    return manifest.tokenizer, previous, kept
+
+
+def _token_shards(
+    store: Storage, manifest: Manifest, tokenizer: Tokenizer, sha256: str, progress: bool, max_doc_chars: int
+) -> tuple[dict[str, ShardInfo], int]:
+    """Each shard's token shard (source path -> entry), those of an interrupted run kept, and their count."""
+    from tqdm import tqdm
+
+    shards = [shard for split in manifest.splits.values() for shard in split]
+    keys = {shard.path: f"{sha256}:{shard.path}:{shard.sha256}" for shard in shards}
+    kept = verified_journal(store, set(keys.values()), TOKENS_JOURNAL_PATH)
+    done = {shard.path: kept[keys[shard.path]].shards[0] for shard in shards if keys[shard.path] in kept}
+    dtype = token_dtype(vocab_size(tokenizer))
+    end_torn_line(store, TOKENS_JOURNAL_PATH)
+    todo = [shard for shard in shards if shard.path not in done]
+    written = written_files(store)
+    for shard in todo:  # refused before any is written: a file of the user's where a token shard goes
+        relpath = token_shard_path(sha256, shard.path)
+        if relpath not in written and store.is_file(relpath):
+            raise BuildError(
+                f"{store.location(relpath)}: not written by ltsgen, and attaching writes there; move it away "
+                "(ltsgen never writes over a file of yours)"
+            )
+    with tqdm(
+        total=len(shards), initial=len(done), unit=" shards", desc="token ids", disable=not progress
+    ) as bar:
+        for shard in todo:
+            info = _write_token_shard(store, manifest.format, shard, tokenizer, dtype, sha256, max_doc_chars)
+            stamp = None if store.is_local else store.stamp(info.path)
+            result = JobResult(keys[shard.path], [info], stamps={info.path: stamp} if stamp else {})
+            store.append_line(TOKENS_JOURNAL_PATH, result.to_json())
+            done[shard.path] = info
+            bar.update()
+    return {shard.path: done[shard.path] for shard in shards}, len(shards) - len(todo)
+
+
+def _write_token_shard(
+    store: Storage,
+    fmt: str,
+    shard: ShardInfo,
+    tokenizer: Tokenizer,
+    dtype: str,
+    sha256: str,
+    max_doc_chars: int,
+) -> ShardInfo:
+    """Tokenize one checked shard's text into its token shard; its manifest entry."""
+    where = store.location(shard.path)
+    data = store.read_bytes(shard.path)
+    if shard.sha256 is not None and hashlib.sha256(data).hexdigest() != shard.sha256:
+        raise ContractError(f"{where}: sha256 does not match the manifest's (corrupt or changed shard)")
+    columns = decode_shard(data, fmt, where, ["id", "text", "source"])
+    del data
+    if max_doc_chars:
+        check_text_lengths(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
+    values, offsets = encode_arrays(tokenizer, columns.fields["text"])
+    relpath = token_shard_path(sha256, shard.path)
+    with ShardWriter(store, relpath, "parquet", dtype, row_group_rows=TOKEN_ROW_GROUP_ROWS) as writer:
+        for row, (key, source) in enumerate(zip(columns.fields["id"], columns.fields["source"], strict=True)):
+            ids = values[offsets[row] : offsets[row + 1]]
+            writer.write({"id": key, "text": "", "source": source, "input_ids": ids})
+    return writer.info
+
+
+def token_shard_path(sha256: str, shard: str) -> str:
+    """Where the token ids of ``shard`` (a shard path) by the tokenizer with ``sha256`` are stored."""
+    stem = shard.rsplit(".", 2 if shard.endswith(".jsonl.zst") else 1)[0]
+    return f"{TOKENS_DIR}/{sha256[:16]}/{stem}.parquet"
+
+
+def _entry(info: ShardInfo) -> dict[str, Any]:
+    return {
+        "path": info.path,
+        "tokens": info.tokens,
+        "bytes": info.bytes,
+        "sha256": info.sha256,
+        "footer_sha256": info.footer_sha256,
+    }
+
+
+def _remove_replaced(store: Storage, previous: dict[str, Any] | None, entry: dict[str, Any]) -> None:
+    """Remove the token shards of the tokenizer that ``entry`` replaced (those its manifest entry listed,
+    and the folders this leaves empty; nothing else)."""
+    if not previous or not previous.get("shards") or previous.get("sha256") == entry["sha256"]:
+        return
+    replaced = [stored["path"] for stored in previous["shards"].values()]
+    for relpath in replaced:
+        store.remove(relpath)
+    remove_emptied_folders(store, replaced)

@@ -68,6 +68,7 @@ LOCK_NAME = "lock"
 OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
 STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
 JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
+TOKENS_JOURNAL_PATH = f"{STATE_DIR}/tokens.jsonl"  # the token shards `ltsgen tokenizer --data` finished
 LOCK_PATH = f"{STATE_DIR}/{LOCK_NAME}"
 OUTPUTS_PATH = f"{STATE_DIR}/{OUTPUTS_NAME}"
 # What builds made before OUTPUTS_NAME existed wrote beside their shards (a directory with a manifest and no
@@ -75,7 +76,8 @@ OUTPUTS_PATH = f"{STATE_DIR}/{OUTPUTS_NAME}"
 LEGACY_OUTPUTS = (*CARD_FILES, TOKENIZER_NAME)
 # the temporary file of an atomic write (``.<final name>.<random>.tmp``) of a file that a build writes
 _TEMPORARY = re.compile(
-    r"^\.(?P<name>shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md|tokenizer\.json"
+    r"^\.(?P<name>shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md"
+    r"|tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json"
     r"|\w+_histogram\.png)\.\w+\.tmp$"
 )
 
@@ -414,7 +416,7 @@ def build_claimed(
         raise BuildError("the build plan has duplicate job keys")
     with _writing(store):
         remove_temporary_files(store)  # left by an interrupted run
-        kept = _verified_journal(store, set(keys))
+        kept = verified_journal(store, set(keys))
         todo = [job for job in spec.jobs if job.key not in kept]
         results = dict(kept)
         jobs_started = time.perf_counter()
@@ -546,7 +548,9 @@ def written_files(directory: Path | str | Storage) -> set[str]:
         if manifest is not None:
             written.add(MANIFEST_NAME)
             written.update(shard.path for shards in manifest.splits.values() for shard in shards)
-    for line in store.read_lines(JOURNAL_PATH):
+            token_shards = (manifest.tokenizer or {}).get("shards") or {}
+            written.update(entry["path"] for entry in token_shards.values())
+    for line in store.read_lines(JOURNAL_PATH) + store.read_lines(TOKENS_JOURNAL_PATH):
         try:
             written.update(shard.path for shard in JobResult.from_json(line).shards)
         except (ValueError, KeyError, TypeError, AttributeError):
@@ -593,13 +597,21 @@ def remove_build(directory: Path | str | Storage) -> None:
     if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
         _write_outputs(store, kept)
     remove_temporary_files(store)
-    if store.is_local:  # object stores have no folders to leave empty; a folder of the user's stays
-        root = store.local_path()
-        emptied = {parent for relpath in written for parent in Path(relpath).parents if parent != Path(".")}
-        for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
-            path = root / folder
-            if path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
+    remove_emptied_folders(store, written)
+
+
+def remove_emptied_folders(directory: Path | str | Storage, removed: Iterable[str]) -> None:
+    """Remove the folders of the files ``removed`` (relative paths) that their removal left empty; a folder
+    that still holds anything stays (object stores have no folders to leave empty)."""
+    store = as_storage(directory)
+    if not store.is_local:
+        return
+    root = store.local_path()
+    emptied = {parent for relpath in removed for parent in Path(relpath).parents if parent != Path(".")}
+    for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
+        path = root / folder
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
 
 
 def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) -> Manifest | None:
@@ -616,11 +628,11 @@ def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) 
     ):
         return None
     shards = [s for split in manifest.splits.values() for s in split]
-    check = _ShardCheck(store)
+    check = ShardCheck(store)
     return manifest if all(check(s) for s in shards) else None
 
 
-class _ShardCheck:
+class ShardCheck:
     """Does a shard in the directory still hold the bytes recorded for it? Locally: its size and sha256.
     On an object store: its size and the version tag the journal recorded after the upload (one listing
     of the store for all of them), else its sha256 read back."""
@@ -648,12 +660,12 @@ class _ShardCheck:
         return (recorded is not None and recorded == stamp) or store.sha256(shard.path) == shard.sha256
 
 
-def _verified_journal(directory: Storage, keys: set[str]) -> dict[str, JobResult]:
+def verified_journal(directory: Storage, keys: set[str], journal: str = JOURNAL_PATH) -> dict[str, JobResult]:
     """Jobs of this plan that a previous run finished and whose shards are intact (torn lines ignored)."""
-    lines = directory.read_lines(JOURNAL_PATH)
+    lines = directory.read_lines(journal)
     if not lines:
         return {}
-    check = _ShardCheck(directory)
+    check = ShardCheck(directory)
     kept: dict[str, JobResult] = {}
     for line in lines:
         try:
@@ -692,7 +704,7 @@ def _run_jobs(spec: BuildSpec, directory: Storage, todo: list[Job], engine: Engi
     if len(todo) <= 1 and not isinstance(engine, RayEngine):
         engine = SerialEngine()  # one job: not worth starting worker processes for
     run = partial(execute_job, spec.run_job, directory, spec.fmt, spec.token_dtype)
-    _end_torn_line(directory, JOURNAL_PATH)
+    end_torn_line(directory, JOURNAL_PATH)
     with tqdm(
         total=sum(weights.values()),
         initial=sum(weights.values()) - sum(job.weight for job in todo),
@@ -710,7 +722,7 @@ def _run_jobs(spec: BuildSpec, directory: Storage, todo: list[Job], engine: Engi
             yield result
 
 
-def _end_torn_line(store: Storage, relpath: str) -> None:
+def end_torn_line(store: Storage, relpath: str) -> None:
     """End a local log's last line when a kill or a full disk cut it, so that the next line reads."""
     if not (store.is_local and store.is_file(relpath)):
         return

@@ -370,11 +370,12 @@ def render_card(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str:
     out.append("```json\n" + json.dumps(builder.get("arguments", {}), indent=2, sort_keys=True) + "\n```\n")
     if manifest.tokenizer:
         tokenizer = manifest.tokenizer
-        how = (
-            "Tokenized with"
-            if manifest.tokenized
-            else "Text stored untokenized; the loaders tokenize it with"
-        )
+        if manifest.tokenized:
+            how = "Tokenized with"
+        elif tokenizer.get("shards"):
+            how = "Text stored untokenized, its token ids in `tokens/` (which the loaders read), by"
+        else:
+            how = "Text stored untokenized; the loaders tokenize it with"
         out.append(
             f"{how} `{tokenizer.get('path')}` (vocabulary {tokenizer.get('vocab_size')}, "
             f"end-of-text id {tokenizer.get('eos_id')}, sha256 `{tokenizer.get('sha256')}`).\n"

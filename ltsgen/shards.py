@@ -58,13 +58,20 @@ class ShardWriter:
     ``directory`` is a local path or a ``Storage`` (any URL the build writes to).
 
     ``token_dtype`` ("uint16" or "uint32") says the records carry ``input_ids``; then every record must.
+    ``row_group_rows``: records per parquet row group at most (default ``PARQUET_ROW_GROUP_ROWS``; fewer:
+    a first batch decodes less).
     After the ``with`` block, ``info`` holds the manifest entry (samples, words, tokens, bytes, sha256).
     ``payload_bytes`` (UTF-8 text + JSON fields + token bytes so far) lets a builder bound shard sizes
     deterministically, independently of compression.
     """
 
     def __init__(
-        self, directory: str | os.PathLike | Storage, relpath: str, fmt: str, token_dtype: str | None = None
+        self,
+        directory: str | os.PathLike | Storage,
+        relpath: str,
+        fmt: str,
+        token_dtype: str | None = None,
+        row_group_rows: int | None = None,
     ) -> None:
         if fmt not in FORMATS:
             raise ContractError(f"{relpath}: unknown shard format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -76,6 +83,7 @@ class ShardWriter:
         self.relpath = relpath
         self.fmt = fmt
         self.token_dtype = token_dtype
+        self.row_group_rows = row_group_rows or PARQUET_ROW_GROUP_ROWS
         parts = relpath.split("/")
         self.bucket = parts[1] if len(parts) == 3 else None
         self.samples = 0
@@ -94,6 +102,7 @@ class ShardWriter:
         self._tmp = self._publish.__enter__()
         self._file = open(self._tmp, "w+b")  # noqa: SIM115 - closed in __exit__; parquet reads back
         self._encoder = _ENCODERS[self.fmt](self._file, self.token_dtype)
+        self._encoder.row_group_rows = self.row_group_rows
         return self
 
     def write(self, record: dict[str, Any]) -> None:
@@ -176,6 +185,7 @@ def _fields(record: dict[str, Any]) -> dict[str, Any]:
 
 class _Encoder:
     footer_sha256: str | None = None  # parquet's: the manifest's footer_sha256
+    row_group_rows: int  # parquet's: records per row group at most (set by the writer)
 
     def __init__(self, file: BinaryIO, token_dtype: str | None) -> None:
         self.file = file
@@ -286,7 +296,7 @@ class _ParquetEncoder(_Encoder):
         if self.token_dtype:
             size += record["input_ids"].nbytes
         self.buffered += size
-        if self.buffered >= PARQUET_ROW_GROUP_BYTES or len(self.columns["id"]) >= PARQUET_ROW_GROUP_ROWS:
+        if self.buffered >= PARQUET_ROW_GROUP_BYTES or len(self.columns["id"]) >= self.row_group_rows:
             self._flush()
         return size
 

@@ -19,6 +19,8 @@ from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
 from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
+HF_CONFIG_NAME = "tokenizer_config.json"
+HF_SPECIAL_TOKENS_NAME = "special_tokens_map.json"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
 
 
@@ -111,7 +113,7 @@ def tokenizer_target(out: str | Path, storage_options: dict | None = None) -> tu
     return Storage(out, storage_options), TOKENIZER_NAME
 
 
-SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json")  # of a Hugging Face tokenizer folder
+SIDE_FILES = (HF_CONFIG_NAME, HF_SPECIAL_TOKENS_NAME)  # of a Hugging Face tokenizer folder
 
 
 def check_free_target(out: str | Path, storage_options: dict | None = None) -> None:
@@ -147,17 +149,7 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict 
         The location of the ``tokenizer.json``.
     """
     folder, name = tokenizer_target(out, storage_options)
-    files = {}
-    if not str(out).endswith(".json"):
-        token = eos_token(tokenizer)
-        special = {"bos_token": token, "eos_token": token, "unk_token": token}
-        config = {
-            "tokenizer_class": "PreTrainedTokenizerFast",
-            "clean_up_tokenization_spaces": False,
-            **special,
-        }
-        for side, content in zip(SIDE_FILES, (config, special), strict=True):
-            files[side] = (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    files = {} if str(out).endswith(".json") else hugging_face_files(tokenizer)
     files[name] = tokenizer_bytes(tokenizer)  # last: a folder is complete once it has its tokenizer.json
     for relpath, data in files.items():
         try:
@@ -169,6 +161,18 @@ def save_tokenizer(tokenizer: Tokenizer, out: str | Path, storage_options: dict 
                 f"{folder.location(relpath)}: cannot write ({error.strerror or error})"
             ) from None
     return folder.location(name)
+
+
+def hugging_face_files(tokenizer: Tokenizer) -> dict[str, bytes]:
+    """What ``transformers.AutoTokenizer`` reads beside a ``tokenizer.json``: ``tokenizer_config.json`` and
+    ``special_tokens_map.json``, the end-of-text token as the eos, bos and unk token (as in GPT-2)."""
+    token = eos_token(tokenizer)
+    special = {"bos_token": token, "eos_token": token, "unk_token": token}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "clean_up_tokenization_spaces": False, **special}
+    return {
+        name: (json.dumps(content, indent=2, sort_keys=True) + "\n").encode("utf-8")
+        for name, content in zip(SIDE_FILES, (config, special), strict=True)
+    }
 
 
 def tokenizer_bytes(tokenizer: Tokenizer) -> bytes:

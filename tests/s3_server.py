@@ -107,9 +107,9 @@ class S3Server(BucketServer):
         )
 
     @contextmanager
-    def recording(self) -> Iterator[list[tuple[str, str]]]:
+    def recording(self, ranges: bool = False) -> Iterator[list[tuple]]:
         """Yield a list that holds, after the block, ``(method, path)`` of every request the server received
-        during it (path: ``/bucket/key``)."""
+        during it (path: ``/bucket/key``); with ``ranges``, ``(method, path, its Range header or None)``."""
         requests: list[tuple[str, str]] = []
         self._recorder("reset-recording")
         self._recorder("start-recording")
@@ -121,7 +121,9 @@ class S3Server(BucketServer):
             for line in text.splitlines():
                 if line.strip():
                     entry = json.loads(line)
-                    requests.append((entry["method"], urlsplit(entry["url"]).path))
+                    request = (entry["method"], urlsplit(entry["url"]).path)
+                    headers = {key.lower(): value for key, value in entry.get("headers", {}).items()}
+                    requests.append((*request, headers.get("range")) if ranges else request)
 
     def _recorder(self, action: str) -> str:
         request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{action}", method="POST")

@@ -40,10 +40,25 @@ def remote(s3_server, local) -> str:
     return f"s3://{bucket}/data"
 
 
-def shard_gets(requests: list[tuple[str, str]]) -> Counter:
+def shard_gets(requests: list[tuple]) -> Counter:
+    """Whole-shard downloads per shard (GETs without a Range header)."""
     return Counter(
-        path.rsplit("/", 1)[-1] for method, path in requests if method == "GET" and "shard-" in path
+        request[1].rsplit("/", 1)[-1]
+        for request in requests
+        if request[0] == "GET" and "shard-" in request[1] and (len(request) == 2 or request[2] is None)
     )
+
+
+def ranged_shards(requests: list[tuple]) -> set[str]:
+    """The shards read by range (a first batch reads the footer and the row groups it decodes)."""
+    return {r[1].rsplit("/", 1)[-1] for r in requests if r[0] == "GET" and "shard-" in r[1] and r[2]}
+
+
+def first_window(local: Path, **options) -> set[str]:
+    """The shards of the first window of ``make(local)``'s epoch 0."""
+    dataset = make(local, **options)
+    order = dataset._orders()[0]
+    return {dataset.shards[int(s)].path.rsplit("/", 1)[-1] for s in order.window_shards(0)}
 
 
 def batches(loader) -> list[tuple]:
@@ -61,10 +76,11 @@ def cache_files(directory: Path) -> dict[str, int]:
 def test_two_workers_fetch_each_shard_once_and_keep_order_and_resume(s3_server, local, remote, tmp_path):
     expected = batches(make(local).loader())
     cache = tmp_path / "cache"
-    with s3_server.recording() as first_epoch:
+    with s3_server.recording(ranges=True) as first_epoch:
         assert batches(make(remote, cache_dir=cache).loader(num_workers=2)) == expected
     names = [shard.path.rsplit("/", 1)[-1] for shard in read_manifest(local).shards("train")]
     assert shard_gets(first_epoch) == Counter(names)  # once each, although both workers read every window
+    assert ranged_shards(first_epoch) == first_window(local)  # the first batch: by range, while cached
     shards = read_manifest(local).shards("train")
     assert cache_files(cache) == {f"{s.sha256}.parquet": s.bytes for s in shards}  # no .part, no lock file
     with s3_server.recording() as second_epoch:
@@ -88,9 +104,10 @@ def test_two_workers_fetch_each_shard_once_and_keep_order_and_resume(s3_server, 
 
 
 def test_without_a_cache_each_process_reads_for_itself(s3_server, local, remote):
-    with s3_server.recording() as requests:
+    with s3_server.recording(ranges=True) as requests:
         assert batches(make(remote).loader(num_workers=0)) == batches(make(local).loader())
     assert set(shard_gets(requests).values()) == {1}
+    assert ranged_shards(requests) == first_window(local)
 
 
 def test_least_recently_used_shards_go_beyond_the_limit(s3_server, local, remote, tmp_path):

@@ -81,6 +81,23 @@ HOSTILE = {
         lambda m: m["splits"]["train"].extend(dict(first_shard(m), words=2**53 - 1) for _ in range(600)),
         r"splits.train must be below 2\*\*62 in all, not 'words adding up to",
     ),
+    "a token shard's count past 2**53": (
+        lambda m: m.update(
+            tokenizer={
+                "path": "tokenizer.json",
+                "shards": {
+                    first_shard(m)["path"]: {
+                        "path": "tokens/0123456789abcdef/train/shard-00000.parquet",
+                        "tokens": 2**53,
+                        "bytes": 100,
+                        "sha256": "0" * 64,
+                        "footer_sha256": "0" * 64,
+                    }
+                },
+            }
+        ),
+        r"tokenizer.shards\['train/[^']+'\].tokens must be a non-negative integer below 2\*\*53, not 9007",
+    ),
     "tokenizer outside": (
         lambda m: m.update(tokenizer={"path": "../tok.json"}),
         "tokenizer.path '../tok.json'",

@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_corpora import ARXIV, C4_GZ, CODE, json_lines
 
-from ltsgen.build import LOCK_PATH, output_state
+from ltsgen.build import LOCK_PATH, output_state, written_files
 from ltsgen.cli import main
 from ltsgen.loaders.contract import ContractError, read_manifest, sha256_file
 from ltsgen.loaders.formats import read_shard
@@ -114,14 +114,21 @@ def stories(tmp_path_factory) -> Path:
     return out
 
 
-def _stream(directory: Path, split: str, tokenizer) -> np.ndarray:
-    """The split's documents in manifest order, tokenized, each followed by EOS: what packing cuts."""
-    manifest = read_manifest(directory)
+def _stream(directory: Path, shard, tokenizer) -> np.ndarray:
+    """A shard's documents in order, tokenized, each followed by EOS: what packing cuts."""
     ids = []
-    for shard in manifest.shards(split):
-        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"]):
-            ids += [*tokenizer.encode(record["text"], add_special_tokens=False).ids, eos_id(tokenizer)]
+    for record in read_shard(str(directory / shard.path), read_manifest(directory).format, columns=["text"]):
+        ids += [*tokenizer.encode(record["text"], add_special_tokens=False).ids, eos_id(tokenizer)]
     return np.asarray(ids)
+
+
+def _ids(directory: Path, path: str, tokenizer) -> np.ndarray:
+    """A shard's documents in order, tokenized, without EOS."""
+    texts = [
+        r["text"]
+        for r in read_shard(str(directory / path), read_manifest(directory).format, columns=["text"])
+    ]
+    return np.concatenate([tokenizer.encode(text, add_special_tokens=False).ids for text in texts])
 
 
 def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
@@ -133,27 +140,48 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
     assert main(["tokenizer", "--data", str(stories), "--vocab-size", "400", "--no-progress"]) == 0
     out, err = capsys.readouterr()
     assert err == "" and out.startswith(f"{stories / 'tokenizer.json'}: byte-level BPE, vocabulary 400")
-    assert out.rstrip().endswith(f"attached to {stories} in its manifest")
     manifest = read_manifest(stories)
-    assert not manifest.tokenized
-    assert manifest.tokenizer == {
-        "path": "tokenizer.json",
-        "sha256": sha256_file(stories / "tokenizer.json"),
-        "vocab_size": 400,
-        "eos_id": 0,
-    }
     tokenizer = load_tokenizer(stories)
+    sha = sha256_file(stories / "tokenizer.json")
+    shards = [shard for split in manifest.splits.values() for shard in split]
+    counts = {shard.path: _stream(stories, shard, tokenizer).size - shard.samples for shard in shards}
+    assert out.rstrip().endswith(
+        f"attached to {stories} in its manifest, with the token ids of its 4 shards "
+        f"({sum(counts.values()):,} tokens)"
+    )
+    assert not manifest.tokenized
+    stored = manifest.tokenizer.pop("shards")
+    assert manifest.tokenizer == {"path": "tokenizer.json", "sha256": sha, "vocab_size": 400, "eos_id": 0}
+    assert {source: entry["tokens"] for source, entry in stored.items()} == counts
+    for source, entry in stored.items():  # each shard's ids in DIR/tokens/<sha>/, one row per record
+        assert entry["path"] == f"tokens/{sha[:16]}/{source}" and entry["path"] in written_files(stories)
+        assert (entry["bytes"], entry["sha256"]) == (
+            (stories / entry["path"]).stat().st_size,
+            sha256_file(stories / entry["path"]),
+        )
+        rows = read_shard(str(stories / entry["path"]), "parquet", columns=["input_ids"])
+        assert np.array_equal(
+            np.concatenate([r["input_ids"] for r in rows]), _ids(stories, source, tokenizer)
+        )
+    assert not (stories / ".ltsgen" / "tokens.jsonl").exists()
+    other = train_tokenizer(["another vocabulary entirely, of other words"] * 20, 300)
     for split in ("train", "validation"):
-        blocks = [b["input_ids"] for b in StreamingDataset(stories, split, seq_len=64, shuffle=False)]
-        stream = _stream(stories, split, tokenizer)
-        assert len(blocks) == stream.size // 65 > 0
-        assert np.array_equal(torch.cat(blocks).numpy(), stream[: len(blocks) * 65])
+        for given, reads in ((None, "tokens/"), (tokenizer, "tokens/"), (other, f"{split}/")):
+            dataset = StreamingDataset(stories, split, seq_len=64, shuffle=False, tokenizer=given)
+            assert all(
+                s.path.startswith(reads) for s in dataset.read_shards
+            )  # stored ids for their tokenizer
+            blocks = [b["input_ids"] for b in dataset]
+            stream = np.concatenate([_stream(stories, s, given or tokenizer) for s in manifest.shards(split)])
+            assert len(blocks) == stream.size // 65 > 0
+            assert np.array_equal(torch.cat(blocks).numpy(), stream[: len(blocks) * 65])
 
     # the card of an untokenized build with a tokenizer reads the text columns, not token ids
     assert main(["card", str(stories)]) == 0
-    assert "Text stored untokenized; the loaders tokenize it with `tokenizer.json`" in (
-        stories / "README.md"
-    ).read_text(encoding="utf-8")
+    assert (
+        "Text stored untokenized, its token ids in `tokens/` (which the loaders read), by `tokenizer.json`"
+        in (stories / "README.md").read_text(encoding="utf-8")
+    )
     capsys.readouterr()
 
     # training again replaces the attached tokenizer, and says so
@@ -162,7 +190,10 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
     assert "(replacing the earlier one)" in capsys.readouterr().out
     assert read_manifest(stories).tokenizer["sha256"] == sha256_file(stories / "tokenizer.json") != first
     assert load_tokenizer(stories).get_vocab_size() == 300
-    assert output_state(stories, "tokenizer.json") == "ltsgen"  # so --overwrite removes it with the build
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        assert output_state(stories, name) == "ltsgen"  # so --overwrite removes it with the build
+    new = sha256_file(stories / "tokenizer.json")
+    assert sorted(p.name for p in (stories / "tokens").iterdir()) == [new[:16]]  # the replaced ids removed
 
     # not while a build holds the directory's lock: nothing changes
     before = (stories / "manifest.json").read_bytes(), (stories / "tokenizer.json").read_bytes()
@@ -170,6 +201,51 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
         assert main(["tokenizer", "--data", str(stories), "--vocab-size", "400", "--no-progress"]) == 2
     assert capsys.readouterr().err.startswith(f"ltsgen tokenizer: error: {stories}: another build is running")
     assert ((stories / "manifest.json").read_bytes(), (stories / "tokenizer.json").read_bytes()) == before
+
+
+def test_stored_token_ids_resume_after_a_failure_and_autotokenizer_loads_the_dataset(tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    from ltsgen.loaders import StreamingDataset
+
+    data = tmp_path / "lts"
+    argv = ["stories", "--out", str(data), "--num-stories", "24", "--max-words", "300", "--no-progress"]
+    assert main([*argv, "--samples-per-shard", "8", "--splits", "train=0.75,validation=0.25"]) == 0
+    last = read_manifest(data).shards("validation")[-1].path
+    intact = (data / last).read_bytes()
+    (data / last).write_bytes(intact[:100] + bytes([intact[100] ^ 1]) + intact[101:])  # a corrupt shard
+    before = (data / "manifest.json").read_bytes()
+    capsys.readouterr()
+    attach = ["tokenizer", "--data", str(data), "--vocab-size", "300", "--no-progress"]
+    assert main(attach) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {data / last}: sha256 does not match the manifest's (corrupt or changed shard)\n"
+    )
+    assert (data / "manifest.json").read_bytes() == before and not (data / "tokenizer.json").exists()
+    done = sorted((data / "tokens").rglob("*.parquet"))
+    assert len(done) == len((data / ".ltsgen" / "tokens.jsonl").read_text().splitlines()) == 3
+    written = {path: path.stat().st_mtime_ns for path in done}
+
+    (data / last).write_bytes(intact)
+    assert main(attach) == 0
+    assert "with the token ids of its 4 shards (" in (out := capsys.readouterr().out)
+    assert out.rstrip().endswith(" tokens, 3 of them kept from an interrupted run)")
+    assert {path: path.stat().st_mtime_ns for path in done} == written  # kept, not written again
+    assert not (data / ".ltsgen" / "tokens.jsonl").exists()
+    tokenizer = load_tokenizer(data)
+    for shard, entry in read_manifest(data).tokenizer["shards"].items():
+        rows = read_shard(str(data / entry["path"]), "parquet", columns=["input_ids"])
+        assert np.array_equal(np.concatenate([r["input_ids"] for r in rows]), _ids(data, shard, tokenizer))
+    first = next(iter(StreamingDataset(data, seq_len=32, batch_size=2).loader()))["input_ids"]
+    assert first.shape == (2, 33)
+
+    hf = AutoTokenizer.from_pretrained(str(data))  # the dataset folder is a tokenizer folder too
+    assert (hf.eos_token, hf.eos_token_id, len(hf)) == ("<|endoftext|>", 0, 300)
+    text = "Once upon a time, a small fox found a key."
+    assert (
+        hf(text, add_special_tokens=False)["input_ids"]
+        == tokenizer.encode(text, add_special_tokens=False).ids
+    )
 
 
 def test_attach_refuses_token_ids_of_another_tokenizer(tmp_path, real_data, capsys):
@@ -228,3 +304,110 @@ def test_help_shows_each_default_once_and_examples():
     assert text.count("(default: 8192)") == 1 and "(default: None)" not in text
     assert text.count("(default: train)") == 1 and "--no-progress no progress bar" in text
     assert "examples: ltsgen tokenizer --data lts --vocab-size 2048" in text
+
+
+@pytest.fixture
+def small_stories(tmp_path) -> Path:
+    data = tmp_path / "lts"
+    argv = ["stories", "--out", str(data), "--num-stories", "24", "--max-words", "300", "--no-progress"]
+    assert main([*argv, "--samples-per-shard", "8", "--splits", "train=0.75,validation=0.25"]) == 0
+    return data
+
+
+def _texts(directory: Path) -> list[str]:
+    manifest = read_manifest(directory)
+    return [
+        record["text"]
+        for shard in manifest.shards("train")
+        for record in read_shard(str(directory / shard.path), manifest.format, columns=["text"])
+    ]
+
+
+def test_a_state_taken_while_tokenizing_resumes_on_the_stored_ids_of_that_tokenizer(small_stories, tmp_path):
+    from ltsgen.attach import attach_tokenizer
+    from ltsgen.loaders import StateError, StreamingDataset
+    from ltsgen.tokenizer import save_tokenizer
+
+    tokenizer = train_tokenizer(_texts(small_stories), 300)
+    given = save_tokenizer(tokenizer, tmp_path / "given.json")
+    options = {"seq_len": 16, "batch_size": 2, "seed": 3}
+    tokenizing = StreamingDataset(small_stories, tokenizer=given, **options).loader()
+    batches = [batch["input_ids"] for batch in tokenizing]
+    assert len(batches) > 3 and not tokenizing.streaming.reads_stored_ids
+    resumed = StreamingDataset(small_stories, tokenizer=given, **options).loader()
+    for _ in zip(range(2), resumed, strict=False):
+        pass
+    state = resumed.state_dict()
+
+    attach_tokenizer(small_stories, tokenizer)
+    stored = StreamingDataset(small_stories, **options).loader()
+    assert stored.streaming.reads_stored_ids
+    assert stored.streaming.identity == tokenizing.streaming.identity
+    stored.load_state_dict(state)  # the same tokenizer, read from its stored ids: the same stream
+    assert all(torch.equal(a, b["input_ids"]) for a, b in zip(batches[2:], stored, strict=True))
+
+    attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))
+    with pytest.raises(StateError, match=r"^state\.identity\.tokenizer_sha256: "):
+        StreamingDataset(small_stories, **options).load_state_dict(state)
+
+
+def test_attaching_never_writes_over_files_of_yours_nor_tokenizes_a_text_over_max_doc_chars(
+    small_stories, capsys
+):
+    import hashlib
+
+    from ltsgen.attach import attach_tokenizer, token_shard_path
+    from ltsgen.build import BuildError
+    from ltsgen.tokenizer import tokenizer_bytes
+
+    tokenizer = train_tokenizer(_texts(small_stories), 300)
+    sha = hashlib.sha256(tokenizer_bytes(tokenizer)).hexdigest()
+    before = (small_stories / "manifest.json").read_bytes()
+    with pytest.raises(
+        ContractError,
+        match=r"shard-00000.parquet: record 0 has [\d,]+ characters, over --max-doc-chars=10 \(tok.*0 for no limit\)$",
+    ):
+        attach_tokenizer(small_stories, tokenizer, max_doc_chars=10)
+    first = read_manifest(small_stories).shards("train")[0].path
+    for mine in ("tokenizer_config.json", "special_tokens_map.json", token_shard_path(sha, first)):
+        (small_stories / mine).parent.mkdir(parents=True, exist_ok=True)
+        (small_stories / mine).write_text("mine\n")
+        with pytest.raises(BuildError, match=f"^{small_stories / mine}: not written by ltsgen"):
+            attach_tokenizer(small_stories, tokenizer)
+        assert (small_stories / mine).read_text() == "mine\n"
+        assert (small_stories / "manifest.json").read_bytes() == before
+        (small_stories / mine).unlink()
+    capsys.readouterr()
+    attach = ["tokenizer", "--data", str(small_stories), "--vocab-size", "300", "--no-progress"]
+    (small_stories / "special_tokens_map.json").write_text("mine\n")
+    assert main(attach) == 2  # refused before the tokenizer is trained
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {small_stories / 'special_tokens_map.json'}: not written by ltsgen; move "
+        "it away to attach one (ltsgen never writes over a file of yours)\n"
+    )
+    (small_stories / "special_tokens_map.json").unlink()
+
+    attach_tokenizer(small_stories, tokenizer)
+    mine = small_stories / "tokens" / sha[:16] / "notes.txt"
+    mine.write_text("mine\n")
+    attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))  # replaces the first
+    assert sorted(
+        p.relative_to(small_stories).as_posix() for p in (small_stories / "tokens" / sha[:16]).rglob("*")
+    ) == [f"tokens/{sha[:16]}/notes.txt"]  # its token shards removed, a file of yours kept
+
+
+def test_a_mixture_with_a_given_tokenizer_reads_the_stored_ids_of_one_source_and_tokenizes_the_other(
+    small_stories, tmp_path
+):
+    import shutil
+
+    from ltsgen.attach import attach_tokenizer
+    from ltsgen.loaders import StreamingDataset
+
+    plain = tmp_path / "plain"
+    shutil.copytree(small_stories, plain)
+    tokenizer = train_tokenizer(_texts(small_stories), 300)
+    attach_tokenizer(small_stories, tokenizer)
+    mixture = StreamingDataset({str(small_stories): 0.5, str(plain): 0.5}, seq_len=16, tokenizer=tokenizer)
+    assert [source.reads_stored_ids for source in mixture.sources] == [True, False]
+    assert next(iter(mixture.loader()))["input_ids"].shape == (1, 17)

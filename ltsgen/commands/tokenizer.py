@@ -25,8 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tokenizer` and `ltsgen compare --tokenizer` take); --out FOLDER writes a complete Hugging "
         "Face tokenizer folder (tokenizer.json, tokenizer_config.json, special_tokens_map.json) that "
         "transformers.AutoTokenizer.from_pretrained(FOLDER) loads with its eos token; with --data and "
-        "no --out, the tokenizer is attached to the dataset: DIR/tokenizer.json, recorded in its "
-        "manifest, so that StreamingDataset(DIR, seq_len=N) tokenizes the text as it reads it.",
+        "no --out, the tokenizer is attached to the dataset: DIR/tokenizer.json (with the files "
+        "AutoTokenizer.from_pretrained(DIR) reads), recorded in its manifest, and the token ids of every "
+        "split stored in DIR/tokens/ (published shard by shard; a rerun after an interruption resumes), so "
+        "that StreamingDataset(DIR, seq_len=N) reads the ids instead of tokenizing the text.",
         examples=[
             "ltsgen tokenizer --data lts --vocab-size 2048                  # attach to the dataset lts",
             "ltsgen tokenizer --data lts --vocab-size 2048 --out lts-tokenizer  # a Hugging Face folder",
@@ -111,9 +113,16 @@ def run(args: argparse.Namespace) -> int:
     if counts["documents"] == 0:
         raise UsageError("no documents to train on")
     if args.out is None:
-        entry, previous = attach_tokenizer(data, tokenizer)
+        entry, previous, kept = attach_tokenizer(
+            data, tokenizer, progress=not args.no_progress, max_doc_chars=args.max_doc_chars
+        )
         saved = data.location(entry["path"])
-        note = f"; attached to {data} in its manifest{' (replacing the earlier one)' if previous else ''}"
+        stored = sum(shard["tokens"] for shard in entry["shards"].values())
+        resumed = f", {kept} of them kept from an interrupted run" if kept else ""
+        note = (
+            f"; attached to {data} in its manifest{' (replacing the earlier one)' if previous else ''}, "
+            f"with the token ids of its {len(entry['shards'])} shards ({stored:,} tokens{resumed})"
+        )
     else:
         saved, note = save_tokenizer(tokenizer, args.out, options), ""
     print(
