@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -304,6 +305,23 @@ def test_evaluate_cli(trained, tmp_path, capsys):
     )  # the old spelling of --eval-lengths still works
     out = capsys.readouterr().out
     assert "rope_pi, zero-shot (trained as rope_pi at 32 tokens" in out and "eval.json" in out
+    args = [
+        "evaluate",
+        "--run",
+        str(run),
+        "--data",
+        str(data),
+        "--eval-lengths",
+        "16,32",
+        "--eval-sequences",
+        "4",
+    ]
+    assert ltsgen([*args, "--entropy-sequences", "2", "--no-progress"]) == 0
+    report = json.loads((run / "eval.json").read_text())
+    assert report["requested_entropy_sequences"] == 2
+    assert [r["entropy_sequences"] for r in report["results"]] == [2, 2]
+    assert [r["num_sequences"] for r in report["results"]] == [4, 4]  # the other numbers keep every document
+    capsys.readouterr()
     assert ltsgen(["evaluate", "--run", str(tmp_path / "nothing"), "--data", str(data)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "config.json: not found" in err

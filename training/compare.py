@@ -43,7 +43,7 @@ RESULTS_NAME = "results.json"
 #: settings a rerun may change without invalidating finished runs (new runs or evaluations are made)
 FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
-    "window_stride", "eval_concat", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
+    "entropy_sequences", "window_stride", "eval_concat", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
 )  # fmt: skip
 SCALED = ("rope_pi", "yarn")  # evaluated zero-shot on RoPE's weights, optionally fine-tuned
 FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
@@ -91,6 +91,7 @@ class RunSpec:
     eval_sequences: int
     batch_tokens: int
     eval_dtype: str = "float32"
+    entropy_sequences: int | None = None
     window_stride: int = 1
     eval_concat: bool = False
     progress: bool = False
@@ -141,10 +142,18 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
                 kept.get("step"),
                 kept.get("requested_sequences"),
                 kept.get("eval_dtype"),
+                kept.get("requested_entropy_sequences"),
                 kept.get("window_stride"),
                 kept.get("eval_concat"),
             )
-            == (summary["step"], spec.eval_sequences, spec.eval_dtype, spec.window_stride, spec.eval_concat)
+            == (
+                summary["step"],
+                spec.eval_sequences,
+                spec.eval_dtype,
+                spec.entropy_sequences,
+                spec.window_stride,
+                spec.eval_concat,
+            )
         ):
             lines.append(f"{spec.tag}: {evaluation.label} evaluated earlier, kept")
             evals[evaluation.label] = kept
@@ -152,7 +161,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         report = evaluate_run(
             run_dir, config.data, list(evaluation.lengths), max_sequences=spec.eval_sequences,
             batch_tokens=spec.batch_tokens, device=config.device, eval_dtype=spec.eval_dtype,
-            window_stride=spec.window_stride, eval_concat=spec.eval_concat,
+            entropy_sequences=spec.entropy_sequences, window_stride=spec.window_stride, eval_concat=spec.eval_concat,
             encoding=evaluation.encoding, encoding_options=dict(evaluation.options), progress=spec.progress,
             log=lines.append,
         )  # fmt: skip
@@ -227,6 +236,7 @@ def compare(
     eval_sequences: int = 32,
     batch_tokens: int = 16384,
     eval_dtype: str = "float32",
+    entropy_sequences: int | None = None,
     window_stride: int = 1,
     eval_concat: bool = False,
     finetune_steps: int = 0,
@@ -244,7 +254,8 @@ def compare(
         encodings: names from ``ltsgen.encodings.NAMES``.
         eval_lengths: evaluation lengths in tokens.
         train_lengths, seeds: the grid (default: ``base``'s training length and seed).
-        eval_sequences, batch_tokens, eval_dtype, window_stride, eval_concat: as ``evaluate_run``'s.
+        eval_sequences, batch_tokens, eval_dtype, entropy_sequences, window_stride, eval_concat: as
+            ``evaluate_run``'s.
         finetune_steps: also fine-tune RoPE-PI and YaRN for this many steps at each evaluation length
             beyond the training length (0: zero-shot only).
         workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
@@ -265,7 +276,7 @@ def compare(
         raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
                 "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
-                "batch_tokens": batch_tokens, "window_stride": window_stride, "eval_concat": eval_concat,
+                "batch_tokens": batch_tokens, "entropy_sequences": entropy_sequences, "window_stride": window_stride, "eval_concat": eval_concat,
                 "finetune_steps": finetune_steps}  # fmt: skip
     for key in ("encoding", "tokenizer", "train_length", "seed", "init_from"):
         settings.pop(key)
@@ -281,6 +292,7 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     eval_lengths, eval_sequences = settings["eval_lengths"], settings["eval_sequences"]
     batch_tokens, eval_dtype = settings["batch_tokens"], settings["eval_dtype"]
     window_stride, eval_concat = settings["window_stride"], settings["eval_concat"]
+    entropy_sequences = settings["entropy_sequences"]
     write_json(out / SETTINGS_NAME, settings)
     tokenizer, tokenizer_path = resolve_tokenizer(
         base.data,
@@ -301,7 +313,7 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
         run_map = serial_map if in_process else process_pool_map(workers)
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
-                  window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
+                  entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
     specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
     runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]
@@ -425,6 +437,7 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
 
 _REPORTED = (
     "data", "train_lengths", "seeds", "eval_lengths", "steps", "batch_size", "lr", "warmup", "d_model",
-    "n_layers", "n_heads", "encoding_options", "eval_sequences", "eval_dtype", "window_stride", "eval_concat",
+    "n_layers", "n_heads", "encoding_options", "eval_sequences", "entropy_sequences", "eval_dtype", "window_stride",
+    "eval_concat",
     "finetune_steps", "device",
 )  # fmt: skip

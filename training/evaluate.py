@@ -390,6 +390,7 @@ def evaluate_run(
         "eval_dtype": eval_dtype,
         "documents_from": sets.description,
         "requested_sequences": max_sequences,
+        "requested_entropy_sequences": entropy_sequences,
         "window_stride": window_stride,
         "eval_concat": eval_concat,
         "notice": sets.notice,

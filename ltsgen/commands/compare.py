@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             training_config(args, encoding=encodings[0], train_length=train_lengths[0]), encodings,
             parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
             eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
-            window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps,
+            entropy_sequences=args.entropy_sequences, window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps,
             workers=args.workers or 1,
             train_tokenizer=announced(train_tokenizer, args.data, f"{args.out}/tokenizer.json"),
             progress=not args.no_progress,

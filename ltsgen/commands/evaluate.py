@@ -50,7 +50,12 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluation precision (bfloat16: autocast)",
     )
     parser.add_argument(
-        "--window-stride", type=int, default=1, metavar="S",
+        "--entropy-sequences", type=number(int, {"at_least": 1}), default=None, metavar="N",
+        help="measure attention entropy on the first N of the evaluation documents (default: all of them; "
+        "entropy is the costliest part of an evaluation at long lengths)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--window-stride", type=number(int, {"at_least": 1}), default=1, metavar="S",
         help="for the extrapolation penalty, score every S-th of the last T tokens with the full context and "
         "with a T-token window (1: all; the windowed pass costs one T-token forward per scored token)",
     )  # fmt: skip
@@ -100,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
         report = evaluate_run(
             args.run, args.data, parse_lengths(args.eval_lengths), max_sequences=args.eval_sequences,
             batch_tokens=args.batch_tokens, device=args.device, eval_dtype=args.eval_dtype,
-            window_stride=args.window_stride, eval_concat=args.eval_concat, encoding=args.as_encoding, progress=not args.no_progress,
+            entropy_sequences=args.entropy_sequences, window_stride=args.window_stride,
+            eval_concat=args.eval_concat, encoding=args.as_encoding, progress=not args.no_progress,
             log=lambda line: print(f"ltsgen evaluate: note: {line}", file=sys.stderr),
         )  # fmt: skip
     scaling = f", {report['scaling']}" if report["scaling"] else ""
