@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ltsgen.errors import UsageError
+from ltsgen.errors import LtsgenError, UsageError
 
 from .cache import ShardCache
 from .contract import (
@@ -565,10 +565,24 @@ class _Batches(IterableDataset):
         self.dataset = dataset
 
     def __iter__(self):
-        return self.dataset._whole_batches()
+        try:
+            yield from self.dataset._whole_batches()
+        except LtsgenError as error:
+            if get_worker_info() is None:
+                raise
+            yield _WorkerFailure(
+                error
+            )  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
 
     def __len__(self) -> int:
         return self.dataset.num_batches
+
+
+class _WorkerFailure:
+    """An ``LtsgenError`` raised in a worker, sent as an item so that the loader raises it as it was."""
+
+    def __init__(self, error: LtsgenError) -> None:
+        self.error = error
 
 
 class StreamingLoader(DataLoader):
@@ -596,7 +610,10 @@ class StreamingLoader(DataLoader):
         self.streaming = dataset
 
     def __iter__(self):
-        for batch, data in super().__iter__():
+        for item in super().__iter__():
+            if isinstance(item, _WorkerFailure):
+                raise item.error from None  # its one line, as without workers
+            batch, data = item
             self.streaming._seek(batch + 1)
             yield {
                 k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v

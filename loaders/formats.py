@@ -5,8 +5,8 @@ Decoding is columnar so that the training path touches no per-record Python: a p
 shard whose bytes were verified, row group by row group as they are first needed: ``RowGroupTokens``,
 each row group read and checked on its own where the footer lists their sha256: ``indexed.py``); a
 webdataset tar is walked by a small header parser (no ``tarfile`` objects per member) and its ``.npy``
-members are parsed from their fixed header; a jsonl.zst shard is one zstd decompression and one JSON
-parse per line. Every failure is a ``ContractError`` that names the shard.
+members are parsed from their fixed header; a jsonl.zst shard is decompressed as a stream, a line at a
+time, and only the wanted fields of each record are kept. Every failure is a ``ContractError`` that names the shard.
 """
 
 from __future__ import annotations
@@ -574,38 +574,71 @@ def _npy_layout(raw: memoryview, where: str) -> tuple[np.dtype, int, int] | None
 # ---------------------------------------------------------------- jsonl.zst
 
 
-def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+# compressed bytes per decompressor call: its output stays below ~32 MiB (a 4-byte block repeats one byte
+# 128 KiB times), whatever the shard expands to
+ZSTD_FEED = 1 << 10
+
+
+def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
+    """The lines of concatenated zstd frames, decompressed a little at a time (``ZSTD_FEED``): memory holds
+    a line and one call's output, never the whole text; a corrupt or cut stream is a ``ContractError``."""
     import zstandard
 
-    parts, rest = [], data
+    decompressor = zstandard.ZstdDecompressor()
+    frame, fed = decompressor.decompressobj(), False
+    parts: list[bytes] = []  # the pieces of a line that spans calls (joined once: linear in its length)
+    view = memoryview(data)
     try:
-        while rest:
-            frame = zstandard.ZstdDecompressor().decompressobj()
-            parts.append(frame.decompress(rest))
-            if not frame.eof:
-                raise ContractError(f"{where}: truncated zstd stream")
-            rest = frame.unused_data
+        for start in range(0, len(data), ZSTD_FEED):
+            piece = view[start : start + ZSTD_FEED]
+            while piece:
+                out = frame.decompress(piece)
+                fed = True
+                if b"\n" in out:
+                    lines = b"".join([*parts, out]).split(b"\n")
+                    parts = [lines.pop()]
+                    yield from lines
+                elif out:
+                    parts.append(out)
+                piece = frame.unused_data if frame.eof else b""
+                if frame.eof:
+                    frame, fed = decompressor.decompressobj(), False
     except zstandard.ZstdError as error:
         raise ContractError(f"{where}: corrupt zstd stream ({error})") from None
-    text = b"".join(parts)
-    rows = []
-    for number, line in enumerate(text.split(b"\n"), start=1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except ValueError as error:
-                raise ContractError(f"{where}: line {number}: malformed JSON ({error})") from None
-    shard = ShardColumns(len(rows))
-    names = sorted({k for row in rows for k in row})
-    for name in names:
-        if name == "input_ids" or (wanted is not None and name not in wanted):
+    if fed:
+        raise ContractError(f"{where}: truncated zstd stream")
+    yield b"".join(parts)
+
+
+def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
+    """A jsonl.zst shard, line by line: only the ``wanted`` fields of each record are kept."""
+    fields: dict[str, list] = {}
+    ids: list[np.ndarray | None] = []
+    keep_ids = wanted is None or "input_ids" in wanted
+    rows = 0
+    for number, line in enumerate(_zstd_lines(data, where), start=1):
+        if not line.strip():
             continue
-        shard.fields[name] = [row.get(name) for row in rows]
-    if "input_ids" in names and (wanted is None or "input_ids" in wanted):
-        lists = [row.get("input_ids") for row in rows]
-        if any(ids is None for ids in lists):
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise ContractError(f"{where}: line {number}: malformed JSON ({error})") from None
+        for name in row.keys() - fields.keys() - {"input_ids"}:
+            if wanted is None or name in wanted:
+                fields[name] = [None] * rows
+        for name, values in fields.items():
+            values.append(row.get(name))
+        if keep_ids:
+            ids.append(
+                None if row.get("input_ids") is None else np.asarray(row["input_ids"], dtype=np.uint32)
+            )
+        rows += 1
+    shard = ShardColumns(rows)
+    shard.fields = {name: fields[name] for name in sorted(fields)}
+    if any(array is not None for array in ids):
+        if any(array is None for array in ids):
             raise ContractError(f"{where}: some records have input_ids and some do not")
-        top = max((max(ids) for ids in lists if ids), default=0)
+        top = max((int(array.max()) for array in ids if array.size), default=0)
         dtype = np.uint16 if top < 2**16 else np.uint32
-        shard.tokens = TokenColumn.from_arrays([np.asarray(ids, dtype=dtype) for ids in lists])
+        shard.tokens = TokenColumn.from_arrays([array.astype(dtype, copy=False) for array in ids])
     return shard

@@ -8,6 +8,7 @@ import gzip
 import json
 import subprocess
 import sys
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -307,3 +308,27 @@ def test_tokenizer_on_a_dataset_skips_and_counts_documents_over_max_doc_chars(tm
     assert main([*argv, "--out", str(tmp_path / "t.json"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "trained on 2 documents" in out and "skipped: longer than 100 characters 1" in out
+
+
+@pytest.mark.parametrize("source", ["stack", "hf"])
+def test_a_parquet_or_hf_text_over_max_doc_chars_is_skipped_without_a_python_copy(tmp_path, source):
+    field = "content" if source == "stack" else "text"
+    texts = ["a short program", "x" * (20 << 20), None, "é" * 100, "é" * 101, "the last one"]
+    folder = tmp_path / source
+    folder.mkdir()
+    pq.write_table(pa.table({field: texts, "n": list(range(6))}), folder / "train.parquet", row_group_size=4)
+    list(read_documents(source, [str(folder)], ReaderOptions(), Screen(skip_bad=True)))  # imports done
+    screen = Screen(max_chars=100, skip_bad=True)
+    tracemalloc.start()
+    try:
+        documents = list(read_documents(source, [str(folder)], ReaderOptions(), screen))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(d.text, d.meta["n"], d.where.rsplit(":", 1)[1]) for d in documents] == [
+        ("a short program", 0, "row 1"),
+        ("é" * 100, 3, "row 4"),
+        ("the last one", 5, "row 6"),
+    ]
+    assert screen.counts == {"skipped: longer than 100 characters": 2, "skipped: missing text field": 1}
+    assert peak < 10 << 20, peak  # the 20 MiB text was never a Python string (Arrow memory is not traced)

@@ -141,3 +141,19 @@ def test_an_eos_id_that_does_not_fit_the_token_ids_is_one_line(tmp_path):
     for bad in (-1, 2**32, "0"):
         with pytest.raises(LtsgenError, match=r"^eos_id must be an integer from 0 to 2\*\*32 - 1"):
             StreamingDataset(tmp_path, seq_len=15, eos_id=bad)
+
+
+def test_an_error_in_a_loader_worker_is_raised_as_its_one_line_as_without_workers(tmp_path):
+    directory = text_dataset(tmp_path / "d", 0)
+    shard = directory / "train" / "shard-00001.parquet"
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # changed in place, at the same size
+    shard.write_bytes(bytes(data))
+    errors = []
+    for workers in (0, 2):
+        with pytest.raises(ContractError) as caught:
+            list(StreamingDataset(directory, batch_size=4).loader(num_workers=workers))
+        errors.append(str(caught.value))
+    assert errors[1] == errors[0]  # not torch's "Caught ContractError in DataLoader worker process 1 ..."
+    assert errors[1].startswith(f"{shard}: ") and errors[1].endswith("(corrupt or changed shard)")
+    assert "\n" not in errors[1]

@@ -219,6 +219,23 @@ def test_a_second_comparison_into_a_running_one_is_refused(data, tmp_path, capsy
     assert sorted(p.name for p in out.iterdir()) == [".ltsgen"]
 
 
+def test_a_compare_rerun_removes_only_its_own_leftover_temporary_files(data, tmp_path):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--data", str(data), "--encodings", "nope", "--steps", "2", "--eval-lengths", "16",
+            "--eval-sequences", "4", *TINY[2:], "--train-lengths", "32", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    run = out / "runs" / "T32-seed0" / "nope"
+    ours = [out / ".results.json.k1l_9.tmp", out / ".report.md.a2b3.tmp", out / ".ppl_vs_length.png.x7.tmp",
+            out / ".tokenizer.json.q0.tmp", run / ".eval.json.z8y.tmp", run / ".config.json.m4.tmp"]  # fmt: skip
+    yours = [out / ".notes.md.a2b3.tmp", out / "results.json.tmp", out / ".results.json.tmp",
+             run / ".draft.eval.json.z8.tmp", run / "mine.tmp"]  # fmt: skip
+    for path in ours + yours:
+        path.write_text("torn")
+    assert main(argv) == 0  # the run was trained and evaluated earlier: kept
+    assert [path.exists() for path in ours] == [False] * len(ours)
+    assert [path.read_text() for path in yours] == ["torn"] * len(yours)
+
+
 # ------------------------------------------------------------------ run folders
 
 

@@ -322,3 +322,33 @@ def test_a_packed_window_decodes_its_other_shards_on_other_threads_and_cuts_the_
     assert all(column.decoded_groups for column in lazy)  # every shard touched, two by the other threads
     ids, _ = window.slice(0, window.total)
     assert np.array_equal(ids, expected.slice(0, expected.total)[0])
+
+
+def test_a_jsonl_zst_shard_is_decompressed_a_line_at_a_time_keeping_only_the_wanted_fields(tmp_path):
+    import json
+    import tracemalloc
+
+    import zstandard
+
+    records = [
+        {"id": f"r{i}", "text": "x" * (4000 + i), "input_ids": [i, i + 1, 2**16 + i]} for i in range(5000)
+    ]
+    lines = [json.dumps(record).encode() + b"\n" for record in records]
+    compressor = zstandard.ZstdCompressor(level=3)
+    data = compressor.compress(b"".join(lines[:1234])) + compressor.compress(b"".join(lines[1234:]))
+    assert len(data) < 100_000  # 33 MB of lines
+    tracemalloc.start()
+    try:
+        shard = decode_shard(data, "jsonl.zst", "shard", ["id", "input_ids"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert shard.num_rows == 5000 and list(shard.fields) == ["id"]
+    assert shard.fields["id"][4999] == "r4999" and shard.tokens.values.dtype == np.uint32
+    assert [shard.tokens[i].tolist() for i in (0, 1233, 1234, 4999)] == [
+        records[i]["input_ids"] for i in (0, 1233, 1234, 4999)
+    ]
+    assert peak < 8 << 20, peak  # the lines are 33 MB: they were decompressed whole, then parsed whole
+    assert decode_shard(data, "jsonl.zst", "shard").fields["text"][77] == records[77]["text"]
+    with pytest.raises(ContractError, match="^shard: truncated zstd stream$"):
+        decode_shard(data[:-3], "jsonl.zst", "shard")

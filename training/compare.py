@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,23 +24,28 @@ from typing import Any
 
 from ltsgen.encodings import options as encoding_options
 from ltsgen.errors import require
+from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
 from ltsgen.training.progress import GridProgress
-from ltsgen.training.report import PLOTS, write_report
+from ltsgen.training.report import PLOTS, REPORT_FILES, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
     RunDirError,
     claim_folder,
     eval_name,
     read_record,
+    remove_temporaries,
+    temporaries_of,
     write_json,
 )
 from ltsgen.training.train import DivergedError, TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
+# the temporary files of a comparison's own atomic writes (a killed comparison leaves them)
+_TEMPORARY = temporaries_of(map(re.escape, (SETTINGS_NAME, RESULTS_NAME, TOKENIZER_NAME, *REPORT_FILES)))
 #: settings a rerun may change without invalidating finished runs (new runs or evaluations are made)
 FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
@@ -119,6 +125,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         return {"tag": spec.tag, "train": {**start, "step": 0, "finished": False, "diverged": True},
                 "evals": {}, "lines": lines}  # fmt: skip
     if (run_dir / SUMMARY_NAME).exists():
+        remove_temporaries(run_dir)  # train, which would remove them, is not called
         lines.append(f"{spec.tag}: trained earlier, kept")
     else:
         try:
@@ -282,6 +289,7 @@ def compare(
         settings.pop(key)
     _check_settings(out / SETTINGS_NAME, settings)
     with claim_folder(out, "comparison"):
+        remove_temporaries(out, _TEMPORARY)
         return _compare(base, settings, workers, run_map, train_tokenizer, progress, log)
 
 

@@ -46,6 +46,9 @@ INTERVAL = (
 FINETUNED = "+finetuned"
 LEGEND_INCHES = 2.2
 PLOTS = "comparison plots"
+#: what ``write_report`` writes, in order (the last only when there are cued recalls)
+REPORT_FILES = ("results.csv", "summary.csv", "claims.csv", "penalty_vs_length.png", "ppl_vs_length.png",
+                "entropy_vs_length.png", "loss_vs_position.png", "report.md", "recall_vs_distance.png")  # fmt: skip
 #: Panels of the plots: encodings grouped by how they encode position.
 FAMILIES = (
     ("no position encoding", ("nope",)),
@@ -714,9 +717,7 @@ def write_report(
     rows = result_rows(runs)
     summary = summary_rows(rows, runs)
     found = tests(runs)
-    names = ("results.csv", "summary.csv", "claims.csv", "penalty_vs_length.png", "ppl_vs_length.png",
-             "entropy_vs_length.png", "loss_vs_position.png", "report.md")  # fmt: skip
-    paths = [out_dir / name for name in names]
+    paths = [out_dir / name for name in REPORT_FILES[:-1]]
     write_csv(paths[0], rows, CSV_COLUMNS)
     write_csv(paths[1], summary, SUMMARY_COLUMNS)
     write_csv(paths[2], found, CLAIM_COLUMNS)
@@ -730,7 +731,7 @@ def write_report(
                        log_y=False)  # fmt: skip
         plot_loss_vs_position(paths[6], runs)
     if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
-        paths.append(out_dir / "recall_vs_distance.png")
+        paths.append(out_dir / REPORT_FILES[-1])
         plot_recall_vs_distance(paths[-1], runs)
     with atomic_path(paths[7]) as tmp:
         tmp.write_text(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +41,14 @@ LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory
 MARKS = {"run": f"{STATE_DIR}/run.json", "comparison": f"{STATE_DIR}/comparison.json"}
 LEGACY_SIGNS = {"run": (CHECKPOINT_NAME, DIGEST_NAME), "comparison": ("compare.json",)}
 
-# the temporary file of an atomic write of a run file: ``.<final name>.<random>.tmp``
-_TEMPORARY = re.compile(r"^\.(?:" + "|".join(map(re.escape, RUN_FILES)) + r"|eval(?:-\w+)?\.json)\.\w+\.tmp$")
+
+def temporaries_of(names: Iterable[str]) -> re.Pattern[str]:
+    """What the temporary file of an atomic write of one of ``names`` (regular expressions) is called:
+    ``.<final name>.<random>.tmp``."""
+    return re.compile(r"^\.(?:" + "|".join(names) + r")\.\w+\.tmp$")
+
+
+_TEMPORARY = temporaries_of([*map(re.escape, RUN_FILES), r"eval(?:-\w+)?\.json"])
 
 
 class RunDirError(TrainingError):
@@ -162,12 +168,12 @@ def clean_up_failed_run(claim: Claim) -> None:
         pass
 
 
-def remove_temporaries(run_dir: Path) -> list[Path]:
-    """Delete the temporary files that an interrupted write of a run file left in ``run_dir``
-    (``.<name>.<random>.tmp``, only for the names a run writes); returns them."""
+def remove_temporaries(run_dir: Path, pattern: re.Pattern[str] = _TEMPORARY) -> list[Path]:
+    """Delete the temporary files that an interrupted write left in ``run_dir`` (``.<name>.<random>.tmp``,
+    only for the names a run writes, or those of ``pattern``: see ``temporaries_of``); returns them."""
     if not run_dir.is_dir():
         return []
-    stale = [path for path in run_dir.glob(".*.tmp") if path.is_file() and _TEMPORARY.match(path.name)]
+    stale = [path for path in run_dir.glob(".*.tmp") if path.is_file() and pattern.match(path.name)]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale

@@ -7,7 +7,8 @@ a counted skip, or an error with ``strict``) and to a document longer than ``max
 tokenizing one costs about 130 bytes of memory per character, so this bounds the memory per document).
 The limit holds while reading too: a JSON line longer than ``Screen.line_limit`` bytes, or a text
 document longer than ``4 * max_chars`` bytes (more characters than ``max_chars`` whatever they are), is
-skipped as it streams by, never held whole.
+skipped as it streams by, never held whole; a parquet or Hugging Face text is measured in Arrow and
+a long one skipped without being copied into Python.
 """
 
 from __future__ import annotations
@@ -193,8 +194,38 @@ def _pile_source(meta: dict[str, Any]) -> str:
     return slug(name) if isinstance(name, str) else "pile"
 
 
+def _arrow_rows(
+    batch: Any, text_field: str, screen: Screen, name: str, first: int
+) -> Iterator[tuple[str, Any, dict[str, Any]]]:
+    """``(where, text, other columns)`` for the rows of a pyarrow batch or table, numbered from ``first``.
+
+    A text over ``screen.max_chars`` characters is measured in Arrow (``utf8_length``) and skipped, counted,
+    without being copied into Python; only the other rows are converted.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lengths: list[int | None] = [None] * batch.num_rows
+    if screen.max_chars and text_field in batch.schema.names:
+        column = batch.column(text_field)
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            lengths = pc.utf8_length(column).to_pylist()
+    kept = []
+    for index, length in enumerate(lengths):
+        if length is not None and length > screen.max_chars:
+            screen.too_long()
+        else:
+            kept.append(index)
+    for index, values in zip(kept, batch.take(kept).to_pylist(), strict=True):
+        yield f"{name}:row {first + index}", values.pop(text_field, None), values
+
+
 def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
-    """The Stack's parquet files: ``content`` plus every other column as metadata, in row-group batches."""
+    """The Stack's parquet files: ``content`` plus every other column as metadata, in batches of 1,024 rows.
+
+    Arrow decodes a batch before it can be measured (a parquet page is read whole), so a text over
+    ``--max-doc-chars`` is held once, as UTF-8 bytes in Arrow memory, and never as a Python string.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -207,14 +238,13 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
                     str(path), f"missing text field {text_field!r} (no such column)", "missing text field"
                 )
                 continue
-            row = 0
+            row = 1
             for batch in parquet.iter_batches(batch_size=1024):
-                for values in batch.to_pylist():
-                    row += 1
-                    where = f"{path}:row {row}"
-                    text = screen.clean(values.pop(text_field), where, text_field)
+                for where, text, values in _arrow_rows(batch, text_field, screen, str(path), row):
+                    text = screen.clean(text, where, text_field)
                     if text is not None:
                         yield Document(text, json_safe(values), "stack", where)
+                row += batch.num_rows
         except (pa.ArrowException, OSError) as error:
             screen.bad(
                 str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "unreadable parquet"
@@ -222,21 +252,23 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
 
 
 def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
-    """Any Hugging Face dataset, by Hub name or local folder, streamed with ``datasets.load_dataset``."""
+    """Any Hugging Face dataset, by Hub name or local folder, streamed with ``datasets.load_dataset`` as
+    Arrow tables of 256 rows: a text over ``--max-doc-chars`` is skipped without being copied into Python
+    (``datasets`` still reads it in its builder's own blocks: a parquet row group's batch, a JSON block)."""
     datasets = require("datasets", "corpora", "Hugging Face dataset inputs (--source hf)")
 
     text_field = options.text_field or "text"
     for name in inputs:
         try:
             stream = datasets.load_dataset(name, options.hf_config, split=options.hf_split, streaming=True)
-            rows = iter(stream)
             source = slug(Path(name.rstrip("/")).name)
-            for row, values in enumerate(rows, 1):
-                where = f"{name}:row {row}"
-                values = dict(values)
-                text = screen.clean(values.pop(text_field, None), where, text_field)
-                if text is not None:
-                    yield Document(text, json_safe(values), source, where)
+            row = 1
+            for table in stream.with_format("arrow").iter(batch_size=256):
+                for where, text, values in _arrow_rows(table, text_field, screen, name, row):
+                    text = screen.clean(text, where, text_field)
+                    if text is not None:
+                        yield Document(text, json_safe(values), source, where)
+                row += table.num_rows
         except InputError:
             raise
         except Exception as error:  # datasets raises many types (network, config, file errors)
