@@ -13,9 +13,10 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ltsgen.build import LOCK_PATH, BuildError, output_state, record_outputs
+from ltsgen.build import BuildError
 from ltsgen.loaders.contract import TOKENIZER_NAME, Manifest, read_manifest, write_manifest
 from ltsgen.loaders.storage import LockHeld, Storage, as_storage
+from ltsgen.outputs import LOCK_PATH, output_state, record_outputs
 from ltsgen.tokenizer import TokenizerError, manifest_entry, tokenizer_bytes
 
 

@@ -121,7 +121,7 @@ def test_allowed_imports_pass():
     allowed = {
         "ltsgen.training.data": ("from ltsgen.encodings import NAMES\nimport ltsgen.loaders\n", False),
         "ltsgen.build": (
-            "from .loaders.contract import atomic_path\nfrom ltsgen.errors import LtsgenError\n",
+            "from .loaders.files import atomic_path\nfrom ltsgen.errors import LtsgenError\n",
             False,
         ),
         "ltsgen.commands.train": (
