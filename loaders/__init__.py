@@ -23,11 +23,11 @@ Public names:
 - ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that is
   malformed or does not fit the dataset it is loaded into, naming the field.
 
-Modules: ``contract`` (the dataset-directory contract), ``storage`` (paths and URLs as filesystems),
-``sources`` (bytes from paths, URLs and ``pipe:``), ``cache`` (the node-local shard cache), ``formats``
-(shard decoders), ``reader`` (shards decoded in threads, the next window prefetched), ``order`` (the
-stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader state checked field by field),
-``dataset``, ``mixture``.
+Modules: ``files`` (atomic local writes and checksums), ``contract`` (the dataset-directory contract),
+``storage`` (paths and URLs as filesystems), ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache``
+(the node-local shard cache), ``formats`` (shard decoders), ``reader`` (shards decoded in threads, the next
+window prefetched), ``order`` (the stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader
+state checked field by field), ``dataset``, ``mixture``.
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """

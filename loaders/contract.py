@@ -41,15 +41,10 @@ the first records and break on the others). Readers also accept the object form 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ltsgen.errors import LtsgenError
@@ -70,8 +65,6 @@ TOKEN_COUNT = "integer below 2**32"  # vocabulary sizes and token ids (stored as
 TAR_TEXT_EXT = "txt"
 TAR_FIELDS_EXT = "json"
 TAR_IDS_EXT = "input_ids.npy"
-RECORD_FIELDS = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
-SCALAR_FIELDS = ("id", "source", "num_words", "num_tokens")
 TRAIN_SPLIT = "train"
 VALIDATION_SPLIT = "validation"
 TEST_SPLIT = "test"
@@ -256,51 +249,6 @@ class Manifest:
             for split, shards in data["splits"].items()
         }
         return cls(**{key: fields[key] for key in cls.__dataclass_fields__ if key in fields})
-
-
-def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
-    """The sha256 of a local file, read in chunks.
-
-    Args:
-        path: the file.
-        chunk_size: bytes per read.
-
-    Returns:
-        The hex digest.
-    """
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(chunk_size):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside ``path`` that becomes ``path`` only if the ``with`` block succeeds.
-
-    Args:
-        path: the final local path (its folder is created).
-
-    Returns:
-        A context manager yielding the temporary path; it is renamed over ``path`` on success and
-        removed on failure.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; the final file gets the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_manifest(directory: str | os.PathLike | Storage, manifest: Manifest) -> str:

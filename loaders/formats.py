@@ -369,22 +369,6 @@ _BLOCK = 512
 _REGULAR = (b"0", b"\0", b"7")
 
 
-def iter_tar_members(data: bytes, where: str) -> Iterator[tuple[str, memoryview]]:
-    """The regular members of an in-memory tar, without copying their contents.
-
-    Args:
-        data: the tar's bytes.
-        where: its path or URL, for the messages.
-
-    Returns:
-        An iterator of ``(name, content view)``; members whose name escapes the archive (absolute,
-        ``..``), links and special files are refused with a ``ContractError``.
-    """
-    view = memoryview(data)
-    for name, start, size in _tar_members(view, where):
-        yield name, view[start : start + size]
-
-
 def _tar_members(view: memoryview, where: str) -> Iterator[tuple[str, int, int]]:
     """``(name, start, size)`` of each regular member: offsets, so that no view outlives the walk (a
     memoryview per member kept alive is a GC-tracked object, and thousands of them trigger a full

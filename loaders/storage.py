@@ -48,6 +48,8 @@ from urllib.parse import urlsplit
 
 from ltsgen.errors import LtsgenError, require
 
+from .files import atomic_path
+
 # scheme -> (module, extra) for the filesystems that need an optional dependency
 OPTIONAL_SCHEMES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
 OPTIONAL_SCHEMES["hf"] = ("huggingface_hub", "hf")
@@ -339,8 +341,6 @@ class Storage:
         (rename locally, one upload to an object store); when it fails, nothing appears."""
         self.check_writable(relpath)
         if self.root is not None:
-            from .contract import atomic_path
-
             stage = "prepare"
             try:
                 with atomic_path(self.local_path(relpath)) as tmp:

@@ -22,18 +22,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ltsgen.build import (
-    LOCK_PATH,
-    TOKENS_JOURNAL_PATH,
-    BuildError,
-    JobResult,
-    end_torn_line,
-    output_state,
-    record_outputs,
-    remove_emptied_folders,
-    verified_journal,
-    written_files,
-)
+from ltsgen.build import BuildError, end_torn_line, verified_journal
 from ltsgen.corpora.readers import MAX_DOC_CHARS
 from ltsgen.loaders.contract import (
     TOKENIZER_NAME,
@@ -47,6 +36,15 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.reader import check_text_lengths
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
+from ltsgen.outputs import (
+    LOCK_PATH,
+    TOKENS_JOURNAL_PATH,
+    JobResult,
+    output_state,
+    record_outputs,
+    remove_emptied_folders,
+    written_files,
+)
 from ltsgen.shards import ShardWriter
 from ltsgen.tokenizer import (
     SIDE_FILES,

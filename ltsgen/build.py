@@ -33,7 +33,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -42,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ltsgen.card import CARD_FILES, ordered_splits
+from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, ordered_splits, write_card
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import (
@@ -50,36 +49,29 @@ from ltsgen.loaders.contract import (
     FORMATS,
     MANIFEST_NAME,
     STANDARD_SPLITS,
-    TOKENIZER_NAME,
     ContractError,
     Manifest,
     ShardInfo,
     read_manifest,
-    sha256_file,
     write_manifest,
 )
+from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
-from ltsgen.shards import ShardWriter
-
-STATE_DIR = ".ltsgen"
-STATE_NAME = "build.json"
-JOURNAL_NAME = "journal.jsonl"
-LOCK_NAME = "lock"
-OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
-STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
-JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
-TOKENS_JOURNAL_PATH = f"{STATE_DIR}/tokens.jsonl"  # the token shards `ltsgen tokenizer --data` finished
-LOCK_PATH = f"{STATE_DIR}/{LOCK_NAME}"
-OUTPUTS_PATH = f"{STATE_DIR}/{OUTPUTS_NAME}"
-# What builds made before OUTPUTS_NAME existed wrote beside their shards (a directory with a manifest and no
-# record): the card, its plots and the tokenizer.
-LEGACY_OUTPUTS = (*CARD_FILES, TOKENIZER_NAME)
-# the temporary file of an atomic write (``.<final name>.<random>.tmp``) of a file that a build writes
-_TEMPORARY = re.compile(
-    r"^\.(?P<name>shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md"
-    r"|tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json"
-    r"|\w+_histogram\.png)\.\w+\.tmp$"
+from ltsgen.outputs import (
+    JOURNAL_PATH,
+    LOCK_PATH,
+    OUTPUTS_PATH,
+    STATE_DIR,
+    STATE_PATH,
+    TEMPORARY,
+    JobResult,
+    foreign_files,
+    remove_build,
+    remove_temporary_files,
+    write_outputs,
+    written_files,
 )
+from ltsgen.shards import ShardWriter
 
 
 class BuildError(LtsgenError):
@@ -97,30 +89,6 @@ class Job:
     payload: Any = None
     weight: int = 1
     shards: tuple[str, ...] = ()
-
-
-@dataclass
-class JobResult:
-    """What a finished job left behind: its shards, the JSON statistics its ``run_job`` returned, and (on
-    an object store) each shard's version tag as the store gave it just after the upload."""
-
-    key: str
-    shards: list[ShardInfo]
-    stats: dict[str, Any] = field(default_factory=dict)
-    stamps: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        shards = [{k: v for k, v in vars(s).items() if v is not None} for s in self.shards]
-        line = {"job": self.key, "shards": shards, "stats": self.stats}
-        if self.stamps:
-            line["stamps"] = self.stamps
-        return json.dumps(line, sort_keys=True)
-
-    @classmethod
-    def from_json(cls, line: str) -> JobResult:
-        data = json.loads(line)
-        shards = [ShardInfo.from_dict(s) for s in data["shards"]]
-        return cls(data["job"], shards, data.get("stats") or {}, data.get("stamps") or {})
 
 
 class ShardOutput:
@@ -341,7 +309,7 @@ def claim(
             if previous != wanted or not store.exists(STATE_PATH):
                 store.write_bytes(STATE_PATH, (json.dumps(wanted, sort_keys=True, indent=2) + "\n").encode())
             if not store.exists(OUTPUTS_PATH):
-                _write_outputs(store, {})
+                write_outputs(store, {})
         except StorageError as error:
             if store.read_only:
                 raise BuildError(str(error)) from None
@@ -397,7 +365,7 @@ def _writing(store: Storage) -> Iterator[None]:
         path = Path(error.filename) if error.filename else None
         if path is None or STATE_DIR in path.parts:  # the directory itself, or the build's state
             raise BuildError(f"{store}: cannot write there ({reason})") from None
-        temporary = _TEMPORARY.match(path.name)
+        temporary = TEMPORARY.match(path.name)
         raise BuildError(
             f"{path.with_name(temporary['name']) if temporary else path}: cannot write ({reason})"
         ) from None
@@ -438,8 +406,6 @@ def build_claimed(
 def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
     """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
     if card:
-        from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, write_card
-
         conflict = card_conflict(store)
         if conflict is None:
             write_card(store)
@@ -479,139 +445,6 @@ def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
         if old_args.get(key) != new_args.get(key):
             changes.append(f"{key} {old_args.get(key)} -> {new_args.get(key)}")
     return ", ".join(changes) or "different builder"
-
-
-# ---------------------------------------------------------------- what a build wrote
-
-
-def _read_outputs(store: Storage) -> dict[str, str] | None:
-    """The recorded outputs (relative path -> sha256), or None where no record was kept."""
-    if not store.is_file(OUTPUTS_PATH):
-        return None
-    try:
-        outputs = json.loads(store.read_text(OUTPUTS_PATH))
-    except (StorageError, ValueError):
-        return None
-    return outputs if isinstance(outputs, dict) else None
-
-
-def _write_outputs(store: Storage, outputs: dict[str, str]) -> None:
-    store.write_bytes(OUTPUTS_PATH, (json.dumps(outputs, sort_keys=True, indent=2) + "\n").encode())
-
-
-def record_outputs(directory: Path | str | Storage, names: Iterable[str]) -> None:
-    """Record the files ``names`` (relative paths, not shards) as written by ltsgen, with their sha256, so
-    that ``--overwrite`` removes them and ``ltsgen card`` can tell hand edits. Only where the directory has
-    ``.ltsgen/`` (a build's); elsewhere nothing is recorded."""
-    store = as_storage(directory)
-    if not store.exists(STATE_DIR):
-        return
-    outputs = _read_outputs(store) or {}
-    outputs.update({name: store.sha256(name) for name in names})
-    _write_outputs(store, outputs)
-
-
-def output_state(directory: Path | str | Storage, name: str) -> str:
-    """Whose ``DIR/name`` is: ``"absent"``, ``"ltsgen"`` (as ltsgen wrote it), ``"changed"`` (ltsgen
-    wrote it, and it was edited since) or ``"other"`` (ltsgen did not write it)."""
-    store = as_storage(directory)
-    if not store.is_file(name):
-        return "absent"
-    outputs = _read_outputs(store)
-    if outputs is None:  # a build made before records were kept, or no build at all
-        legacy = name in LEGACY_OUTPUTS and store.is_file(MANIFEST_NAME)
-        return "ltsgen" if legacy else "other"
-    if name not in outputs:
-        return "other"
-    return "ltsgen" if store.sha256(name) == outputs[name] else "changed"
-
-
-def _inside(relpath: Any) -> bool:
-    """A relative path that stays inside its directory (manifests and journals are data, not trusted)."""
-    if not isinstance(relpath, str) or not relpath or relpath.startswith("/") or "\\" in relpath:
-        return False
-    return ".." not in relpath.split("/")
-
-
-def written_files(directory: Path | str | Storage) -> set[str]:
-    """The files (relative paths, outside ``.ltsgen/``) that earlier ltsgen builds wrote in the directory:
-    the manifest and the shards it and the journal name, whatever they hold now, and the recorded outputs
-    (card, plots, tokenizer) that are still as written."""
-    store = as_storage(directory)
-    present = store.files()
-    written: set[str] = set()
-    if MANIFEST_NAME in present:
-        try:
-            manifest = read_manifest(store)
-        except ContractError:
-            manifest = None
-        if manifest is not None:
-            written.add(MANIFEST_NAME)
-            written.update(shard.path for shards in manifest.splits.values() for shard in shards)
-            token_shards = (manifest.tokenizer or {}).get("shards") or {}
-            written.update(entry["path"] for entry in token_shards.values())
-    for line in store.read_lines(JOURNAL_PATH) + store.read_lines(TOKENS_JOURNAL_PATH):
-        try:
-            written.update(shard.path for shard in JobResult.from_json(line).shards)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
-    outputs = _read_outputs(store)
-    for name in LEGACY_OUTPUTS if outputs is None else outputs:
-        if name in present and output_state(store, name) == "ltsgen":
-            written.add(name)
-    return {name for name in written if _inside(name) and name in present}
-
-
-def foreign_files(directory: Path | str | Storage) -> Iterator[str]:
-    """Files (relative paths) in the directory that no ltsgen build wrote: a new build keeps them."""
-    store = as_storage(directory)
-    written = written_files(store)
-    for relpath in store.files():
-        name = relpath.rsplit("/", 1)[-1]
-        if relpath.split("/")[0] != STATE_DIR and relpath not in written and not _TEMPORARY.match(name):
-            yield relpath
-
-
-def remove_temporary_files(directory: Path | str | Storage) -> None:
-    """Remove the temporary files that a killed build left (only the names ltsgen's writers use; an object
-    store has none: it never sees an unfinished file)."""
-    store = as_storage(directory)
-    if store.is_local:
-        for relpath in store.files():
-            if relpath.split("/")[0] != STATE_DIR and _TEMPORARY.match(relpath.rsplit("/", 1)[-1]):
-                store.remove(relpath)
-
-
-def remove_build(directory: Path | str | Storage) -> None:
-    """Remove what earlier builds wrote in the directory (``written_files``, their temporary files and
-    ``.ltsgen/`` but its lock), and the folders that this leaves empty; nothing else."""
-    store = as_storage(directory)
-    written = written_files(store)
-    outputs = _read_outputs(store)
-    for relpath in store.files(STATE_DIR):
-        if relpath != LOCK_PATH:
-            store.remove(relpath)
-    for relpath in written:
-        store.remove(relpath)
-    kept = {name: sha for name, sha in (outputs or {}).items() if store.is_file(name)}
-    if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
-        _write_outputs(store, kept)
-    remove_temporary_files(store)
-    remove_emptied_folders(store, written)
-
-
-def remove_emptied_folders(directory: Path | str | Storage, removed: Iterable[str]) -> None:
-    """Remove the folders of the files ``removed`` (relative paths) that their removal left empty; a folder
-    that still holds anything stays (object stores have no folders to leave empty)."""
-    store = as_storage(directory)
-    if not store.is_local:
-        return
-    root = store.local_path()
-    emptied = {parent for relpath in removed for parent in Path(relpath).parents if parent != Path(".")}
-    for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
-        path = root / folder
-        if path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
 
 
 def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) -> Manifest | None:

@@ -33,18 +33,14 @@ from ltsgen.loaders.contract import (
     ContractError,
     Manifest,
     ShardInfo,
-    atomic_path,
     read_manifest,
 )
+from ltsgen.loaders.files import atomic_path
 from ltsgen.loaders.storage import Storage, as_storage
+from ltsgen.outputs import CARD_FILES, TOKENS_PLOT, WORDS_PLOT, output_state, record_outputs
 
-WORDS_PLOT = "length_histogram.png"
-TOKENS_PLOT = "token_length_histogram.png"
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
 SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
-
-
-CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
 
 PLOTS_MISSING = "the card has no length histograms: matplotlib is not installed (pip install 'ltsgen[build]')"
 
@@ -61,8 +57,6 @@ def can_plot() -> bool:
 def write_card(directory: str | Path | Storage) -> str:
     """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``; each
     file atomically, replacing what is there), record them as ltsgen's, and return the card's location."""
-    from ltsgen.build import record_outputs
-
     store = as_storage(directory)
     manifest = read_manifest(store)
     check_statistics(manifest, store.location(MANIFEST_NAME))
@@ -75,8 +69,6 @@ def write_card(directory: str | Path | Storage) -> str:
 
 def card_conflict(directory: str | Path | Storage) -> str | None:
     """Why writing the card would replace a file that is not as ltsgen wrote it (one line), else None."""
-    from ltsgen.build import output_state
-
     store = as_storage(directory)
     for name in CARD_FILES:
         state = output_state(store, name)

@@ -33,8 +33,8 @@ from ltsgen.loaders.contract import (
     ContractError,
     ShardInfo,
     count_words,
-    sha256_file,
 )
+from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.indexed import RowGroupIndex, row_group_span
 from ltsgen.loaders.storage import Storage, as_storage
 

@@ -1,5 +1,6 @@
-"""Imports go one way between the parts (docs/architecture.md): parsed from the source, so that an import
-against the direction fails here, wherever it hides (function-level imports included)."""
+"""Imports go one way between the parts, form no cycle between modules, and only the command line parses
+arguments (docs/architecture.md): parsed from the source, so that a wrong import fails here wherever it hides
+(function-level imports included)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,7 @@ ALLOWED = {
 PARTS = (  # module prefix -> part, the first match wins
     ("ltsgen.errors", "leaf"), ("ltsgen.loaders", "loaders"), ("ltsgen.encodings", "encodings"),
     ("ltsgen.training", "training"), ("ltsgen.tokenizer", "tokenizer"), ("ltsgen.cli", "cli"),
-    ("ltsgen.commands", "cli"), ("ltsgen.__main__", "cli"),
-    ("ltsgen.corpora.arguments", "cli"),  # the corpus readers' command-line options
-    ("ltsgen.", "builders"),
+    ("ltsgen.commands", "cli"), ("ltsgen.__main__", "cli"), ("ltsgen.", "builders"),
 )  # fmt: skip
 
 
@@ -45,9 +44,9 @@ def module_name(path: Path) -> str:
     return ".".join(names[:-1] if names[-1] == "__init__" else names)
 
 
-def imported(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
-    """(line, module) of every import of an ltsgen module in ``source``, relative ones resolved; ``from X
-    import name`` counts as an import of ``X.name`` when that is a module."""
+def all_imports(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``source``, at any depth (function bodies included), relative ones
+    resolved; ``from X import name`` counts as an import of ``X.name`` when that is one of our modules."""
     package = module if is_package else module.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -61,6 +60,12 @@ def imported(source: str, module: str, is_package: bool) -> list[tuple[int, str]
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 found.append((node.lineno, submodule if submodule in MODULES else base))
+    return found
+
+
+def imported(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, module) of every import of an ltsgen module in ``source``."""
+    found = all_imports(source, module, is_package)
     return [(line, name) for line, name in found if name == "ltsgen" or name.startswith("ltsgen.")]
 
 
@@ -76,14 +81,109 @@ def violations(modules: dict[str, tuple[str, bool]]) -> list[str]:
     return wrong
 
 
+def cycles(modules: dict[str, tuple[str, bool]]) -> list[list[str]]:
+    """Every set of our modules that import each other round a circle (module-level or function-level
+    imports alike), each sorted: the strongly connected components of the import graph with more than
+    one module. A package importing its own submodules is no cycle (Python imports a package first)."""
+    graph = {
+        module: {target for _, target in imported(source, module, is_package) if target in modules} - {module}
+        for module, (source, is_package) in modules.items()
+    }
+
+    def reachable(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for target in graph[todo.pop()] - seen:
+                seen.add(target)
+                todo.append(target)
+        return seen
+
+    reach = {module: reachable(module) for module in graph}
+    found = {tuple(sorted({m, *(n for n in reach[m] if m in reach[n])})) for m in graph if m in reach[m]}
+    return sorted(list(circle) for circle in found)
+
+
+def argument_parsers(modules: dict[str, tuple[str, bool]]) -> list[str]:
+    """The modules outside the command line that import ``argparse``, as ``module:line``."""
+    return [
+        f"{module}:{line}"
+        for module, (source, is_package) in modules.items()
+        if part_of(module) != "cli"
+        for line, name in all_imports(source, module, is_package)
+        if name == "argparse" or name.startswith("argparse.")
+    ]
+
+
 PATHS = sorted(p for folder in FOLDERS for p in (REPO / folder).rglob("*.py"))
 MODULES = {module_name(p) for p in PATHS}
+SOURCES = {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py") for p in PATHS}
+
+# Known departures from the rules, each named, to be emptied by moving the code (not by widening a rule).
+ALLOWED_CYCLES = [
+    # StreamingDataset({path: proportion, ...}) constructs its subclass StreamingMixture (public API): the
+    # base class imports the subclass's module inside __new__. Ending it takes the dispatch out of the class.
+    ["ltsgen.loaders.dataset", "ltsgen.loaders.mixture"],
+]
+ARGUMENT_PARSERS_IN_LIBRARIES = [
+    # Builders that still take the command line: the LLM backend declares its options, checks them, prints
+    # and returns exit codes; the story build makes its spec from an argparse.Namespace. Both move into
+    # ltsgen/commands/, the builders taking a config dataclass instead.
+    "ltsgen.stories.build:9",
+    "ltsgen.stories.llm.backend:12",
+]
 
 
 def test_every_import_follows_the_direction():
-    modules = {module_name(p): (p.read_text(encoding="utf-8"), p.name == "__init__.py") for p in PATHS}
-    assert {part_of(m) for m in modules} == set(ALLOWED)  # every part exists and every module has one
-    assert violations(modules) == []
+    assert {part_of(m) for m in SOURCES} == set(ALLOWED)  # every part exists and every module has one
+    assert violations(SOURCES) == []
+
+
+def test_no_import_cycle():
+    assert cycles(SOURCES) == ALLOWED_CYCLES
+
+
+def test_only_the_command_line_parses_arguments():
+    assert argument_parsers(SOURCES) == ARGUMENT_PARSERS_IN_LIBRARIES
+
+
+@pytest.mark.parametrize(
+    "sources, circle",
+    [
+        (  # at the top of both modules
+            {"ltsgen.build": "from ltsgen.card import write_card\n", "ltsgen.card": "from .build import X\n"},
+            ["ltsgen.build", "ltsgen.card"],
+        ),
+        (  # one side inside a function, through a third module
+            {
+                "ltsgen.loaders.storage": "def f():\n    from .contract import atomic_path\n",
+                "ltsgen.loaders.contract": "from ltsgen.loaders import files\n",
+                "ltsgen.loaders.files": "import ltsgen.loaders.storage\n",
+            },
+            ["ltsgen.loaders.contract", "ltsgen.loaders.files", "ltsgen.loaders.storage"],
+        ),
+    ],
+)
+def test_a_cycle_is_caught(sources, circle):
+    assert cycles({module: (source, False) for module, source in sources.items()}) == [circle]
+
+
+def test_a_chain_and_a_package_importing_its_submodules_are_no_cycle():
+    sources = {
+        "ltsgen.loaders": ("from .dataset import StreamingDataset\n", True),
+        "ltsgen.loaders.dataset": ("from .contract import Manifest\nimport ltsgen.loaders.files\n", False),
+        "ltsgen.loaders.contract": ("from ltsgen.loaders.files import sha256_file\n", False),
+        "ltsgen.loaders.files": ("import hashlib\n", False),
+    }
+    assert cycles(sources) == []
+
+
+def test_argparse_outside_the_command_line_is_caught():
+    sources = {
+        "ltsgen.corpora.readers": ("def f():\n    from argparse import Namespace\n", False),
+        "ltsgen.commands.buckets": ("import argparse\n", False),
+        "ltsgen.training.train": ('"""argparse settings"""\n', False),
+    }
+    assert argument_parsers(sources) == ["ltsgen.corpora.readers:2"]
 
 
 @pytest.mark.parametrize(
@@ -121,7 +221,7 @@ def test_allowed_imports_pass():
     allowed = {
         "ltsgen.training.data": ("from ltsgen.encodings import NAMES\nimport ltsgen.loaders\n", False),
         "ltsgen.build": (
-            "from .loaders.contract import atomic_path\nfrom ltsgen.errors import LtsgenError\n",
+            "from .loaders.files import atomic_path\nfrom ltsgen.errors import LtsgenError\n",
             False,
         ),
         "ltsgen.commands.train": (

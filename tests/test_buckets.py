@@ -16,7 +16,8 @@ from process_tools import kill_9, wait_until
 from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 
 from ltsgen.cli import main
-from ltsgen.loaders.contract import parse_bucket_name, read_manifest, sha256_file
+from ltsgen.loaders.contract import parse_bucket_name, read_manifest
+from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.formats import read_shard
 from ltsgen.tokenizer import load_tokenizer
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from faults import corpus_and_tokenizer, end, kill_when, ltsgen, one_line_error, start, tree, write_corpus
 
-from ltsgen.build import JOURNAL_NAME, STATE_DIR, JobResult, finished_manifest
+from ltsgen.build import finished_manifest
 from ltsgen.cli import main
-from ltsgen.loaders.contract import FORMATS, read_manifest, sha256_file
+from ltsgen.loaders.contract import FORMATS, read_manifest
+from ltsgen.loaders.files import sha256_file
+from ltsgen.outputs import JOURNAL_NAME, STATE_DIR, JobResult
 
 STORIES = ["stories", "--num-stories", "20", "--max-words", "300", "--quiet"]
 USER_FILES = {

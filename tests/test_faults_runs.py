@@ -16,9 +16,9 @@ from faults import hold_lock, kill_when, ltsgen, one_line_error, start, tree
 from process_tools import wait_until
 from test_training import tiny_config, write_tiny_dataset
 
-from ltsgen.build import LOCK_PATH as BUILD_LOCK_PATH
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest, write_manifest
+from ltsgen.outputs import LOCK_PATH as BUILD_LOCK_PATH
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import TrainConfig, train
 from ltsgen.training.rundir import LOCK_PATH, MARKS, SUMMARY_NAME

@@ -13,9 +13,9 @@ import pytest
 from openai_server import MODEL, ScriptedOpenAIServer
 from process_tools import wait_until
 
-from ltsgen.build import STATE_PATH
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
+from ltsgen.outputs import STATE_PATH
 from ltsgen.stories.llm.cache import ResponseCache
 from ltsgen.stories.llm.recipe import RECIPE_VERSION, clean_answer, story_seed
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ltsgen.build import STATE_PATH
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.formats import read_shard
+from ltsgen.outputs import STATE_PATH
 from ltsgen.stories.engine import ENGINE_VERSION
 from ltsgen.stories.plan import target_words
 

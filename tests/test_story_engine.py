@@ -298,7 +298,8 @@ def test_features_sampled_from_the_list():
 
 
 def test_wheel_ships_the_engine_data(tmp_path):
-    """The phrase banks are package data: a wheel built from (a copy of) the checkout carries every data file."""
+    """The phrase banks and word lists are package data: a wheel built from (a copy of) the checkout carries
+    every data file."""
     import shutil
     import zipfile
 
@@ -318,7 +319,10 @@ def test_wheel_ships_the_engine_data(tmp_path):
     )
     (wheel,) = tmp_path.glob("ltsgen-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    data = repo / "ltsgen" / "stories" / "engine" / "data"
-    shipped = {f"ltsgen/stories/engine/data/{path.name}" for path in data.iterdir()}
-    assert len(shipped) >= 4 and shipped <= names
+    shipped = {
+        path.relative_to(repo).as_posix()
+        for folder in ("ltsgen/stories/engine/data", "ltsgen/stories/data")
+        for path in (repo / folder).iterdir()
+    }
+    assert len(shipped) >= 5 and "ltsgen/stories/data/vocabulary.json" in shipped and shipped <= names
     assert {"ltsgen/stories/engine/story.py", "ltsgen/stories/llm/backend.py"} <= names

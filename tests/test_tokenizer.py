@@ -10,11 +10,12 @@ import pytest
 import torch
 from test_corpora import ARXIV, C4_GZ, CODE, json_lines
 
-from ltsgen.build import LOCK_PATH, output_state, written_files
 from ltsgen.cli import main
-from ltsgen.loaders.contract import ContractError, read_manifest, sha256_file
+from ltsgen.loaders.contract import ContractError, read_manifest
+from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.formats import read_shard
 from ltsgen.loaders.storage import Storage
+from ltsgen.outputs import LOCK_PATH, output_state, written_files
 from ltsgen.tokenizer import TokenizerError, encode_arrays, eos_id, load_tokenizer, train_tokenizer
 
 

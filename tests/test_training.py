@@ -18,7 +18,8 @@ import torch
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.encodings import NAMES
-from ltsgen.loaders.contract import Manifest, sha256_file, shard_relpath, write_manifest
+from ltsgen.loaders.contract import Manifest, shard_relpath, write_manifest
+from ltsgen.loaders.files import sha256_file
 from ltsgen.shards import ShardWriter
 from ltsgen.tokenizer import eos_id, train_tokenizer
 from ltsgen.training import TrainConfig, train

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ltsgen.loaders.contract import atomic_path, sha256_file
+from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training.errors import TrainingError
 
 

@@ -28,10 +28,9 @@ from ltsgen.loaders.contract import (
     VALIDATION_SPLIT,
     ContractError,
     Manifest,
-    atomic_path,
     parse_manifest,
-    sha256_file,
 )
+from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.errors import require
-from ltsgen.loaders.contract import atomic_path
+from ltsgen.loaders.files import atomic_path
 from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, bootstrap, holm, paired
 from ltsgen.training.verdicts import APE_FORMULA, CLAIMS, TRAINED_MARGIN, PerDocument, tests, trained_runs
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME, atomic_path
+from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
+from ltsgen.loaders.files import atomic_path
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError
 from ltsgen.training.errors import TrainingError
 
@@ -36,7 +37,7 @@ SUMMARY_NAME = "train_summary.json"
 EVAL_NAME = "eval.json"
 RUN_FILES = (CONFIG_NAME, CHECKPOINT_NAME, DIGEST_NAME, METRICS_NAME, TOKENIZER_NAME, SUMMARY_NAME)
 STATE_DIR = ".ltsgen"
-LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory (ltsgen.build.LOCK_PATH)
+LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory (ltsgen.outputs.LOCK_PATH)
 #: what marks a folder as ltsgen's, by kind; and, for folders made before the mark, the files that show it
 MARKS = {"run": f"{STATE_DIR}/run.json", "comparison": f"{STATE_DIR}/comparison.json"}
 LEGACY_SIGNS = {"run": (CHECKPOINT_NAME, DIGEST_NAME), "comparison": ("compare.json",)}

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from ltsgen.encodings import NAMES, canonical_name, training_options
-from ltsgen.loaders.contract import atomic_path
+from ltsgen.loaders.files import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from, storage_options
-from ltsgen.corpora.arguments import add_reader_arguments, reader_options
+from ltsgen.commands.corpus_options import add_reader_arguments, reader_options
 from ltsgen.loaders.contract import FORMATS
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"

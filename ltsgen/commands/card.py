@@ -40,9 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ltsgen.build import output_state
     from ltsgen.card import (
-        CARD_FILES,
         PLOTS_MISSING,
         can_plot,
         card_conflict,
@@ -52,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage
+    from ltsgen.outputs import CARD_FILES, output_state
 
     try:
         directory = Storage(args.directory, storage_options(args))

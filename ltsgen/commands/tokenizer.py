@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from ltsgen.commands import add_command, storage_options
-from ltsgen.corpora.arguments import add_reader_arguments, reader_options, screen
+from ltsgen.commands.corpus_options import add_reader_arguments, reader_options, screen
 
 SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
 

@@ -28,7 +28,6 @@ import numpy as np
 
 from ltsgen import __version__
 from ltsgen.build import (
-    STATE_DIR,
     BuildError,
     BuildResult,
     BuildSpec,
@@ -39,8 +38,6 @@ from ltsgen.build import (
     chunk_by_size,
     claim,
     finished_build,
-    record_outputs,
-    remove_build,
 )
 from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequences, select_eval_documents
 from ltsgen.corpora.card_text import bucket_card
@@ -72,6 +69,7 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.loaders.storage import Storage, as_storage, is_url
+from ltsgen.outputs import STATE_DIR, record_outputs, remove_build
 from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)

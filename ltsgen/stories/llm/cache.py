@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ltsgen.loaders.contract import atomic_path
+from ltsgen.loaders.files import atomic_path
 
 
 def request_key(request: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""The command-line options shared by every command that reads a corpus (``buckets``, ``tokenizer``)."""
+"""The command-line options shared by every command that reads a corpus (``buckets``, ``tokenizer``): the
+readers' options as arguments, and back into ``ReaderOptions``."""
 
 from __future__ import annotations
 
