@@ -2,13 +2,14 @@
 
 Under the directory's build lock, the text of every shard of every split is tokenized into a token shard
 (``DIR/tokens/<tokenizer sha256[:16]>/<shard path>.parquet``: one row of ``input_ids`` per record, in
-order, its footer indexed like any parquet shard), each published atomically and journaled in
-``DIR/.ltsgen/tokens.jsonl`` as it finishes, so that a killed run resumes where it stopped (the finished
-token shards of the same tokenizer whose bytes still match are kept). Then ``DIR/tokenizer.json`` and the
-files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is rewritten
-atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest still
-comes last); the token shards of a tokenizer it replaces are removed after it. Every file is recorded as
-ltsgen's, so that ``--overwrite`` removes it with the rest of the build.
+order, its footer indexed like any parquet shard), each announced in ``DIR/.ltsgen/tokens.jsonl``, published
+atomically and journaled there as it finishes, so that a killed run resumes where it stopped (the finished
+token shards of the same tokenizer whose bytes still match are kept; one published by a run killed before
+its journal line is ltsgen's by its announcement, and is written again). Then ``DIR/tokenizer.json`` and
+the files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is
+rewritten atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest
+still comes last); the token shards of a tokenizer it replaces are removed after it. Every file is recorded
+as ltsgen's, so that ``--overwrite`` removes it with the rest of the build.
 
 The loaders then read the stored ids instead of tokenizing (``StreamingDataset(DIR, seq_len=N)``, as do
 ``ltsgen train`` and ``compare``), and plan the packed stream from the stored counts.
@@ -43,6 +44,7 @@ from ltsgen.outputs import (
     output_state,
     record_outputs,
     remove_emptied_folders,
+    writing_line,
     written_files,
 )
 from ltsgen.shards import ShardWriter
@@ -189,6 +191,7 @@ def _write_token_shard(
         check_text_lengths(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
     values, offsets = encode_arrays(tokenizer, columns.fields["text"])
     relpath = token_shard_path(sha256, shard.path)
+    store.append_line(TOKENS_JOURNAL_PATH, writing_line(relpath))  # known as ours once it is published
     with ShardWriter(store, relpath, "parquet", dtype, row_group_rows=TOKEN_ROW_GROUP_ROWS) as writer:
         for row, (key, source) in enumerate(zip(columns.fields["id"], columns.fields["source"], strict=True)):
             ids = values[offsets[row] : offsets[row + 1]]

@@ -2,8 +2,9 @@
 
 A build's state lives in ``DIR/.ltsgen/``: ``build.json`` (the builder's identity and arguments), the journal
 ``journal.jsonl`` (one ``JobResult`` line per finished job), ``tokens.jsonl`` (the same for the token shards
-that attaching a tokenizer writes), the lock, and ``outputs.json``, the record of the files other than
-shards that builds wrote beside them (card, plots, tokenizer) with their sha256.
+that attaching a tokenizer writes, each announced by a ``writing_line`` before it is published), the lock,
+and ``outputs.json``, the record of the files other than shards that builds wrote beside them (card, plots,
+tokenizer) with their sha256.
 ``written_files`` and ``remove_build`` read these to remove what an earlier build wrote and nothing else;
 ``record_outputs`` and ``output_state`` let the card and the tokenizer writers tell their own files from a
 user's. The build driver (``ltsgen.build``) and the card writer (``ltsgen.card``) both import this module,
@@ -146,15 +147,30 @@ def written_files(directory: Path | str | Storage) -> set[str]:
             token_shards = (manifest.tokenizer or {}).get("shards") or {}
             written.update(entry["path"] for entry in token_shards.values())
     for line in store.read_lines(JOURNAL_PATH) + store.read_lines(TOKENS_JOURNAL_PATH):
-        try:
-            written.update(shard.path for shard in JobResult.from_json(line).shards)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            continue
+        written.update(_journaled_files(line))
     outputs = _read_outputs(store)
     for name in LEGACY_OUTPUTS if outputs is None else outputs:
         if name in present and output_state(store, name) == "ltsgen":
             written.add(name)
     return {name for name in written if _inside(name) and name in present}
+
+
+def writing_line(relpath: str) -> str:
+    """The journal line that names a file about to be published, appended before it is: a run killed
+    between the publish and the line of its finished job left a file that is still known as ltsgen's."""
+    return json.dumps({"writing": relpath})
+
+
+def _journaled_files(line: str) -> list[Any]:
+    """The files a journal line names: a finished job's shards, or the file a ``writing_line`` announced
+    (none for a torn or foreign line)."""
+    try:
+        data = json.loads(line)
+        if isinstance(data, dict) and "writing" in data:
+            return [data["writing"]]
+        return [shard.path for shard in JobResult.from_json(line).shards]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
 
 
 def foreign_files(directory: Path | str | Storage) -> Iterator[str]:

@@ -77,12 +77,13 @@ def ltsgen(
     return subprocess.run(command, cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
 
 
-def start(*args: str) -> subprocess.Popen:
-    """Start ``ltsgen ARGS`` in its own process group (so that a kill reaches its workers too)."""
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``ltsgen ARGS`` in its own process group (so that a kill reaches its workers too), with
+    ``env`` added to its environment."""
     return subprocess.Popen(
         [LTSGEN, *map(str, args)],
         cwd=REPO,
-        env=ENV,
+        env={**ENV, **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,

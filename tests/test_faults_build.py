@@ -1,11 +1,12 @@
 """Faults of the build driver, tried as a user meets them: ``--overwrite`` beside a user's files, a second
 build into a running one, a finished build in a folder nothing may write, a full disk, a kill just after the
-manifest. Real ``ltsgen`` processes, real signals, real kernel file-size limits."""
+manifest, a kill between a token shard's publish and its journal line. Real ``ltsgen`` processes, real signals, real kernel file-size limits."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -245,3 +246,50 @@ def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(
         "README.md",
         "tokenizer.json",
     }
+
+
+# Imported by the killed process at its start (``PYTHONPATH``): it kills itself with SIGKILL the moment it
+# opens its tokens journal to append once ``published`` token shards are on disk, that is right after the
+# publish of the last of them and before its journal line.
+KILL_AFTER_A_PUBLISH = """
+import os, signal, sys
+from pathlib import Path
+
+TOKENS = Path({tokens!r})
+
+
+def kill_after_a_publish(event, args):
+    if event == "open" and str(args[0]).endswith("tokens.jsonl") and "a" in str(args[1]):
+        if len(list(TOKENS.rglob("*.parquet"))) == {published}:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(kill_after_a_publish)
+"""
+
+
+def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_resumes(tmp_path):
+    data, whole = tmp_path / "killed", tmp_path / "whole"
+    assert main([*STORIES, "--out", str(data), "--samples-per-shard", "5"]) == 0
+    shutil.copytree(data, whole)
+    attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
+    assert ltsgen(*attach, whole).returncode == 0
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        KILL_AFTER_A_PUBLISH.format(tokens=str(data / "tokens"), published=2)
+    )
+    process = start(*attach, data, env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    published = {p.relative_to(data).as_posix() for p in (data / "tokens").rglob("*.parquet")}
+    journal = (data / STATE_DIR / "tokens.jsonl").read_text().splitlines()
+    finished = {s.path for line in journal if '"job"' in line for s in JobResult.from_json(line).shards}
+    assert len(published) == 2 and len(finished) == 1 and finished < published  # the second not journaled
+    rerun = ltsgen(*attach, data)
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), rerun.stdout
+    assert not (data / STATE_DIR / "tokens.jsonl").exists()
+    assert tree(data) == tree(whole)  # token shards, tokenizer and manifest byte for byte

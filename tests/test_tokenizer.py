@@ -3,6 +3,7 @@ tokenizer.json, a Hugging Face tokenizer folder, or attached to the dataset for 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -224,7 +225,13 @@ def test_stored_token_ids_resume_after_a_failure_and_autotokenizer_loads_the_dat
     )
     assert (data / "manifest.json").read_bytes() == before and not (data / "tokenizer.json").exists()
     done = sorted((data / "tokens").rglob("*.parquet"))
-    assert len(done) == len((data / ".ltsgen" / "tokens.jsonl").read_text().splitlines()) == 3
+    journal = [json.loads(line) for line in (data / ".ltsgen" / "tokens.jsonl").read_text().splitlines()]
+    announced, finished = (
+        [line["writing"] for line in journal[::2]],
+        [line["shards"] for line in journal[1::2]],
+    )
+    assert announced == [shards[0]["path"] for shards in finished]  # announced, published, then journaled
+    assert len(done) == len(journal) // 2 == 3
     written = {path: path.stat().st_mtime_ns for path in done}
 
     (data / last).write_bytes(intact)
