@@ -1,11 +1,11 @@
 """The README's quickstart runs as written, at a small size, so that it cannot go stale.
 
-The test reads the fenced ``sh`` and ``python`` blocks of the README section "Quickstart" in order and runs
-them in one empty folder: every shell line (a ``\\``-continued command is one line) through the installed
-``ltsgen``, every Python block in a fresh interpreter; then the block of "Loaders in your own training
-code" on the dataset the quickstart built. Before running, it makes the sizes small by plain
-text substitution, with the table ``SMALLER`` below: each entry must match the README at least once, so a
-quickstart edited without this table fails here instead of silently running at full size.
+The test reads the fenced ``sh`` blocks of the README section "Quickstart" in order and runs them in one
+empty folder, every shell line (a ``\\``-continued command is one line) through the installed ``ltsgen``;
+then the Python block of "Loaders in your own training code" on the dataset the quickstart built. Before
+running, it makes the sizes small by plain text substitution, with the table ``SMALLER`` below: each entry
+must match the README at least once, so a quickstart edited without this table fails here instead of
+silently running at full size.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ SMALLER = {
     "--max-words 3000": "--max-words 800",
     "--vocab-size 2048": "--vocab-size 300",
     "--workers 2": "--workers 1",
-    "seq_len=128": "seq_len=32",
-    "range(200)": "range(3)",
     "--steps 300": "--steps 2",
     "--train-lengths 64": "--train-lengths 16",
     "--eval-lengths 64,256,1024": "--eval-lengths 16,32",
@@ -54,28 +52,23 @@ def test_readme_quickstart_runs(tmp_path):
     unused = [old for old in SMALLER if old not in readme[readme.index(SECTION) :]]
     assert unused == [], "the quickstart changed: update SMALLER"
     blocks = section_blocks(readme)
-    assert [language for language, _ in blocks] == ["sh", "sh", "python", "sh"]
+    assert [language for language, _ in blocks] == ["sh", "sh", "sh"]
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "PATH": f"{BIN}:{os.environ['PATH']}",
     }
-    outputs = []
-    for language, code in blocks:
+    for _, code in blocks:
         for old, new in SMALLER.items():
             code = code.replace(old, new)
-        if language == "python":
-            runs = [[sys.executable, "-c", code]]
-        else:
-            runs = shell_commands(code)
-            assert all(command[0] == "ltsgen" for command in runs), runs
+        runs = shell_commands(code)
+        assert all(command[0] == "ltsgen" for command in runs), runs
         for command in runs:
             done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, f"{shlex.join(command[:3])}: {done.stderr}"
-            outputs.append(done.stdout)
     assert (tmp_path / "lts" / "manifest.json").is_file() and (tmp_path / "lts" / "tokenizer.json").is_file()
-    assert re.fullmatch(r"step 2: loss \d+\.\d\d\n", outputs[2]), outputs[2]  # range(3): the last step
+    assert list((tmp_path / "lts" / "tokens").rglob("*.parquet")), "step 2 stores the token ids"
     report = (tmp_path / "lts-compare" / "report.md").read_text(encoding="utf-8")
     assert all(encoding in report for encoding in ("rope", "alibi", "fire"))
 
