@@ -102,3 +102,32 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 __all__ = ["EOS", "FORMATS", "document", "kill_group", "make_dataset", "subprocess_env", "wait_all"]
+
+
+def bpe(vocab_size: int, texts: list[str]):
+    """A byte-level BPE with ``<|endoftext|>``, trained on ``texts``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], show_progress=False
+    )
+    tokenizer.train_from_iterator(texts, trainer)
+    return tokenizer
+
+
+def write_text_dataset(directory: Path, tokenizer, texts: list[str]) -> Path:
+    """An untokenized dataset of ``texts`` in 3 parquet shards of 10 records, with ``tokenizer`` attached."""
+    tokenizer.save(str(directory / "tokenizer.json"))
+    infos = []
+    for shard in range(3):
+        with ShardWriter(directory, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
+            for i in range(shard * 10, shard * 10 + 10):
+                writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
+        infos.append(writer.info)
+    builder = {"name": "test", "version": "0", "arguments": {}}
+    write_manifest(
+        directory, Manifest("lts", "parquet", {"train": infos}, builder, {"path": "tokenizer.json"})
+    )
+    return directory

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from loader_fixtures import EOS, document, make_dataset
+from loader_fixtures import EOS, bpe, document, make_dataset, write_text_dataset
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import ContractError, PadCollate, StateError, StreamingDataset, load_eval_set
@@ -127,28 +127,12 @@ def test_packed_ranks_take_slices_of_the_same_global_batches(parquet_dir):
 
 
 def test_untokenized_data_is_tokenized_on_the_fly_with_the_directorys_tokenizer(tmp_path):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
     texts = [
         f"story {i}: " + " ".join(["the cat sat on the mat", "a dog ran"][i % 2] for _ in range(i % 4 + 1))
         for i in range(30)
     ]
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.train_from_iterator(
-        texts, trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"])
-    )
-    tokenizer.save(str(tmp_path / "tokenizer.json"))
-    infos = []
-    for shard in range(3):
-        with ShardWriter(tmp_path, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
-            for i in range(shard * 10, shard * 10 + 10):
-                writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
-        infos.append(writer.info)
-    builder = {"name": "test", "version": "0", "arguments": {}}
-    write_manifest(
-        tmp_path, Manifest("lts", "parquet", {"train": infos}, builder, {"path": "tokenizer.json"})
-    )
+    tokenizer = bpe(300, texts)
+    write_text_dataset(tmp_path, tokenizer, texts)
     eos = tokenizer.token_to_id("<|endoftext|>")
     dataset = StreamingDataset(tmp_path, seq_len=15, shuffle=False)
     stream = [t for text in texts for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]

@@ -15,13 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from loader_fixtures import make_dataset
+from loader_fixtures import bpe, make_dataset, write_text_dataset
 
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders import StateError, StreamingDataset, collate_records
-from ltsgen.loaders.contract import Manifest, write_manifest
 from ltsgen.loaders.state import IDENTITY_KEYS
-from ltsgen.shards import ShardWriter
 
 SIZES = [9, 4, 1, 12, 6, 8, 3]
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
@@ -123,44 +121,20 @@ def test_the_end_of_an_epoch_is_a_valid_state(parquet_dir):
     assert list(resumed) == []
 
 
-def write_text_dataset(directory: Path, tokenizer) -> Path:
-    texts = [f"story {i}: " + "the cat sat on the mat and a dog ran " * (i % 4 + 1) for i in range(30)]
-    tokenizer.save(str(directory / "tokenizer.json"))
-    infos = []
-    for shard in range(3):
-        with ShardWriter(directory, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
-            for i in range(shard * 10, shard * 10 + 10):
-                writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
-        infos.append(writer.info)
-    builder = {"name": "test", "version": "0", "arguments": {}}
-    manifest = Manifest("lts", "parquet", {"train": infos}, builder, {"path": "tokenizer.json"})
-    write_manifest(directory, manifest)
-    return directory
-
-
-def bpe(vocab_size: int, texts: list[str]):
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<|endoftext|>"], show_progress=False
-    )
-    tokenizer.train_from_iterator(texts, trainer)
-    return tokenizer
+TEXTS = [f"story {i}: " + "the cat sat on the mat and a dog ran " * (i % 4 + 1) for i in range(30)]
 
 
 def test_a_state_saved_before_the_tokenizer_changed_is_refused(tmp_path):
     first = bpe(300, ["the cat sat on the mat and a dog ran", "story 1: 2: 3: 4: 5: 6: 7: 8: 9: 0:"])
     second = bpe(300, ["story of a dog and a cat"])
-    directory = write_text_dataset(tmp_path, first)
+    directory = write_text_dataset(tmp_path, first, TEXTS)
     dataset = StreamingDataset(directory, seq_len=15, batch_size=2, shuffle=False)
     next(iter(dataset))
     state = dataset.state_dict()
     assert state["identity"]["tokenizer_sha256"] is not None
     same = StreamingDataset(directory, seq_len=15, batch_size=2, shuffle=False, tokenizer=first)
     same.load_state_dict(state)  # the same tokenizer given as an object is the same identity
-    write_text_dataset(tmp_path, second)  # the attached tokenizer replaced
+    write_text_dataset(tmp_path, second, TEXTS)  # the attached tokenizer replaced
     changed = StreamingDataset(directory, seq_len=15, batch_size=2, shuffle=False)
     with pytest.raises(StateError, match=r"^state\.identity\.tokenizer_sha256: .*tokenizer .* changed"):
         changed.load_state_dict(state)
