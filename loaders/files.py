@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -54,3 +55,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def temporaries_of(names: Iterable[str]) -> re.Pattern[str]:
+    """What ``atomic_path`` calls the temporary file of one of ``names`` (regular expressions) while it is
+    written: ``.<final name>.<random>.tmp``; a match's ``name`` group is the final name."""
+    return re.compile(r"^\.(?P<name>" + "|".join(names) + r")\.\w+\.tmp$")

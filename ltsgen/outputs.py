@@ -14,7 +14,6 @@ which imports neither.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from ltsgen.loaders.contract import (
     ShardInfo,
     read_manifest,
 )
+from ltsgen.loaders.files import temporaries_of
 from ltsgen.loaders.storage import Storage, StorageError, as_storage
 
 STATE_DIR = ".ltsgen"
@@ -48,11 +48,10 @@ CARD_FILES = (CARD_NAME, WORDS_PLOT, TOKENS_PLOT)
 # record): the card, its plots and the tokenizer.
 LEGACY_OUTPUTS = (*CARD_FILES, TOKENIZER_NAME)
 # the temporary file of an atomic write (``.<final name>.<random>.tmp``) of a file that a build writes
-TEMPORARY = re.compile(
-    r"^\.(?P<name>shard-\d+\.(?:tar|parquet|jsonl\.zst)|manifest\.json|README\.md"
-    r"|tokenizer\.json|tokenizer_config\.json|special_tokens_map\.json"
-    r"|\w+_histogram\.png)\.\w+\.tmp$"
-)
+TEMPORARY = temporaries_of(
+    [r"shard-\d+\.(?:tar|parquet|jsonl\.zst)", r"manifest\.json", r"README\.md", r"tokenizer\.json",
+     r"tokenizer_config\.json", r"special_tokens_map\.json", r"\w+_histogram\.png"]
+)  # fmt: skip
 
 
 @dataclass

@@ -25,6 +25,7 @@ from typing import Any
 from ltsgen.encodings import options as encoding_options
 from ltsgen.errors import require
 from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
@@ -37,7 +38,6 @@ from ltsgen.training.rundir import (
     eval_name,
     read_record,
     remove_temporaries,
-    temporaries_of,
     write_json,
 )
 from ltsgen.training.train import DivergedError, TrainConfig, train

@@ -18,14 +18,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
-from ltsgen.loaders.files import atomic_path
+from ltsgen.loaders.files import atomic_path, temporaries_of
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError
 from ltsgen.training.errors import TrainingError
 
@@ -41,12 +41,6 @@ LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory
 #: what marks a folder as ltsgen's, by kind; and, for folders made before the mark, the files that show it
 MARKS = {"run": f"{STATE_DIR}/run.json", "comparison": f"{STATE_DIR}/comparison.json"}
 LEGACY_SIGNS = {"run": (CHECKPOINT_NAME, DIGEST_NAME), "comparison": ("compare.json",)}
-
-
-def temporaries_of(names: Iterable[str]) -> re.Pattern[str]:
-    """What the temporary file of an atomic write of one of ``names`` (regular expressions) is called:
-    ``.<final name>.<random>.tmp``."""
-    return re.compile(r"^\.(?:" + "|".join(names) + r")\.\w+\.tmp$")
 
 
 _TEMPORARY = temporaries_of([*map(re.escape, RUN_FILES), r"eval(?:-\w+)?\.json"])
