@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from ltsgen.card import ordered_splits
 from ltsgen.loaders.contract import Manifest, ShardInfo, read_manifest
@@ -21,13 +22,16 @@ PERCENTILES = (10, 50, 90, 99)
 FIRST_RECORD_CHARS = 200
 
 
-def dataset_info(directory: str | Path | Storage, *, verify: bool = False) -> dict[str, Any]:
+def dataset_info(
+    directory: str | Path | Storage, *, verify: bool = False, progress: bool = False
+) -> dict[str, Any]:
     """Everything ``ltsgen info`` shows, as a JSON-safe dict.
 
     Args:
         directory: a dataset directory (a path, URL or ``Storage``).
         verify: hash every shard and compare with the manifest (``mismatched`` lists those that differ;
             their lengths are not read).
+        progress: a progress bar (on stderr) over the shards ``verify`` hashes.
 
     Returns:
         ``{"location", "source", "format", "builder", "tokenizer", "splits": {split: {...}}}``, and with
@@ -46,7 +50,8 @@ def dataset_info(directory: str | Path | Storage, *, verify: bool = False) -> di
     mismatched: set[str] = set()
     if verify:
         shards = [shard for _, split_shards in ordered_splits(manifest) for shard in split_shards]
-        mismatched = {shard.path for shard in shards if store.sha256(shard.path) != shard.sha256}
+        hashed = tqdm(shards, desc="verify", unit="shard", disable=not progress)
+        mismatched = {shard.path for shard in hashed if store.sha256(shard.path) != shard.sha256}
         info["verified"] = len(shards)
         info["mismatched"] = [shard.path for shard in shards if shard.path in mismatched]
     info["splits"] = {

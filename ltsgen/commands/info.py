@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--verify", action="store_true", help="check every shard's sha256 against the manifest"
     )
     parser.add_argument("--json", action="store_true", help="print the same as one JSON object")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar while --verify hashes")
     add_storage_argument(parser)
     parser.set_defaults(func=run)
 
@@ -45,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.loaders.storage import Storage
 
     try:
-        info = dataset_info(Storage(args.directory, storage_options(args)), verify=args.verify)
+        info = dataset_info(
+            Storage(args.directory, storage_options(args)), verify=args.verify, progress=not args.no_progress
+        )
     except ContractError as error:  # (a decoder's own message may span lines)
         raise UsageError(" ".join(str(error).split())) from None
     print(json.dumps(info, indent=2) if args.json else describe(info))
