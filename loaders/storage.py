@@ -393,6 +393,14 @@ class Storage:
             if files:
                 self.fs.rm(files)
 
+    def remove_log(self, relpath: str) -> None:
+        """Remove the log ``relpath`` that ``append_line`` wrote (an object store keeps it as one object per
+        line, under ``relpath/``)."""
+        if self.root is not None:
+            self.remove(relpath)
+        else:
+            self.remove_tree(relpath)
+
     def append_line(self, relpath: str, line: str) -> None:
         """Append one line (without its newline) to the log ``relpath``, durably."""
         if "\n" in line:
@@ -458,6 +466,26 @@ class Storage:
             yield
         finally:
             lease.release()
+
+    def lock_holder(self, relpath: str) -> str | None:
+        """Who holds the claim ``relpath`` now (``LockHeld``'s reason), or None when nobody does; reads
+        only, so that a refusal that comes before taking the claim writes nothing."""
+        if self.root is not None:
+            import fcntl
+
+            path = self.local_path(relpath)
+            try:
+                handle = open(path)  # noqa: SIM115 - closed below; opened to read, nothing is written
+            except OSError:  # no lock file: never claimed, or claimed by nobody now
+                return None
+            with handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return f"{self.location(relpath)}: held by {_holder(path)}"
+            return None
+        lease = _Lease(self, relpath)._read()
+        return None if lease is None or _expired(lease) else _Lease.held(self.location(relpath), lease)
 
     # ---------------------------------------------------------------- helpers
 
@@ -580,15 +608,20 @@ class _Lease:
             except NotImplementedError:
                 fs.pipe_file(self.where, body)
 
+    @staticmethod
+    def held(where: str, lease: dict[str, Any]) -> str:
+        """The reason a live ``lease`` refuses another process."""
+        age = time.time() - float(lease.get("renewed", 0))
+        return (
+            f"{where}: held by process {lease.get('pid')} on {lease.get('host')} "
+            f"(renewed {age:.0f}s ago; a lease not renewed for {LEASE_SECONDS:.0f}s expires)"
+        )
+
     def acquire(self) -> None:
         current = self._read()
         if current is not None:
             if not _expired(current):
-                age = time.time() - float(current.get("renewed", 0))
-                raise LockHeld(
-                    f"{self.where}: held by process {current.get('pid')} on {current.get('host')} "
-                    f"(renewed {age:.0f}s ago; a lease not renewed for {LEASE_SECONDS:.0f}s expires)"
-                )
+                raise LockHeld(self.held(self.where, current))
             self.storage.remove(self.relpath)
         self._write(create=True)
         if (self._read() or {}).get("token") != self.mine["token"]:

@@ -2,10 +2,11 @@
 
 Under the directory's build lock, the text of every shard of every split is tokenized into a token shard
 (``DIR/tokens/<tokenizer sha256[:16]>/<shard path>.parquet``: one row of ``input_ids`` per record, in
-order, its footer indexed like any parquet shard), each announced in ``DIR/.ltsgen/tokens.jsonl``, published
-atomically and journaled there as it finishes, so that a killed run resumes where it stopped (the finished
-token shards of the same tokenizer whose bytes still match are kept; one published by a run killed before
-its journal line is ltsgen's by its announcement, and is written again). Then ``DIR/tokenizer.json`` and
+order, its footer indexed like any parquet shard), each announced in ``DIR/.ltsgen/writing.jsonl``,
+published atomically and journaled in ``DIR/.ltsgen/tokens.jsonl`` as it finishes, so that a killed run
+resumes where it stopped (the finished token shards of the same tokenizer whose bytes still match are kept;
+one published by a run killed before its journal line is ltsgen's by its announcement, and is written
+again). Then ``DIR/tokenizer.json`` and
 the files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is
 rewritten atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest
 still comes last); the token shards of a tokenizer it replaces are removed after it. Every file is recorded
@@ -40,11 +41,12 @@ from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.outputs import (
     LOCK_PATH,
     TOKENS_JOURNAL_PATH,
+    WRITING_PATH,
     JobResult,
+    announce,
     output_state,
     record_outputs,
     remove_emptied_folders,
-    writing_line,
     written_files,
 )
 from ltsgen.shards import ShardWriter
@@ -127,7 +129,8 @@ def attach_tokenizer(
             write_manifest(store, manifest)
             record_outputs(store, list(files))
             _remove_replaced(store, previous, entry)
-            store.remove(TOKENS_JOURNAL_PATH)
+            store.remove_log(TOKENS_JOURNAL_PATH)
+            store.remove_log(WRITING_PATH)
     except LockHeld as error:
         raise BuildError(f"{store}: another build is running there ({error.reason})") from None
     except StorageError as error:
@@ -191,7 +194,7 @@ def _write_token_shard(
         check_text_lengths(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
     values, offsets = encode_arrays(tokenizer, columns.fields["text"])
     relpath = token_shard_path(sha256, shard.path)
-    store.append_line(TOKENS_JOURNAL_PATH, writing_line(relpath))  # known as ours once it is published
+    announce(store, relpath)
     with ShardWriter(store, relpath, "parquet", dtype, row_group_rows=TOKEN_ROW_GROUP_ROWS) as writer:
         for row, (key, source) in enumerate(zip(columns.fields["id"], columns.fields["source"], strict=True)):
             ids = values[offsets[row] : offsets[row + 1]]

@@ -64,7 +64,9 @@ from ltsgen.outputs import (
     STATE_DIR,
     STATE_PATH,
     TEMPORARY,
+    WRITING_PATH,
     JobResult,
+    announce,
     foreign_files,
     remove_build,
     remove_temporary_files,
@@ -102,6 +104,7 @@ class ShardOutput:
 
     def open(self, relpath: str) -> ShardWriter:
         """A writer for ``DIR/relpath`` (use it as a context manager)."""
+        announce(self.directory, relpath)
         writer = ShardWriter(self.directory, relpath, self.fmt, self.token_dtype)
         self.writers.append(writer)
         return writer
@@ -297,6 +300,9 @@ def claim(
             store.check_writable()
             if store.is_local and store.root.exists() and not store.root.is_dir():
                 raise BuildError(f"{store}: exists and is not a directory")
+            held = store.lock_holder(LOCK_PATH)
+            if held is not None:  # first: a running build's directory is half written
+                raise BuildError(f"{store}: another build is running there ({held})")
             _refuse(store, wanted, overwrite, writes)
             try:
                 stack.enter_context(store.lock(LOCK_PATH))
@@ -394,6 +400,7 @@ def build_claimed(
         job_words = sum(s.words for key in results if key not in kept for s in results[key].shards)
         manifest = _manifest(spec, [results[key] for key in keys])
         write_manifest(store, manifest)
+        store.remove_log(WRITING_PATH)  # the manifest names every shard now
         status = "resumed" if kept else "built"
         result = BuildResult(
             manifest, status, len(todo), len(kept), *_totals(manifest), 0.0, job_words, job_seconds

@@ -2,7 +2,7 @@
 
 A build's state lives in ``DIR/.ltsgen/``: ``build.json`` (the builder's identity and arguments), the journal
 ``journal.jsonl`` (one ``JobResult`` line per finished job), ``tokens.jsonl`` (the same for the token shards
-that attaching a tokenizer writes, each announced by a ``writing_line`` before it is published), the lock,
+that attaching a tokenizer writes), ``writing.jsonl`` (each shard announced before it is published), the lock,
 and ``outputs.json``, the record of the files other than shards that builds wrote beside them (card, plots,
 tokenizer) with their sha256.
 ``written_files`` and ``remove_build`` read these to remove what an earlier build wrote and nothing else;
@@ -38,6 +38,7 @@ OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here:
 STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
 JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
 TOKENS_JOURNAL_PATH = f"{STATE_DIR}/tokens.jsonl"  # the token shards `ltsgen tokenizer --data` finished
+WRITING_PATH = f"{STATE_DIR}/writing.jsonl"  # each shard a build or an attach is about to publish
 LOCK_PATH = f"{STATE_DIR}/{LOCK_NAME}"
 OUTPUTS_PATH = f"{STATE_DIR}/{OUTPUTS_NAME}"
 # the data card and its length histograms (``ltsgen.card``)
@@ -145,7 +146,11 @@ def written_files(directory: Path | str | Storage) -> set[str]:
             written.update(shard.path for shards in manifest.splits.values() for shard in shards)
             token_shards = (manifest.tokenizer or {}).get("shards") or {}
             written.update(entry["path"] for entry in token_shards.values())
-    for line in store.read_lines(JOURNAL_PATH) + store.read_lines(TOKENS_JOURNAL_PATH):
+    for line in (
+        store.read_lines(JOURNAL_PATH)
+        + store.read_lines(TOKENS_JOURNAL_PATH)
+        + store.read_lines(WRITING_PATH)
+    ):
         written.update(_journaled_files(line))
     outputs = _read_outputs(store)
     for name in LEGACY_OUTPUTS if outputs is None else outputs:
@@ -154,14 +159,17 @@ def written_files(directory: Path | str | Storage) -> set[str]:
     return {name for name in written if _inside(name) and name in present}
 
 
-def writing_line(relpath: str) -> str:
-    """The journal line that names a file about to be published, appended before it is: a run killed
-    between the publish and the line of its finished job left a file that is still known as ltsgen's."""
-    return json.dumps({"writing": relpath})
+def announce(directory: Path | str | Storage, relpath: str) -> None:
+    """Record in ``WRITING_PATH`` that a shard is about to be published at ``relpath``, before it is: a run
+    killed between the publish and the journal line of its finished job (a job that writes several shards
+    publishes each as it ends) left a file that is still known as ltsgen's, which ``--overwrite`` removes
+    and a rerun replaces. Workers append to it concurrently (a local log's line is one small append; an
+    object store keeps one object per line). Cleared once a manifest names every shard."""
+    as_storage(directory).append_line(WRITING_PATH, json.dumps({"writing": relpath}))
 
 
 def _journaled_files(line: str) -> list[Any]:
-    """The files a journal line names: a finished job's shards, or the file a ``writing_line`` announced
+    """The files a journal line names: a finished job's shards, or the file an ``announce`` line names
     (none for a torn or foreign line)."""
     try:
         data = json.loads(line)

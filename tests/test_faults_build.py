@@ -293,3 +293,45 @@ def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_res
     assert rerun.stdout.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), rerun.stdout
     assert not (data / STATE_DIR / "tokens.jsonl").exists()
     assert tree(data) == tree(whole)  # token shards, tokenizer and manifest byte for byte
+
+
+# Run as sitecustomize in a build's process: kills it (SIGKILL) as it opens its journal to append once
+# ``published`` shards are on disk, that is right after the publish of the last of them and before its line.
+KILL_BEFORE_A_JOURNAL_LINE = """
+import os, signal, sys
+from pathlib import Path
+
+OUT = Path({out!r})
+
+
+def kill_before_a_journal_line(event, args):
+    if event == "open" and str(args[0]).endswith("journal.jsonl") and "a" in str(args[1]):
+        if len(list(OUT.rglob("shard-*.parquet"))) == {published}:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(kill_before_a_journal_line)
+"""
+
+
+def test_a_shard_published_before_a_kill_stays_the_builds_own(tmp_path):
+    """A build killed between a shard's publish and its job's journal line: the shard was announced before
+    it was published, so it is still known as ltsgen's. A rebuild with other arguments and --overwrite
+    removes it and builds, byte for byte as a build into an empty folder (it was refused before: the shard
+    looked like a file of the user's where the new build writes)."""
+    out, fresh = tmp_path / "killed", tmp_path / "fresh"
+    args = [*STORIES, "--samples-per-shard", "5", "--workers", "1"]
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_BEFORE_A_JOURNAL_LINE.format(out=str(out), published=2))
+    process = start(*args, "--out", out, env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    journal = (out / STATE_DIR / JOURNAL_NAME).read_text().splitlines()
+    assert len(list(out.rglob("shard-*.parquet"))) == 2 and len(journal) == 1  # the second not journaled
+    rebuild = ltsgen(*args, "--out", out, "--seed", "1", "--overwrite")
+    assert rebuild.returncode == 0, rebuild.stderr
+    assert ltsgen(*args, "--out", fresh, "--seed", "1").returncode == 0
+    assert tree(out) == tree(fresh)

@@ -154,10 +154,15 @@ def test_pickles_without_a_connection(s3_server):
     assert copy == store and copy.read_bytes("x") == b"1"
 
 
-def test_lock_is_exclusive(store):
+def test_lock_is_exclusive_and_its_holder_is_known_without_taking_it(store):
+    assert store.lock_holder(".ltsgen/lock") is None  # never claimed
     with store.lock(".ltsgen/lock"):
-        with pytest.raises(LockHeld), store.lock(".ltsgen/lock"):
+        with pytest.raises(LockHeld) as refused, store.lock(".ltsgen/lock"):
             pass
+        holder = store.lock_holder(".ltsgen/lock")
+        assert holder is not None and holder.startswith(f"{store.location('.ltsgen/lock')}: held by process ")
+        assert holder.split(" (")[0] == refused.value.reason.split(" (")[0]  # what taking it would say
+    assert store.lock_holder(".ltsgen/lock") is None  # released, and asking took nothing
     with store.lock(".ltsgen/lock"):  # released: free again
         pass
     if not store.is_local:

@@ -106,6 +106,9 @@ def claim_folder(folder: Path, kind: str, what: str = "--out") -> Iterator[Claim
     free), with the folder marked as ltsgen's. Refused, before anything is written: a path that is a file, a
     folder holding a dataset, another kind of ltsgen folder, or files of the user's."""
     folder = Path(folder)
+    holder = Storage(folder).lock_holder(LOCK_PATH)
+    if holder is not None:  # first: what a running process writes is half done
+        raise _held(folder, holder, what)
     _refuse(folder, kind, what)
     created = not folder.exists()
     with ExitStack() as held:
@@ -114,15 +117,19 @@ def claim_folder(folder: Path, kind: str, what: str = "--out") -> Iterator[Claim
             _refuse(folder, kind, what)  # again, under the lock
             write_json(folder / MARKS[kind], {"kind": kind})
         except LockHeld as error:
-            raise RunDirError(
-                f"{folder}: another ltsgen process is writing there ({error.reason.partition(': ')[2]}); wait "
-                f"for it to end or choose another {what}"
-            ) from None
+            raise _held(folder, error.reason, what) from None
         except StorageError as error:
             raise RunDirError(f"{folder}: cannot write there ({error.reason})") from None
         except OSError as error:
             raise RunDirError(f"{folder}: cannot write there ({error.strerror or error})") from None
         yield Claim(folder, kind, created)
+
+
+def _held(folder: Path, reason: str, what: str) -> RunDirError:
+    return RunDirError(
+        f"{folder}: another ltsgen process is writing there ({reason.partition(': ')[2]}); wait for it to "
+        f"end or choose another {what}"
+    )
 
 
 def _refuse(folder: Path, kind: str, what: str) -> None:
