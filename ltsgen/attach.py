@@ -47,6 +47,7 @@ from ltsgen.outputs import (
     output_state,
     record_outputs,
     remove_emptied_folders,
+    remove_temporary_files,
     written_files,
 )
 from ltsgen.shards import ShardWriter
@@ -118,6 +119,9 @@ def attach_tokenizer(
     raw = tokenizer_bytes(tokenizer)
     try:
         with store.lock(LOCK_PATH):
+            remove_temporary_files(
+                store
+            )  # left by a killed run (only the temporary names of ltsgen's writes)
             manifest = attachable_manifest(store)
             entry = manifest_entry(tokenizer, raw)
             shards, kept = _token_shards(store, manifest, tokenizer, entry["sha256"], progress, max_doc_chars)

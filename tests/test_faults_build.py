@@ -295,6 +295,48 @@ def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_res
     assert tree(data) == tree(whole)  # token shards, tokenizer and manifest byte for byte
 
 
+# Run as sitecustomize: kills the process (SIGKILL) as it is about to rename a token shard's temporary file
+# into place once ``published`` token shards are on disk (the temporary file is whole, and stays behind).
+KILL_AT_A_PUBLISH = """
+import os, signal, sys
+from pathlib import Path
+
+TOKENS = Path({tokens!r})
+
+
+def kill_at_a_publish(event, args):
+    if event == "os.rename" and str(args[1]).startswith(str(TOKENS)):
+        if len(list(TOKENS.rglob("*.parquet"))) == {published}:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(kill_at_a_publish)
+"""
+
+
+def test_kill_while_a_token_shard_is_written_then_rerun_sweeps_its_temporary_file(tmp_path):
+    """Attaching killed with a token shard's temporary file written and not yet renamed: the rerun removes
+    that file (only ltsgen's temporary names) and ends byte-identical to an uninterrupted attach."""
+    data, whole = tmp_path / "killed", tmp_path / "whole"
+    assert main([*STORIES, "--out", str(data), "--samples-per-shard", "5"]) == 0
+    shutil.copytree(data, whole)
+    attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
+    assert ltsgen(*attach, whole).returncode == 0
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_AT_A_PUBLISH.format(tokens=str(data / "tokens"), published=1))
+    process = start(*attach, data, env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    assert [p.name.endswith(".tmp") for p in (data / "tokens").rglob("*.parquet*")].count(True) == 1
+    rerun = ltsgen(*attach, data)
+    assert rerun.returncode == 0, rerun.stderr
+    assert not [p for p in data.rglob("*.tmp")]
+    assert tree(data) == tree(whole)
+
+
 # Run as sitecustomize in a build's process: kills it (SIGKILL) as it opens its journal to append once
 # ``published`` shards are on disk, that is right after the publish of the last of them and before its line.
 KILL_BEFORE_A_JOURNAL_LINE = """

@@ -226,9 +226,10 @@ def test_a_compare_rerun_removes_only_its_own_leftover_temporary_files(data, tmp
     assert main(argv) == 0
     run = out / "runs" / "T32-seed0" / "nope"
     ours = [out / ".results.json.k1l_9.tmp", out / ".report.md.a2b3.tmp", out / ".ppl_vs_length.png.x7.tmp",
-            out / ".tokenizer.json.q0.tmp", run / ".eval.json.z8y.tmp", run / ".config.json.m4.tmp"]  # fmt: skip
+            out / ".tokenizer.json.q0.tmp", run / ".eval.json.z8y.tmp", run / ".config.json.m4.tmp",
+            out / ".ltsgen" / ".comparison.json.r2.tmp", run / ".ltsgen" / ".run.json.s3.tmp"]  # fmt: skip
     yours = [out / ".notes.md.a2b3.tmp", out / "results.json.tmp", out / ".results.json.tmp",
-             run / ".draft.eval.json.z8.tmp", run / "mine.tmp"]  # fmt: skip
+             run / ".draft.eval.json.z8.tmp", run / "mine.tmp", run / ".ltsgen" / ".notes.json.t4.tmp"]  # fmt: skip
     for path in ours + yours:
         path.write_text("torn")
     assert main(argv) == 0  # the run was trained and evaluated earlier: kept

@@ -44,6 +44,7 @@ LEGACY_SIGNS = {"run": (CHECKPOINT_NAME, DIGEST_NAME), "comparison": ("compare.j
 
 
 _TEMPORARY = temporaries_of([*map(re.escape, RUN_FILES), r"eval(?:-\w+)?\.json"])
+_MARK_TEMPORARY = temporaries_of(re.escape(Path(mark).name) for mark in MARKS.values())
 
 
 class RunDirError(TrainingError):
@@ -172,10 +173,14 @@ def clean_up_failed_run(claim: Claim) -> None:
 
 def remove_temporaries(run_dir: Path, pattern: re.Pattern[str] = _TEMPORARY) -> list[Path]:
     """Delete the temporary files that an interrupted write left in ``run_dir`` (``.<name>.<random>.tmp``,
-    only for the names a run writes, or those of ``pattern``: see ``temporaries_of``); returns them."""
+    only for the names a run writes, or those of ``pattern``: see ``temporaries_of``) and in its
+    ``.ltsgen/`` (only a mark's); returns them."""
     if not run_dir.is_dir():
         return []
     stale = [path for path in run_dir.glob(".*.tmp") if path.is_file() and pattern.match(path.name)]
+    stale += [
+        p for p in (run_dir / STATE_DIR).glob(".*.tmp") if p.is_file() and _MARK_TEMPORARY.match(p.name)
+    ]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
