@@ -19,7 +19,7 @@ import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -252,9 +252,7 @@ def build_buckets(
                 + "; nothing was written"
             )
         plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], directory, source, screen)
-        spec.splits = plan.splits
-        spec.jobs = plan.jobs
-        spec.finalize = lambda results: plan.extra
+        spec = replace(spec, splits=plan.splits, jobs=plan.jobs, finalize=lambda results: plan.extra)
         writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
         result = build_claimed(spec, engine=writer, progress=progress, card=card)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
