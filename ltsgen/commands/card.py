@@ -48,7 +48,6 @@ def run(args: argparse.Namespace) -> int:
         refuse_copy_over,
         write_card,
     )
-    from ltsgen.loaders.contract import ContractError
     from ltsgen.loaders.storage import Storage
     from ltsgen.outputs import CARD_FILES, output_state
 
@@ -66,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
         path = write_card(directory)
         if args.out is not None:
             copy_card(directory, args.out)
-    except ContractError as error:
-        raise UsageError(str(error)) from None
     except OSError as error:
         raise UsageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
     if replaced:

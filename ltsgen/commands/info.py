@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             Storage(args.directory, storage_options(args)), verify=args.verify, progress=not args.no_progress
         )
     except ContractError as error:  # (a decoder's own message may span lines)
-        raise UsageError(" ".join(str(error).split())) from None
+        raise ContractError(" ".join(str(error).split())) from None
     print(json.dumps(info, indent=2) if args.json else describe(info))
     bad = info.get("mismatched")
     if bad:
