@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.buckets import parse_lengths
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
     from ltsgen.errors import LtsgenError, UsageError
-    from ltsgen.loaders.storage import Storage
+    from ltsgen.loaders.storage import Storage, StorageError
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
@@ -134,6 +134,6 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # e.g. --bucket-lengths that are no increasing token counts
         raise UsageError(str(error)) from None
     except OSError as error:  # unreadable input, full disk, unwritable output
-        raise UsageError(f"{error.filename or args.out}: {error.strerror or error}") from None
+        raise StorageError(f"{error.filename or args.out}: {error.strerror or error}") from None
     print(result.summary(args.out))
     return 0

@@ -446,7 +446,7 @@ def _spooled_documents(spool: Storage, chunks: int):
         + [np.zeros((0, 2), np.int64)]
     )
     if len(set(ids)) != len(ids):
-        raise ValueError("two different documents share a 64-bit id (sha1 prefix); please report this input")
+        raise BuildError("two different documents share a 64-bit id (sha1 prefix); please report this input")
     return ids, sources, num_tokens, refs
 
 
