@@ -113,7 +113,7 @@ class ShardOutput:
 RunJob = Callable[[Job, ShardOutput], "dict[str, Any] | None"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildSpec:
     """Everything a build needs. ``builder`` = {"name", "version", "arguments"} (and any other
     part of the identity, e.g. the story engine's "engine_version"): the arguments that

@@ -320,6 +320,39 @@ def test_max_cost_stops_cleanly_and_a_rerun_finishes(tmp_path, capsys):
         assert read_manifest(out).extra["llm"]["filters"]["kept"] == 8
 
 
+def test_the_library_builds_what_the_command_builds(tmp_path):
+    from ltsgen.stories.build import StoryConfig
+    from ltsgen.stories.llm.backend import LLMConfig, build_llm_stories
+
+    cache = tmp_path / "cache"
+    with ScriptedOpenAIServer() as server:
+        assert main(stories_args(server, tmp_path / "command", cache)) == 0
+        answered = server.total_answered
+        config = StoryConfig(
+            out=tmp_path / "library",
+            num_stories=8,
+            min_words=150,
+            max_words=1200,
+            seed=3,
+            splits="train=1.0",
+            samples_per_shard=2,
+        )
+        llm = LLMConfig(
+            model=MODEL,
+            base_url=server.base_url,
+            chapter_words=300,
+            max_tokens=250,
+            concurrency=3,
+            input_price=2.0,
+            output_price=8.0,
+            cache_dir=cache,
+        )
+        result = build_llm_stories(config, llm, progress=False)
+        assert server.total_answered == answered  # every answer came from the shared cache
+    assert (result.status, result.samples) == ("built", 8)
+    assert dataset_files(tmp_path / "library") == dataset_files(tmp_path / "command")
+
+
 def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):
     import asyncio
 

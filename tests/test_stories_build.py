@@ -20,7 +20,9 @@ from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.formats import read_shard
 from ltsgen.outputs import STATE_PATH
+from ltsgen.stories.build import StoryConfig
 from ltsgen.stories.engine import ENGINE_VERSION
+from ltsgen.stories.engine.build import build_stories
 from ltsgen.stories.plan import target_words
 
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
@@ -87,6 +89,21 @@ def test_workers_do_not_change_a_byte(small_build, tmp_path):
     out = tmp_path / "lts"
     assert main(["stories", "--out", str(out), *SMALL, "--workers", "2"]) == 0
     assert tree(out) == tree(small_build)
+
+
+def test_the_library_builds_what_the_command_builds(small_build, tmp_path):
+    config = StoryConfig(
+        out=tmp_path / "lts",
+        num_stories=40,
+        min_words=100,
+        max_words=900,
+        seed=3,
+        splits="train=0.8,validation=0.1,test=0.1",
+        samples_per_shard=4,
+    )
+    result = build_stories(config, progress=False)
+    assert (result.status, result.samples) == ("built", 40)
+    assert tree(tmp_path / "lts") == tree(small_build)
 
 
 def test_rerun_of_finished_build_does_nothing(small_build, capsys):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,9 +106,9 @@ def test_directory_with_other_files_is_refused(tmp_path):
 
 
 def test_two_jobs_writing_one_shard_is_an_error(tmp_path):
-    bad = spec(tmp_path / "bad", jobs=2)
-    bad.jobs = [Job(j.key, j.payload) for j in bad.jobs[:1]] + [Job("other", (10, 10))]
-    bad.run_job = write_to_first_shard
+    two = spec(tmp_path / "bad", jobs=2)
+    jobs = [Job(j.key, j.payload) for j in two.jobs[:1]] + [Job("other", (10, 10))]
+    bad = replace(two, jobs=jobs, run_job=write_to_first_shard)
     with pytest.raises(BuildError, match="written by two jobs"):
         run_build(bad, progress=False, card=False)
 

@@ -90,14 +90,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one core per worker; --workers scales
-    from ltsgen.build import BuildError, parse_splits
+    from ltsgen.build import parse_splits
     from ltsgen.corpora.buckets import parse_lengths
-    from ltsgen.corpora.inputs import InputError
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
-    from ltsgen.errors import UsageError
-    from ltsgen.loaders.contract import ContractError
-    from ltsgen.loaders.storage import Storage
-    from ltsgen.tokenizer import TokenizerError
+    from ltsgen.errors import LtsgenError, UsageError
+    from ltsgen.loaders.storage import Storage, StorageError
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
@@ -132,9 +129,11 @@ def run(args: argparse.Namespace) -> int:
                 progress=not args.no_progress,
                 card=not args.no_card,
             )
-    except (ValueError, InputError, BuildError, ContractError, TokenizerError) as error:
+    except LtsgenError:  # the builder's own one-line errors (some are ValueErrors too)
+        raise
+    except ValueError as error:  # e.g. --bucket-lengths that are no increasing token counts
         raise UsageError(str(error)) from None
     except OSError as error:  # unreadable input, full disk, unwritable output
-        raise UsageError(f"{error.filename or args.out}: {error.strerror or error}") from None
+        raise StorageError(f"{error.filename or args.out}: {error.strerror or error}") from None
     print(result.summary(args.out))
     return 0

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from ltsgen.commands import add_command, add_hidden_alias, add_storage_argument, storage_options
-from ltsgen.errors import UsageError
 
 SUMMARY = "write DIR/README.md, the Hugging Face dataset card of a built dataset"
 
@@ -49,14 +48,14 @@ def run(args: argparse.Namespace) -> int:
         write_card,
     )
     from ltsgen.loaders.contract import ContractError
-    from ltsgen.loaders.storage import Storage
+    from ltsgen.loaders.storage import Storage, StorageError
     from ltsgen.outputs import CARD_FILES, output_state
 
     try:
         directory = Storage(args.directory, storage_options(args))
         for name in CARD_FILES:
             if output_state(directory, name) == "other":
-                raise UsageError(
+                raise ContractError(
                     f"{directory.location(name)}: not written by ltsgen, and the card writes there; move it "
                     "away (ltsgen never writes over a file of yours)"
                 )
@@ -66,10 +65,8 @@ def run(args: argparse.Namespace) -> int:
         path = write_card(directory)
         if args.out is not None:
             copy_card(directory, args.out)
-    except ContractError as error:
-        raise UsageError(str(error)) from None
     except OSError as error:
-        raise UsageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
+        raise StorageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
     if replaced:
         print(f"{replaced}: replaced by the new card, its content is lost")
     print(f"wrote {path}" + (f" and {args.out}" if args.out else ""))

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from ltsgen.commands import add_command, add_storage_argument, storage_options
-from ltsgen.errors import UsageError
 
 SUMMARY = "show what a dataset directory holds per split (records, tokens, shards, lengths); --verify"
 
@@ -50,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
             Storage(args.directory, storage_options(args)), verify=args.verify, progress=not args.no_progress
         )
     except ContractError as error:  # (a decoder's own message may span lines)
-        raise UsageError(" ".join(str(error).split())) from None
+        raise ContractError(" ".join(str(error).split())) from None
     print(json.dumps(info, indent=2) if args.json else describe(info))
     bad = info.get("mismatched")
     if bad:
-        raise UsageError(
+        raise ContractError(
             f"{len(bad)} of {info['verified']} shards differ from their sha256 in {info['location']}/manifest.json"
             f": {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
         )

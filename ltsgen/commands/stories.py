@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ltsgen.commands import (
     add_command,
@@ -11,11 +12,11 @@ from ltsgen.commands import (
     engine_from,
     storage_options,
 )
+from ltsgen.commands.llm_options import BUDGET_EXIT, add_llm_arguments, check_llm_arguments, llm_config
 from ltsgen.errors import UsageError
-from ltsgen.loaders.contract import FORMATS, ContractError
+from ltsgen.loaders.contract import FORMATS
 from ltsgen.loaders.storage import Storage
-from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_STORIES
-from ltsgen.stories.llm import backend as openai_backend
+from ltsgen.stories.build import DEFAULT_SHARD_MB, DEFAULT_SPLITS, MAX_STORIES, StoryConfig
 from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
 from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND, Distances
 
@@ -87,41 +88,90 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--backend", choices=["builtin", "openai"], default="builtin", help="story engine")
     add_storage_argument(parser)
-    openai_backend.add_arguments(parser)
+    add_llm_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     check_arguments(args)
-    args.out = Storage(args.out, storage_options(args))
+    config = StoryConfig(
+        out=Storage(args.out, storage_options(args)),
+        num_stories=args.num_stories,
+        min_words=args.min_words,
+        max_words=args.max_words,
+        seed=args.seed,
+        format=args.format,
+        splits=args.splits,
+        samples_per_shard=args.samples_per_shard,
+        shard_size_mb=args.shard_size_mb,
+        recall_distances=args.recall_distances,
+        recalls_per_1k_words=args.recalls_per_1k_words,
+    )
     if args.backend == "openai":
-        return openai_backend.build(args)
-    from ltsgen.build import BuildError, run_build
-    from ltsgen.stories.build import story_build_spec
-    from ltsgen.stories.engine import ENGINE_VERSION
-    from ltsgen.stories.engine.build import story_statistics, write_story_shard
+        return run_llm(args, config)
+    from ltsgen.stories.engine.build import build_stories
 
-    try:
-        spec = story_build_spec(
-            args, run_job=write_story_shard, statistics=story_statistics, engine_version=ENGINE_VERSION
+    with engine_from(args) as engine:
+        result = build_stories(
+            config,
+            engine=engine,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            card=not args.no_card,
         )
-        with engine_from(args) as engine:
-            result = run_build(
-                spec,
-                engine=engine,
-                overwrite=args.overwrite,
-                progress=not args.no_progress,
-                card=not args.no_card,
-            )
-    except (BuildError, ContractError) as error:
-        raise UsageError(str(error)) from None
-    print(result.summary(args.out, "stories"))
+    print(result.summary(config.out, "stories"))
     return 0
+
+
+def run_llm(args: argparse.Namespace, config: StoryConfig) -> int:
+    """``--backend openai``: build, then say what was kept, filtered and spent; exit status ``BUDGET_EXIT``
+    when ``--max-cost`` stopped the build."""
+    from ltsgen.stories.llm.backend import build_llm_stories
+    from ltsgen.stories.llm.client import BudgetExhausted
+
+    check_llm_arguments(args)
+    llm = llm_config(args)
+    ledger = llm.new_ledger()
+    try:
+        result = build_llm_stories(
+            config,
+            llm,
+            ledger,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            card=not args.no_card,
+        )
+    except BudgetExhausted:
+        print(ledger.summary())
+        print(
+            f"{config.out}: stopped before spending more than --max-cost ${llm.max_cost:g}; finished shards "
+            f"and every answer are kept (answers in {llm.cache_dir}): rerun to go on"
+        )
+        return BUDGET_EXIT
+    print(result.summary(config.out, "stories"))
+    print(filters_summary(result.manifest.extra["llm"]["filters"], config.num_stories, llm.max_attempts))
+    print(ledger.summary())
+    dataset = result.manifest.extra["llm"]["ledger"]
+    print(
+        f"dataset: {dataset['requests']:,} answers, {dataset['prompt_tokens']:,} prompt + "
+        f"{dataset['completion_tokens']:,} completion tokens, ${dataset['cost_usd']:.4f}"
+    )
+    return 0
+
+
+def filters_summary(filters: dict[str, Any], asked: int, max_attempts: int) -> str:
+    """One line: stories kept of those asked for, attempts, rejections by cause, stories given up."""
+    causes = ", ".join(f"{n} {reason}" for reason, n in filters["rejected"].items() if n) or "none"
+    line = f"filters: {filters['kept']:,} of {asked:,} stories kept after {filters['attempts']:,} attempts; "
+    line += f"rejected attempts: {causes}"
+    if filters["gave_up"]:
+        line += f"; {filters['gave_up']:,} stories rejected at all {max_attempts} attempts (--max-attempts)"
+    return line
 
 
 def check_arguments(args: argparse.Namespace) -> None:
     """One-line errors for arguments that cannot make a build (shared with ``--backend openai``)."""
-    from ltsgen.build import BuildError, parse_splits
+    from ltsgen.build import parse_splits
 
     if args.num_stories < 1:
         raise UsageError(f"--num-stories must be at least 1, not {args.num_stories}")
@@ -162,7 +212,4 @@ def check_arguments(args: argparse.Namespace) -> None:
         )
     if not 0 <= args.recalls_per_1k_words <= 50:
         raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
-    try:
-        parse_splits(args.splits)
-    except BuildError as error:
-        raise UsageError(str(error)) from None
+    parse_splits(args.splits)  # a BuildError naming --splits

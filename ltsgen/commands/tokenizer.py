@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
     from ltsgen.loaders.storage import Storage
-    from ltsgen.tokenizer import check_free_target, save_tokenizer, train_tokenizer
+    from ltsgen.tokenizer import TokenizerError, check_free_target, save_tokenizer, train_tokenizer
 
     if (args.data is None) == (args.source is None):
         raise UsageError("give either --data DIR or --source with --input")
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     tokenizer = train_tokenizer(texts(), args.vocab_size)
     if counts["documents"] == 0:
-        raise UsageError("no documents to train on")
+        raise TokenizerError("no documents to train on")
     if args.out is None:
         entry, previous, kept = attach_tokenizer(
             data, tokenizer, progress=not args.no_progress, max_doc_chars=args.max_doc_chars

@@ -19,7 +19,7 @@ import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
@@ -252,9 +252,7 @@ def build_buckets(
                 + "; nothing was written"
             )
         plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], directory, source, screen)
-        spec.splits = plan.splits
-        spec.jobs = plan.jobs
-        spec.finalize = lambda results: plan.extra
+        spec = replace(spec, splits=plan.splits, jobs=plan.jobs, finalize=lambda results: plan.extra)
         writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
         result = build_claimed(spec, engine=writer, progress=progress, card=card)
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
@@ -379,21 +377,11 @@ def plan_shards(
     screen: Screen,
 ) -> ShardPlan:
     """Choose evaluation documents, assign splits and buckets, and cut shards (documents are distinct)."""
-    tables = [read_chunk(spool, index, SUMMARY_COLUMNS) for index in range(chunks)]
-    ids = [value for table in tables for value in table.column("id").to_pylist()]
-    sources = [value for table in tables for value in table.column("source").to_pylist()]
-    num_tokens = np.concatenate([t.column("num_tokens").to_numpy() for t in tables] + [np.zeros(0, np.int64)])
-    refs = np.concatenate(
-        [np.stack([np.full(t.num_rows, i), np.arange(t.num_rows)], axis=1) for i, t in enumerate(tables)]
-        + [np.zeros((0, 2), np.int64)]
-    )
-    if len(set(ids)) != len(ids):
-        raise ValueError("two different documents share a 64-bit id (sha1 prefix); please report this input")
+    ids, sources, num_tokens, refs = _spooled_documents(spool, chunks)
     eval_sets = select_eval_documents(
         ids, num_tokens, config.eval_lengths, config.eval_sequences, config.seed
     )
     held_out = sorted({document for chosen in eval_sets.values() for document in chosen})
-    names = bucket_names(config.bucket_lengths)
     buckets = bucket_indices(num_tokens, config.bucket_lengths)
     training = np.ones(len(ids), bool)
     training[held_out] = False
@@ -402,24 +390,9 @@ def plan_shards(
         split = assign_split(ids[document], config.splits)
         groups.setdefault((split, int(buckets[document])), []).append(document)
 
-    def size(document: int) -> int:
-        return int(num_tokens[document])
-
-    jobs: list[Job] = []
     common = {"eos": eos, "directory": directory, "spool": spool, "source": source}
-    for split in config.splits:
-        for index, name in enumerate(names):
-            for number, shard in enumerate(
-                chunk_by_size(groups.get((split, index), []), size, config.shard_tokens)
-            ):
-                jobs.append(_job(config.fmt, split, name, number, "train", refs[shard], 0, common))
-    for length, chosen in eval_sets.items():
-        per_shard = max(1, config.shard_tokens // length)
-        for number, start in enumerate(range(0, len(chosen), per_shard)):
-            shard = chosen[start : start + per_shard]
-            jobs.append(
-                _job(config.fmt, EVAL_SPLIT, str(length), number, "eval", refs[shard], length, common)
-            )
+    jobs = _training_jobs(config, groups, num_tokens, refs, common)
+    jobs += _eval_jobs(config, eval_sets, refs, common)
     concat_counts: dict[int, int] = {}
     if config.eval_concat and held_out:
         stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
@@ -440,19 +413,7 @@ def plan_shards(
             "evaluation documents": len(held_out),
             "training documents": int(training.sum()),
         },
-        "Training buckets": _table(
-            {
-                "bucket": name,
-                "documents": int(np.sum(training & (buckets == index))),
-                "tokens": int(num_tokens[training & (buckets == index)].sum()),
-                **{split: len(groups.get((split, index), [])) for split in config.splits},
-            }
-            for index, name in enumerate(names)
-        ),
-        "Token lengths by source (documents per bucket, evaluation documents included)": _table(
-            {"bucket": name, **_count(sources, np.flatnonzero(buckets == index), sorted(set(sources)))}
-            for index, name in enumerate(names)
-        ),
+        **_bucket_tables(config, groups, sources, num_tokens, buckets, training),
     }
     if eval_sets:
         statistics["Evaluation sets"] = _table(
@@ -472,6 +433,86 @@ def plan_shards(
         },
     }
     return ShardPlan(splits, jobs, extra)
+
+
+def _spooled_documents(spool: Storage, chunks: int):
+    """(ids, sources, token counts, (chunk, row) references) of the spooled documents, in chunk order."""
+    tables = [read_chunk(spool, index, SUMMARY_COLUMNS) for index in range(chunks)]
+    ids = [value for table in tables for value in table.column("id").to_pylist()]
+    sources = [value for table in tables for value in table.column("source").to_pylist()]
+    num_tokens = np.concatenate([t.column("num_tokens").to_numpy() for t in tables] + [np.zeros(0, np.int64)])
+    refs = np.concatenate(
+        [np.stack([np.full(t.num_rows, i), np.arange(t.num_rows)], axis=1) for i, t in enumerate(tables)]
+        + [np.zeros((0, 2), np.int64)]
+    )
+    if len(set(ids)) != len(ids):
+        raise BuildError("two different documents share a 64-bit id (sha1 prefix); please report this input")
+    return ids, sources, num_tokens, refs
+
+
+def _training_jobs(
+    config: BucketConfig,
+    groups: dict[tuple[str, int], list[int]],
+    num_tokens: np.ndarray,
+    refs: np.ndarray,
+    common: dict[str, Any],
+) -> list[Job]:
+    """The training shards: each (split, bucket) group's documents cut at ``config.shard_tokens``."""
+
+    def size(document: int) -> int:
+        return int(num_tokens[document])
+
+    jobs: list[Job] = []
+    for split in config.splits:
+        for index, name in enumerate(bucket_names(config.bucket_lengths)):
+            for number, shard in enumerate(
+                chunk_by_size(groups.get((split, index), []), size, config.shard_tokens)
+            ):
+                jobs.append(_job(config.fmt, split, name, number, "train", refs[shard], 0, common))
+    return jobs
+
+
+def _eval_jobs(
+    config: BucketConfig, eval_sets: dict[int, list[int]], refs: np.ndarray, common: dict[str, Any]
+) -> list[Job]:
+    """The exact-length evaluation shards: each length's documents, ``config.shard_tokens // length`` a
+    shard."""
+    jobs: list[Job] = []
+    for length, chosen in eval_sets.items():
+        per_shard = max(1, config.shard_tokens // length)
+        for number, start in enumerate(range(0, len(chosen), per_shard)):
+            shard = chosen[start : start + per_shard]
+            jobs.append(
+                _job(config.fmt, EVAL_SPLIT, str(length), number, "eval", refs[shard], length, common)
+            )
+    return jobs
+
+
+def _bucket_tables(
+    config: BucketConfig,
+    groups: dict[tuple[str, int], list[int]],
+    sources: list[str],
+    num_tokens: np.ndarray,
+    buckets: np.ndarray,
+    training: np.ndarray,
+) -> dict[str, dict[str, list]]:
+    """The card's tables of training documents per bucket and split, and of all documents by source."""
+    names = bucket_names(config.bucket_lengths)
+    return {
+        "Training buckets": _table(
+            {
+                "bucket": name,
+                "documents": int(np.sum(training & (buckets == index))),
+                "tokens": int(num_tokens[training & (buckets == index)].sum()),
+                **{split: len(groups.get((split, index), [])) for split in config.splits},
+            }
+            for index, name in enumerate(names)
+        ),
+        "Token lengths by source (documents per bucket, evaluation documents included)": _table(
+            {"bucket": name, **_count(sources, np.flatnonzero(buckets == index), sorted(set(sources)))}
+            for index, name in enumerate(names)
+        ),
+    }
 
 
 def _table(rows: Iterable[dict[str, Any]]) -> dict[str, list]:

@@ -1,17 +1,23 @@
-"""What every LongTinyStories build shares: its identifying arguments, shard plan and ``BuildSpec``.
+"""What every LongTinyStories build shares: its ``StoryConfig``, identifying arguments, shard plan and
+``BuildSpec``.
 
-The built-in engine (``ltsgen.stories.engine.build``) and the OpenAI backend (``ltsgen.stories.llm.backend``)
-both build through ``story_build_spec`` and add up their shards' statistics with ``merge_stats``.
+The built-in engine (``ltsgen.stories.engine.build.build_stories``) and the OpenAI backend
+(``ltsgen.stories.llm.backend.build_llm_stories``) both plan with ``story_jobs``, build through
+``story_build_spec`` and add up their shards' statistics with ``merge_stats``.
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from ltsgen import __version__
 from ltsgen.loaders.contract import shard_relpath
+from ltsgen.loaders.storage import Storage
+from ltsgen.stories.plan import MAX_WORDS, MIN_TARGET_WORDS
+from ltsgen.stories.recalls import DEFAULT_DISTANCES, DEFAULT_RECALLS_PER_THOUSAND
 
 BYTES_PER_WORD = 5.6  # planning estimate of story text bytes per word (for --shard-size-mb)
 DEFAULT_SHARD_MB = 32.0
@@ -30,10 +36,32 @@ OUTPUT_ARGUMENTS += (
 )
 
 
-def builder_arguments(args: argparse.Namespace, extra: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The arguments that determine the output (the build's identity in the manifest); a backend names
-    its own in ``extra``."""
-    arguments = {key: getattr(args, key) for key in OUTPUT_ARGUMENTS + extra}
+@dataclass(frozen=True)
+class StoryConfig:
+    """What a LongTinyStories build writes and where (never the worker count); the story writer (the
+    built-in engine or a language model) is the builder that takes it."""
+
+    out: Path | str | Storage  # a local path, a URL, or a Storage with its options
+    num_stories: int
+    min_words: int = MIN_TARGET_WORDS
+    max_words: int = MAX_WORDS
+    seed: int = 0
+    format: str = "parquet"
+    splits: str = DEFAULT_SPLITS
+    samples_per_shard: int | None = None  # shards cut by count; else by estimated size
+    shard_size_mb: float | None = DEFAULT_SHARD_MB
+    recall_distances: str = str(DEFAULT_DISTANCES)
+    recalls_per_1k_words: float = DEFAULT_RECALLS_PER_THOUSAND
+
+
+def builder_arguments(
+    config: StoryConfig, backend: str, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The arguments that determine the output (the build's identity in the manifest): ``config``'s, the
+    ``backend`` that writes the stories, and that backend's own in ``extra``."""
+    values = {key: getattr(config, key) for key in OUTPUT_ARGUMENTS if key != "backend"}
+    arguments = {key: backend if key == "backend" else values[key] for key in OUTPUT_ARGUMENTS}
+    arguments |= extra or {}
     if arguments.get("samples_per_shard") is not None:
         arguments["shard_size_mb"] = None  # shards are cut by count; the size (or its default) plays no part
     elif arguments.get("shard_size_mb") is None:
@@ -75,23 +103,12 @@ def plan_story_shards(arguments: dict[str, Any]) -> list[tuple[str, int, list[in
     return plan
 
 
-def story_build_spec(
-    args: argparse.Namespace,
-    run_job,
-    statistics,
-    name: str = BUILDER_NAME,
-    extra: tuple[str, ...] = (),
-    engine_version: str | None = None,
-):
-    """The ``BuildSpec`` of a story build: shards planned by ``plan_story_shards``, each job's payload
-    {"split", "shard", "indices", "arguments"}; ``run_job(job, output) -> stats`` writes one shard and
-    ``statistics(arguments, results) -> manifest.extra`` runs at the end (the LLM backend passes its own).
-    ``engine_version`` (the built-in engine's) joins the build's identity, so that a build is never
-    resumed or kept with stories of another engine version."""
-    from ltsgen.build import BuildSpec, Job, parse_splits
+def story_jobs(arguments: dict[str, Any]) -> list:
+    """The shard jobs of a build with ``arguments`` (``builder_arguments``): shards planned by
+    ``plan_story_shards``, each job's payload {"split", "shard", "indices", "arguments"}."""
+    from ltsgen.build import Job
 
-    arguments = builder_arguments(args, extra)
-    jobs = [
+    return [
         Job(
             key=relpath,
             payload={"split": split, "shard": number, "indices": indices, "arguments": arguments},
@@ -99,19 +116,35 @@ def story_build_spec(
             shards=(relpath,),
         )
         for split, number, indices in plan_story_shards(arguments)
-        for relpath in [shard_relpath(split, number, args.format)]
+        for relpath in [shard_relpath(split, number, arguments["format"])]
     ]
+
+
+def story_build_spec(
+    config: StoryConfig,
+    arguments: dict[str, Any],
+    jobs: list,
+    run_job,
+    statistics,
+    engine_version: str | None = None,
+):
+    """The ``BuildSpec`` of a story build of ``jobs`` (``story_jobs(arguments)``): ``run_job(job, output)
+    -> stats`` writes one shard and ``statistics(arguments, results) -> manifest.extra`` runs at the end
+    (each backend passes its own). ``engine_version`` (the built-in engine's) joins the build's identity,
+    so that a build is never resumed or kept with stories of another engine version."""
+    from ltsgen.build import BuildSpec, parse_splits
+
     return BuildSpec(
-        directory=args.out,
+        directory=config.out,
         builder={
-            "name": name,
+            "name": BUILDER_NAME,
             "version": __version__,
             **({"engine_version": engine_version} if engine_version else {}),
             "arguments": arguments,
         },
         source="lts",
-        fmt=args.format,
-        splits=list(parse_splits(args.splits)),
+        fmt=config.format,
+        splits=list(parse_splits(config.splits)),
         jobs=jobs,
         run_job=run_job,
         finalize=partial(statistics, arguments),

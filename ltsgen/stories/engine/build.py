@@ -1,10 +1,45 @@
-"""The built-in engine's build: one shard job (generate, write, count), the statistics and the card text."""
+"""The built-in engine's build: ``build_stories``, one shard job (generate, write, count), the statistics
+and the card text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ltsgen.stories.build import command_line, merge_stats
+from ltsgen.stories.build import (
+    StoryConfig,
+    builder_arguments,
+    command_line,
+    merge_stats,
+    story_build_spec,
+    story_jobs,
+)
+
+
+def build_stories(
+    config: StoryConfig,
+    *,
+    engine=None,
+    workers: int = 1,
+    overwrite: bool = False,
+    progress: bool = True,
+    card: bool = True,
+):
+    """Build (or resume, or confirm) a LongTinyStories dataset written by the built-in engine.
+
+    Args:
+        config: what to build.
+        engine, workers, overwrite, progress, card: as for ``ltsgen.build.run_build``.
+
+    Returns:
+        the ``ltsgen.build.BuildResult``.
+    """
+    from ltsgen.build import run_build
+    from ltsgen.stories.engine.story import ENGINE_VERSION
+
+    arguments = builder_arguments(config, "builtin")
+    jobs = story_jobs(arguments)
+    spec = story_build_spec(config, arguments, jobs, write_story_shard, story_statistics, ENGINE_VERSION)
+    return run_build(spec, engine=engine, workers=workers, overwrite=overwrite, progress=progress, card=card)
 
 
 def write_story_shard(job, output) -> dict[str, Any]:

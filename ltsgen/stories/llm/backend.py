@@ -1,4 +1,5 @@
-"""LongTinyStories through any OpenAI-compatible server: the ``--backend openai`` path of ``ltsgen stories``.
+"""LongTinyStories through any OpenAI-compatible server: ``build_llm_stories``, the ``--backend openai`` path
+of ``ltsgen stories``.
 
 Stories are planned, then written chapter by chapter (``recipe``, ``story``), many at once
 (``runner``), through ``openai.AsyncOpenAI`` with retries, rate limits, a response cache and a cost
@@ -9,12 +10,22 @@ twice and a finished build reruns without sending any.
 
 from __future__ import annotations
 
-import argparse
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# the arguments of this backend that determine the output (the build's identity, with the stories ones)
+from ltsgen.stories.build import (
+    StoryConfig,
+    builder_arguments,
+    command_line,
+    merge_stats,
+    story_build_spec,
+    story_jobs,
+)
+from ltsgen.stories.llm.ledger import Ledger, Prices, Usage, dataset_ledger
+
+# the settings of this backend that determine the output (the build's identity, with the stories ones)
 OUTPUT_ARGUMENTS = (
     "model",
     "temperature",
@@ -29,7 +40,6 @@ OUTPUT_ARGUMENTS = (
     "input_price",
     "output_price",
 )
-BUDGET_EXIT = 3  # exit status when --max-cost stopped the build
 
 
 def default_cache_dir() -> Path:
@@ -37,224 +47,153 @@ def default_cache_dir() -> Path:
     return Path(base) / "ltsgen" / "openai"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of ``--backend openai`` to the ``ltsgen stories`` parser."""
-    group = parser.add_argument_group(
-        "--backend openai",
-        "Write the stories with a language model behind any OpenAI-compatible server (OpenAI, vLLM, "
-        "llama.cpp, Ollama): an outline per story, then chapter by chapter. Answers are cached in "
-        "--cache-dir, so a rerun resumes without sending a request twice.",
-    )
-    add = group.add_argument
-    add(
-        "--base-url",
-        default=None,
-        help="server URL, e.g. http://127.0.0.1:8080/v1 (OpenAI's API when not given)",
-    )
-    add("--model", default=None, help="model name as the server knows it (required with --backend openai)")
-    add(
-        "--api-key-env",
-        default="OPENAI_API_KEY",
-        help="environment variable holding the key (local servers need none)",
-    )
-    add("--concurrency", type=int, default=8, help="stories written at once = requests in flight")
-    add(
-        "--requests-per-minute",
-        type=float,
-        default=None,
-        help="cap on requests per minute (no cap when not given)",
-    )
-    add(
-        "--tokens-per-minute",
-        type=float,
-        default=None,
-        help="cap on tokens per minute (no cap when not given)",
-    )
-    add("--request-timeout", type=float, default=300.0, help="seconds per request before a retry")
-    add("--max-retries", type=int, default=8, help="retries of one request before the build stops")
-    add(
-        "--retry-backoff",
-        type=float,
-        default=1.0,
-        help="seconds before the first retry, doubled each time, with jitter; Retry-After wins",
-    )
-    add("--temperature", type=float, default=0.8, help="sampling temperature")
-    add("--top-p", type=float, default=0.95, help="nucleus sampling")
-    add("--max-tokens", type=int, default=1024, help="tokens per answer")
-    add("--chapter-words", type=int, default=600, help="words per chapter the plan aims at")
-    add("--max-continuations", type=int, default=2, help="extra requests for a short chapter")
-    add(
-        "--length-tolerance",
-        type=float,
-        default=0.25,
-        help="keep stories within this share of their target length",
-    )
-    add(
-        "--max-oov-share",
-        type=float,
-        default=0.15,
-        help="reject stories with more words outside the simple vocabulary",
-    )
-    add("--max-repeated-share", type=float, default=0.05, help="reject stories with more repeated paragraphs")
-    add(
-        "--max-attempts",
-        type=int,
-        default=4,
-        help="tries per story: a rejected story is written again (new seed words, facts and request seed)",
-    )
-    add("--input-price", type=float, default=0.0, help="USD per million prompt tokens")
-    add("--output-price", type=float, default=0.0, help="USD per million completion tokens")
-    add(
-        "--max-cost",
-        type=float,
-        default=None,
-        help=f"stop cleanly (exit status {BUDGET_EXIT}) before this run spends more USD; rerun to go on",
-    )
-    add("--cache-dir", type=Path, default=default_cache_dir(), help="answer cache, shared by builds")
+@dataclass(frozen=True)
+class LLMConfig:
+    """How a language model behind an OpenAI-compatible server writes the stories: the server and its
+    limits, the sampling, the chapter recipe, the filters, the prices and the budget."""
+
+    model: str
+    base_url: str | None = None  # OpenAI's API when None
+    api_key: str = field(default="none", repr=False)  # servers without keys accept any
+    key_source: str = "$OPENAI_API_KEY"  # where the key came from, for the error of a refused key
+    concurrency: int = 8  # stories written at once = requests in flight
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    request_timeout: float = 300.0  # seconds per request before a retry
+    max_retries: int = 8
+    retry_backoff: float = 1.0  # seconds before the first retry, doubled each time
+    temperature: float = 0.8
+    top_p: float = 0.95
+    max_tokens: int = 1024  # tokens per answer
+    chapter_words: int = 600
+    max_continuations: int = 2  # extra requests for a short chapter
+    length_tolerance: float = 0.25
+    max_oov_share: float = 0.15
+    max_repeated_share: float = 0.05
+    max_attempts: int = 4  # tries per story
+    input_price: float = 0.0  # USD per million prompt tokens
+    output_price: float = 0.0  # USD per million completion tokens
+    max_cost: float | None = None  # USD this run may spend before BudgetExhausted stops it
+    cache_dir: Path = field(default_factory=default_cache_dir)  # answer cache, shared by builds
+
+    def arguments(self) -> dict[str, Any]:
+        """The settings that determine the output."""
+        return {key: getattr(self, key) for key in OUTPUT_ARGUMENTS}
+
+    def new_ledger(self) -> Ledger:
+        """An empty ``Ledger`` at this configuration's prices."""
+        return Ledger(Prices(self.input_price, self.output_price))
 
 
-def check_arguments(args: argparse.Namespace) -> None:
-    """One-line errors for options of this backend that cannot make a build."""
-    from ltsgen.errors import UsageError
+def build_llm_stories(
+    config: StoryConfig,
+    llm: LLMConfig,
+    ledger: Ledger | None = None,
+    *,
+    overwrite: bool = False,
+    progress: bool = True,
+    card: bool = True,
+):
+    """Build (or resume, or confirm) a LongTinyStories dataset written by a language model.
 
-    if not args.model:
-        raise UsageError("--backend openai needs --model (the model name the server serves)")
-    if args.workers not in (None, 1) or args.engine != "local":
-        raise UsageError(
-            "--workers and --engine apply to --backend builtin; --backend openai uses --concurrency"
-        )
-    positive = (
-        "concurrency",
-        "max_tokens",
-        "chapter_words",
-        "request_timeout",
-        "retry_backoff",
-        "max_attempts",
-    )
-    positive += ("requests_per_minute", "tokens_per_minute")
-    for name in positive:
-        value = getattr(args, name)
-        if value is not None and not value > 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive, not {value}")
-    for name in ("max_retries", "max_continuations", "input_price", "output_price", "length_tolerance"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
-    if args.max_cost is not None and not args.input_price and not args.output_price:
-        raise UsageError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
+    Args:
+        config: what to build.
+        llm: the model, its server and how it writes.
+        ledger: counts this run's answers, tokens and cost (``llm.new_ledger()`` when None); the caller
+            reads it after the build, or after ``BudgetExhausted``.
+        overwrite, progress, card: as for ``ltsgen.build.run_build``.
 
+    Returns:
+        the ``ltsgen.build.BuildResult``.
 
-def build(args: argparse.Namespace) -> int:
-    """Build (or resume) a LongTinyStories dataset with a language model; returns the exit status."""
-    from ltsgen.errors import UsageError, require
+    Raises:
+        BudgetExhausted: the next request would spend more than ``llm.max_cost``; finished shards and every
+            answer are kept, and a rerun goes on.
+        LLMError, BuildError, ContractError: one-line failures (an unwritable cache folder is an LLMError).
+    """
+    from ltsgen.build import run_build
+    from ltsgen.errors import require
+    from ltsgen.stories.llm.client import LLMError
+    from ltsgen.stories.llm.recipe import RECIPE_VERSION
 
     openai = require("openai", "llm", "stories from --backend openai")
-    from ltsgen.build import BuildError, run_build
-    from ltsgen.loaders.contract import ContractError
-    from ltsgen.stories.build import story_build_spec
+    ledger = llm.new_ledger() if ledger is None else ledger
+    arguments = builder_arguments(config, "openai", llm.arguments())
+    jobs = story_jobs(arguments)
+    try:
+        with _story_runner(openai, config, llm, ledger, jobs, progress) as runner:
+            spec = story_build_spec(
+                config,
+                arguments,
+                jobs,
+                runner.write_shard,
+                llm_statistics,
+                engine_version=f"openai-recipe-{RECIPE_VERSION}",
+            )
+            return run_build(spec, workers=1, overwrite=overwrite, progress=False, card=card)
+    except OSError as error:  # e.g. an unwritable cache folder
+        raise LLMError(str(error)) from None
+
+
+def _story_runner(openai, config: StoryConfig, llm: LLMConfig, ledger: Ledger, jobs: list, progress: bool):
+    """The ``StoryRunner`` that writes ``jobs``' stories through ``llm``, counting in ``ledger``."""
     from ltsgen.stories.llm.cache import ResponseCache
-    from ltsgen.stories.llm.client import BudgetExhausted, ChatClient, LLMError, RetryPolicy, Sampling
+    from ltsgen.stories.llm.client import ChatClient, RetryPolicy, Sampling
     from ltsgen.stories.llm.filters import Filters
-    from ltsgen.stories.llm.ledger import Ledger, Prices
-    from ltsgen.stories.llm.recipe import RECIPE_VERSION, story_seed
+    from ltsgen.stories.llm.recipe import story_seed
     from ltsgen.stories.llm.runner import StoryRunner
     from ltsgen.stories.llm.story import Recipe
     from ltsgen.stories.recalls import Distances
 
-    check_arguments(args)
-    api_key = os.environ.get(args.api_key_env)
-    if not api_key:
-        if args.base_url is None:
-            raise UsageError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
-        api_key = "none"  # servers without keys accept any
-    ledger = Ledger(Prices(args.input_price, args.output_price))
-    cache = ResponseCache(args.cache_dir)
-    sampling = Sampling(args.temperature, args.top_p, args.max_tokens)
+    cache = ResponseCache(llm.cache_dir)
+    sampling = Sampling(llm.temperature, llm.top_p, llm.max_tokens)
+    distances = Distances.parse(config.recall_distances)
 
     def make_chat(on_answer) -> ChatClient:
         client = openai.AsyncOpenAI(
-            base_url=args.base_url, api_key=api_key, max_retries=0, timeout=args.request_timeout
+            base_url=llm.base_url, api_key=llm.api_key, max_retries=0, timeout=llm.request_timeout
         )
         return ChatClient(
             client,
-            args.model,
+            llm.model,
             sampling,
             cache,
             ledger,
-            retry=RetryPolicy(args.max_retries, args.retry_backoff),
-            requests_per_minute=args.requests_per_minute,
-            tokens_per_minute=args.tokens_per_minute,
-            max_cost=args.max_cost,
+            retry=RetryPolicy(llm.max_retries, llm.retry_backoff),
+            requests_per_minute=llm.requests_per_minute,
+            tokens_per_minute=llm.tokens_per_minute,
+            max_cost=llm.max_cost,
             on_answer=on_answer,
-            key_source=f"${args.api_key_env} (--api-key-env)",
+            key_source=llm.key_source,
         )
 
-    try:
-        spec = story_build_spec(
-            args,
-            run_job=None,
-            statistics=llm_statistics,
-            extra=OUTPUT_ARGUMENTS,
-            engine_version=f"openai-recipe-{RECIPE_VERSION}",
+    def seed_of(index: int, attempt: int):
+        return story_seed(
+            index,
+            config.seed,
+            config.min_words,
+            config.max_words,
+            llm.chapter_words,
+            attempt,
+            distances,
+            config.recalls_per_1k_words,
         )
-        runner = StoryRunner(
-            make_chat,
-            lambda index, attempt: story_seed(
-                index,
-                args.seed,
-                args.min_words,
-                args.max_words,
-                args.chapter_words,
-                attempt,
-                Distances.parse(args.recall_distances),
-                args.recalls_per_1k_words,
-            ),
-            Recipe(args.chapter_words, args.max_continuations),
-            Filters(args.length_tolerance, args.max_oov_share, args.max_repeated_share),
-            spec.jobs,
-            args.concurrency,
-            args.max_attempts,
-            progress=not args.no_progress,
-        )
-        spec.run_job = runner.write_shard
-        with runner:
-            result = run_build(
-                spec, workers=1, overwrite=args.overwrite, progress=False, card=not args.no_card
-            )
-    except (BuildError, ContractError, LLMError, OSError) as error:  # OSError: e.g. an unwritable --cache-dir
-        raise UsageError(str(error)) from None
-    except BudgetExhausted:
-        print(ledger.summary())
-        print(
-            f"{args.out}: stopped before spending more than --max-cost ${args.max_cost:g}; finished shards "
-            f"and every answer are kept (answers in {cache.directory}): rerun to go on"
-        )
-        return BUDGET_EXIT
-    print(result.summary(args.out, "stories"))
-    print(filters_summary(result.manifest.extra["llm"]["filters"], args.num_stories, args.max_attempts))
-    print(ledger.summary())
-    dataset = result.manifest.extra["llm"]["ledger"]
-    print(
-        f"dataset: {dataset['requests']:,} answers, {dataset['prompt_tokens']:,} prompt + "
-        f"{dataset['completion_tokens']:,} completion tokens, ${dataset['cost_usd']:.4f}"
+
+    return StoryRunner(
+        make_chat,
+        seed_of,
+        Recipe(llm.chapter_words, llm.max_continuations),
+        Filters(llm.length_tolerance, llm.max_oov_share, llm.max_repeated_share),
+        jobs,
+        llm.concurrency,
+        llm.max_attempts,
+        progress=progress,
     )
-    return 0
-
-
-def filters_summary(filters: dict[str, Any], asked: int, max_attempts: int) -> str:
-    """One line: stories kept of those asked for, attempts, rejections by cause, stories given up."""
-    causes = ", ".join(f"{n} {reason}" for reason, n in filters["rejected"].items() if n) or "none"
-    line = f"filters: {filters['kept']:,} of {asked:,} stories kept after {filters['attempts']:,} attempts; "
-    line += f"rejected attempts: {causes}"
-    if filters["gave_up"]:
-        line += f"; {filters['gave_up']:,} stories rejected at all {max_attempts} attempts (--max-attempts)"
-    return line
 
 
 def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
     """``manifest.extra`` of an LLM build: the ledger, the filter counts and the card's tables."""
-    from ltsgen.stories.build import merge_stats
     from ltsgen.stories.llm.filters import REJECTIONS
-    from ltsgen.stories.llm.ledger import Prices, Usage, dataset_ledger
     from ltsgen.stories.statistics import fact_tables, variety_table
 
     total = merge_stats([result.stats for result in results])
@@ -330,8 +269,6 @@ def llm_statistics(arguments: dict[str, Any], results: list) -> dict[str, Any]:
 
 def llm_card(arguments: dict[str, Any]) -> dict[str, Any]:
     """What the data card says about a build written by a language model."""
-    from ltsgen.stories.build import command_line
-
     model = arguments["model"]
     return {
         "pretty_name": "LongTinyStories",

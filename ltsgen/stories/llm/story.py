@@ -74,45 +74,7 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
     try:
         outline_text, _ = await ask(outline_messages(story))
         outline = parse_outline(outline_text, story.chapters)
-        chapters: list[dict[str, Any]] = []
-        texts: list[str] = []
-        summaries: list[str] = []
-        total = 0
-        for k, budget in enumerate(story.budgets, 1):
-            previous = texts[-1] if texts else ""
-            summary = summaries[-1] if summaries else ""
-            text, answer = await ask(chapter_messages(story, outline, k, summary, previous))
-            cut, continuations = answer.finish_reason == "length", 0
-            while continuations < recipe.max_continuations and total + len(text.split()) < story.target_words:
-                words = len(text.split())
-                if words >= (budget if cut else recipe.short_share * budget):
-                    break  # long enough (a chapter cut at the token limit loses its last sentence below)
-                more, answer = await ask(
-                    continue_messages(story, outline, k, text, max(budget - words, 50), cut), required=False
-                )
-                continuations += 1
-                if not more:
-                    break
-                text = f"{text} {more}" if cut else f"{text}\n\n{more}"
-                cut = answer.finish_reason == "length"
-            written = len(text.split())
-            most = int(recipe.long_share * budget)
-            text = cut_to_budget(text, budget, min(most, max(written - 1, 1)) if cut else most)
-            texts.append(text)
-            words = len(text.split())
-            chapters.append(
-                {
-                    "budget": budget,
-                    "words": words,
-                    "continuations": continuations,
-                    "cut_words": written - words,
-                }
-            )
-            total += words
-            if total >= story.target_words or k == story.chapters:
-                break
-            summary_text, _ = await ask(summary_messages(story, summary, text))
-            summaries.append(summary_text)
+        texts, chapters, summaries = await _write_chapters(ask, story, outline, recipe)
     except _Rejected as rejection:
         return StoryResult(story, None, rejection.reason, usage, finishes)
 
@@ -141,6 +103,66 @@ async def write_story(story: StorySeed, chat: ChatClient, recipe: Recipe, filter
     }
     record = {"id": story.id, "text": text, "source": "lts", "num_words": count_words(text), "meta": meta}
     return StoryResult(story, None if rejected else record, rejected, usage, finishes)
+
+
+async def _write_chapters(ask, story: StorySeed, outline, recipe: Recipe):
+    """(texts, records, rolling summaries) of the chapters, written until the story reaches its target
+    length or its last chapter; a summary of the story so far is asked for between chapters."""
+    chapters: list[dict[str, Any]] = []
+    texts: list[str] = []
+    summaries: list[str] = []
+    total = 0
+    for k, budget in enumerate(story.budgets, 1):
+        previous = texts[-1] if texts else ""
+        summary = summaries[-1] if summaries else ""
+        text, chapter = await _write_chapter(ask, story, outline, recipe, k, budget, summary, previous, total)
+        texts.append(text)
+        chapters.append(chapter)
+        total += chapter["words"]
+        if total >= story.target_words or k == story.chapters:
+            break
+        summary_text, _ = await ask(summary_messages(story, summary, text))
+        summaries.append(summary_text)
+    return texts, chapters, summaries
+
+
+async def _write_chapter(
+    ask,
+    story: StorySeed,
+    outline,
+    recipe: Recipe,
+    k: int,
+    budget: int,
+    summary: str,
+    previous: str,
+    total: int,
+) -> tuple[str, dict[str, Any]]:
+    """Chapter ``k`` (``total`` words written before it) and its record: asked for, continued while it is
+    short (at most ``recipe.max_continuations`` times), then cut to its ``budget``."""
+    text, answer = await ask(chapter_messages(story, outline, k, summary, previous))
+    cut, continuations = answer.finish_reason == "length", 0
+    while continuations < recipe.max_continuations and total + len(text.split()) < story.target_words:
+        words = len(text.split())
+        if words >= (budget if cut else recipe.short_share * budget):
+            break  # long enough (a chapter cut at the token limit loses its last sentence below)
+        more, answer = await ask(
+            continue_messages(story, outline, k, text, max(budget - words, 50), cut), required=False
+        )
+        continuations += 1
+        if not more:
+            break
+        text = f"{text} {more}" if cut else f"{text}\n\n{more}"
+        cut = answer.finish_reason == "length"
+    written = len(text.split())
+    most = int(recipe.long_share * budget)
+    text = cut_to_budget(text, budget, min(most, max(written - 1, 1)) if cut else most)
+    words = len(text.split())
+    return text, {
+        "budget": budget,
+        "words": words,
+        "continuations": continuations,
+        "cut_words": written - words,
+    }
 
 
 def planted_facts(text: str, chapters: list[str], story: StorySeed) -> tuple[list[dict[str, Any]], int, int]:
