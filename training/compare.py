@@ -6,8 +6,8 @@ is trained once, as ``rope``, and its weights are evaluated under each scaling (
 ``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from those weights at each evaluation length beyond
 the training length (factor = length / training length), as their papers do, and evaluated there.
 
-Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through a ``RunMap``
-(this process, a local process pool, or any engine's ``map``). A rerun skips what is finished and resumes
+Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through an ``Engine``
+(``ltsgen.engines``: this process, a local process pool or Ray tasks), as the builders' jobs are. A rerun skips what is finished and resumes
 an interrupted training from its checkpoint. A run whose loss stops being finite is reported as diverged
 (with the step), left out of the tables and plots, and not evaluated; the report is written all the same.
 """
@@ -17,12 +17,14 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ltsgen.encodings import options as encoding_options
+from ltsgen.engines import Engine, SerialEngine
 from ltsgen.errors import require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
@@ -101,10 +103,6 @@ class RunSpec:
     window_stride: int = 1
     eval_concat: bool = False
     progress: bool = False
-
-
-#: How runs are dispatched: ``run_map(run_job, specs)`` yields ``run_job(spec)`` of every spec, in any order.
-RunMap = Callable[[Callable[[RunSpec], dict[str, Any]], list[RunSpec]], Iterable[dict[str, Any]]]
 
 
 def run_job(spec: RunSpec) -> dict[str, Any]:
@@ -198,34 +196,12 @@ def _kept_evaluation(path: Path, log: Callable[[str], None]) -> dict[str, Any] |
     return None
 
 
-def serial_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
-    """Run every spec in this process, one after another."""
-    for spec in specs:
-        yield fn(spec)
-
-
-def process_pool_map(workers: int) -> RunMap:
-    """A ``RunMap`` over ``workers`` spawned processes, each with an equal share of the CPU threads."""
-
-    def run_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
-        import multiprocessing
-        import os
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_threads,
-                                 initargs=(threads,)) as pool:  # fmt: skip
-            for future in as_completed([pool.submit(fn, spec) for spec in specs]):
-                yield future.result()
-
-    return run_map
-
-
-def _set_threads(threads: int) -> None:
+def run_job_with_threads(threads: int, spec: RunSpec) -> dict[str, Any]:
+    """``run_job`` with torch limited to ``threads`` CPU threads (a worker keeps the count it started with)."""
     import torch
 
     torch.set_num_threads(threads)
+    return run_job(spec)
 
 
 def run_folder(out: Path, train_length: int, seed: int, name: str) -> Path:
@@ -247,8 +223,7 @@ def compare(
     window_stride: int = 1,
     eval_concat: bool = False,
     finetune_steps: int = 0,
-    workers: int = 1,
-    run_map: RunMap | None = None,
+    engine: Engine | None = None,
     train_tokenizer: TokenizerTrainer | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
@@ -265,9 +240,9 @@ def compare(
             ``evaluate_run``'s.
         finetune_steps: also fine-tune RoPE-PI and YaRN for this many steps at each evaluation length
             beyond the training length (0: zero-shot only).
-        workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
-            in this process, or with ``workers`` > 1 that many at once in worker processes, each with an
-            equal share of the CPU threads. Every run is the same wherever it runs.
+        engine: where the runs go (``ltsgen.engines.make_engine``): by default one after another in this
+            process; an engine whose jobs run in other processes (a process pool, Ray tasks) gives each run
+            its ``cpus_per_job`` torch threads. Every run is the same wherever it runs.
         train_tokenizer: trains the shared tokenizer when the data has none and none is given.
         progress, log: a bar over the steps of the whole grid (each run's steps and an ETA, read from the
             runs' metrics.jsonl wherever they train) and, in this process, each run's own bar; where the
@@ -290,10 +265,10 @@ def compare(
     _check_settings(out / SETTINGS_NAME, settings)
     with claim_folder(out, "comparison"):
         remove_temporaries(out, _TEMPORARY)
-        return _compare(base, settings, workers, run_map, train_tokenizer, progress, log)
+        return _compare(base, settings, engine or SerialEngine(), train_tokenizer, progress, log)
 
 
-def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -> dict[str, Any]:
+def _compare(base, settings, engine, train_tokenizer, progress, log) -> dict[str, Any]:
     """``compare`` in its claimed folder, with its checked ``settings``."""
     out, encodings, finetune_steps = Path(base.out), settings["encodings"], settings["finetune_steps"]
     train_lengths, seeds = settings["train_lengths"], settings["seeds"]
@@ -316,9 +291,8 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     if held_out.notice:
         log(f"note: {held_out.notice}")
 
-    in_process = run_map is None and workers <= 1
-    if run_map is None:
-        run_map = serial_map if in_process else process_pool_map(workers)
+    in_process = engine.cpus_per_job is None
+    job = run_job if in_process else partial(run_job_with_threads, engine.cpus_per_job)
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
                   entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
@@ -326,8 +300,8 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
     runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]
     with GridProgress(runs, enabled=progress, log=log) as grid:
-        results = list(_dispatch(run_map, specs, grid))
-        results += _dispatch(run_map, finetunes, grid)
+        results = list(_dispatch(engine, job, specs, grid))
+        results += _dispatch(engine, job, finetunes, grid)
 
     by_tag = {result["tag"]: result for result in results}
     runs = [
@@ -422,8 +396,10 @@ def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
         )
 
 
-def _dispatch(run_map: RunMap, specs: list[RunSpec], grid: GridProgress) -> Iterator[dict[str, Any]]:
-    for result in run_map(run_job, specs):
+def _dispatch(
+    engine: Engine, job: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec], grid: GridProgress
+) -> Iterator[dict[str, Any]]:
+    for result in engine.map(job, specs):
         for line in result["lines"]:
             grid.write(line)
         grid.refresh()
