@@ -30,6 +30,12 @@ class PositionEncoding(nn.Module):
     shared_across_layers: bool = True
     #: Multiplies q.k / sqrt(d) (YaRN's mscale**2); 1.0 otherwise.
     logit_scale: float = 1.0
+    #: The encoding, by name, whose trained weights this one reads: RoPE, RoPE-PI and YaRN train the same
+    #: model (RoPE at factor 1) and differ only in how they rescale to read longer. None: its own weights.
+    shares_weights_of: str | None = None
+    #: Evaluated rescaled to each evaluation length (``set_eval_length``), zero-shot or fine-tuned there
+    #: with ``rescaled_options``.
+    rescaled: bool = False
 
     def __init__(self, num_heads: int, head_dim: int):
         super().__init__()
@@ -48,6 +54,12 @@ class PositionEncoding(nn.Module):
         Returns:
             Option values that override the constructor's defaults when a model trains at ``train_length``.
         """
+        return {}
+
+    @classmethod
+    def rescaled_options(cls, length: int, train_length: int) -> dict[str, Any]:
+        """Options that stretch a model trained at ``train_length`` tokens to read ``length`` (to fine-tune
+        there); empty unless ``rescaled``."""
         return {}
 
     def rotary_tables(self, positions: torch.Tensor) -> RotaryTables | None:

@@ -55,6 +55,28 @@ def _did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
     return f" (did you mean {' or '.join(close) if len(close) < 3 else ', '.join(close[:-1]) + ' or ' + close[-1]}?)"
 
 
+def trained_as(name: str) -> str:
+    """The encoding whose trained weights ``name`` reads: ``rope`` for RoPE, RoPE-PI and YaRN (one model
+    trained at factor 1, rescaled differently to read longer); ``name`` itself for the others."""
+    return _class(name).shares_weights_of or canonical_name(name)
+
+
+def shares_weights(name: str) -> bool:
+    """Whether ``name`` reads weights that other encodings read too (RoPE, RoPE-PI and YaRN)."""
+    return _class(name).shares_weights_of is not None
+
+
+def rescaled(name: str) -> bool:
+    """Whether ``name`` is evaluated rescaled to each evaluation length (RoPE-PI and YaRN)."""
+    return _class(name).rescaled
+
+
+def rescaled_options(name: str, length: int, train_length: int) -> dict[str, object]:
+    """The options that stretch ``name`` trained at ``train_length`` tokens to ``length`` (empty unless
+    ``rescaled(name)``): RoPE-PI's and YaRN's ``factor`` and ``original_length``."""
+    return _class(name).rescaled_options(length, train_length)
+
+
 def options(name: str) -> dict[str, object]:
     """The keyword options of encoding ``name`` with their defaults."""
     builder = _builder(name)

@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.encodings import options as encoding_options
+from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as
 from ltsgen.engines import Engine, SerialEngine
 from ltsgen.errors import require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import TrainingError
-from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
+from ltsgen.training.evaluate import evaluate_run
 from ltsgen.training.progress import GridProgress
-from ltsgen.training.report import PLOTS, REPORT_FILES, write_report
+from ltsgen.training.report import FINETUNED, PLOTS, REPORT_FILES, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
     RunDirError,
@@ -53,9 +54,7 @@ FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
     "entropy_sequences", "window_stride", "eval_concat", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
 )  # fmt: skip
-SCALED = ("rope_pi", "yarn")  # evaluated zero-shot on RoPE's weights, optionally fine-tuned
 FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
-FINETUNED = "+finetuned"  # label suffix of the fine-tuned variants
 
 
 class CompareError(TrainingError):
@@ -337,13 +336,14 @@ def _left_out(runs: list[dict[str, Any]], why: str) -> str | None:
 
 
 def _base_specs(base, encodings, train_lengths, seeds, eval_lengths, common) -> list[RunSpec]:
-    """One training per (encoding, training length, seed); the RoPE family shares one."""
-    trained = [e for e in dict.fromkeys("rope" if e in ROTARY_FAMILY else e for e in encodings)]
+    """One training per (encoding, training length, seed); encodings that read the same weights (the RoPE
+    family: ``ltsgen.encodings.trained_as``) share one."""
+    trained = [e for e in dict.fromkeys(trained_as(e) for e in encodings)]
     specs = []
     for train_length in train_lengths:
         for seed in seeds:
             for name in trained:
-                family = [e for e in encodings if e in ROTARY_FAMILY] if name == "rope" else [name]
+                family = [e for e in encodings if trained_as(e) == name] if shares_weights(name) else [name]
                 evaluations = tuple(
                     Evaluation(e, tuple(eval_lengths), None if e == name else e, _options_of(e, base))
                     for e in family
@@ -363,13 +363,13 @@ def _finetune_specs(base, encodings, train_lengths, seeds, eval_lengths, steps, 
     specs = []
     for train_length in train_lengths:
         for seed in seeds:
-            for name in (e for e in encodings if e in SCALED):
+            for name in (e for e in encodings if rescaled(e)):
                 for length in (n for n in eval_lengths if n > train_length):
-                    scale = {"factor": length / train_length, "original_length": train_length}
+                    scale = rescaled_options(name, length, train_length)
                     config = replace(
                         base, encoding=name, train_length=length, seed=seed, steps=steps, warmup=None,
                         lr=base.lr * FINETUNE_LR_RATIO, batch_size=max(1, base.batch_size * train_length // length),
-                        init_from=str(run_folder(Path(base.out), train_length, seed, "rope")),
+                        init_from=str(run_folder(Path(base.out), train_length, seed, trained_as(name))),
                         encoding_options={**dict(_options_of(name, base)), **scale},
                         out=str(run_folder(Path(base.out), train_length, seed, f"{name}-finetuned-{length}")),
                     )  # fmt: skip

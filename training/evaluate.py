@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ltsgen.encodings import training_options
+from ltsgen.encodings import NAMES, rescaled, shares_weights, trained_as, training_options
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.training.checkpoint import load_checkpoint
 from ltsgen.training.data import (
@@ -54,8 +54,6 @@ from ltsgen.training.rundir import (
 
 _LARGEST_EXPONENT = math.log(sys.float_info.max)  # beyond it, exp(loss) is not a float: the perplexity is inf
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
-#: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
-ROTARY_FAMILY = ("rope", "rope_pi", "yarn")
 
 
 class EvaluateError(TrainingError):
@@ -141,14 +139,20 @@ def load_run(run_dir):
 def as_encoding(
     model_config: dict[str, Any], encoding: str, train_length: int, overrides: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The model config of a RoPE-family run read as ``encoding`` (RoPE, RoPE-PI or YaRN at its training
-    scale, with ``overrides`` of its options): the weights are the same, only the rescaling beyond the
-    training length differs."""
+    """The model config of a run read as ``encoding``, another encoding that reads the same trained weights
+    (``ltsgen.encodings.trained_as``: RoPE, RoPE-PI or YaRN at its training scale, with ``overrides`` of its
+    options): the weights are the same, only the rescaling beyond the training length differs."""
     trained = model_config["encoding"]
     options = model_config.get("encoding_options", {})
-    if trained not in ROTARY_FAMILY or encoding not in ROTARY_FAMILY or options.get("factor", 1.0) != 1.0:
+    sharing = [name for name in NAMES if shares_weights(name)]
+    if (
+        trained not in sharing
+        or encoding not in sharing
+        or trained_as(trained) != trained_as(encoding)
+        or options.get("factor", 1.0) != 1.0
+    ):
         raise EvaluateError(
-            f"a {trained} run can be evaluated as another encoding only within {', '.join(ROTARY_FAMILY)} and "
+            f"a {trained} run can be evaluated as another encoding only within {', '.join(sharing)} and "
             f"at training factor 1 (asked: {encoding})"
         )
     base = {"base": options["base"]} if "base" in options else {}
@@ -408,7 +412,7 @@ def evaluate_run(
 def scaling(model_config: dict[str, Any]) -> str | None:
     """How a RoPE-PI or YaRN model reads lengths beyond its training: ``zero-shot`` (trained at factor 1) or
     ``fine-tuned at factor s``; None for the other encodings."""
-    if model_config["encoding"] not in ("rope_pi", "yarn"):
+    if not rescaled(model_config["encoding"]):
         return None
     factor = model_config.get("encoding_options", {}).get("factor", 1.0)
     return "zero-shot" if factor == 1.0 else f"fine-tuned at factor {factor:g}"

@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ltsgen.encodings import NAMES, rescaled
 from ltsgen.errors import require
 from ltsgen.loaders.files import atomic_path
 from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, bootstrap, holm, paired
@@ -173,7 +174,7 @@ def display(label: str, finetune_steps: int | None = None) -> str:
     if label.endswith(FINETUNED):
         steps = f" {finetune_steps} steps" if finetune_steps else ""
         return f"{label.removesuffix(FINETUNED)} (fine-tuned{steps})"
-    return f"{label} (zero-shot)" if label in ("rope_pi", "yarn") else label
+    return f"{label} (zero-shot)" if label in NAMES and rescaled(label) else label
 
 
 def families(labels: list[str]) -> list[tuple[str, list[str]]]:
