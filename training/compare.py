@@ -30,20 +30,19 @@ from ltsgen.errors import require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
-from ltsgen.training.errors import TrainingError
+from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import evaluate_run
 from ltsgen.training.progress import GridProgress
 from ltsgen.training.report import FINETUNED, PLOTS, REPORT_FILES, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
-    RunDirError,
     claim_folder,
     eval_name,
     read_record,
     remove_temporaries,
     write_json,
 )
-from ltsgen.training.train import DivergedError, TrainConfig, train
+from ltsgen.training.train import TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
@@ -57,10 +56,6 @@ FREE_SETTINGS = (
 FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
 
 
-class CompareError(TrainingError):
-    """Settings that conflict with an earlier comparison in the same folder; the message names the file."""
-
-
 def resolve_encodings(spec: str) -> list[str]:
     """``all`` or a comma-separated list of names from ``ltsgen.encodings.NAMES``, in any case."""
     from ltsgen.encodings import NAMES, canonical_name
@@ -69,7 +64,7 @@ def resolve_encodings(spec: str) -> list[str]:
         return list(NAMES)
     names = [canonical_name(name) for name in spec.split(",") if name.strip()]
     if not names:
-        raise CompareError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
+        raise TrainingError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
     return list(dict.fromkeys(names))
 
 
@@ -188,7 +183,7 @@ def _kept_evaluation(path: Path, log: Callable[[str], None]) -> dict[str, Any] |
         kept = read_record(path, {"results": list})
         if all(isinstance(r, dict) and isinstance(r.get("eval_length"), int) for r in kept["results"]):
             return kept
-    except RunDirError as error:
+    except TrainingError as error:
         log(f"{error}; evaluated again")
         return None
     log(f"{path}: damaged, a result has no integer eval_length; evaluated again")
@@ -254,7 +249,7 @@ def compare(
     seeds = list(dict.fromkeys(seeds if seeds is not None else [base.seed]))
     _check_options(encodings, base.encoding_options)
     if window_stride < 1:
-        raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
+        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
                 "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
                 "batch_tokens": batch_tokens, "entropy_sequences": entropy_sequences, "window_stride": window_stride, "eval_concat": eval_concat,
@@ -389,7 +384,7 @@ def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
     if unused:
         known = sorted({key for encoding in encodings for key in encoding_options(encoding)})
         close = difflib.get_close_matches(unused[0], known, n=1, cutoff=0.6)
-        raise CompareError(
+        raise TrainingError(
             f"--encoding-option {', '.join(unused)}: no compared encoding has such an option"
             + (f" (did you mean {close[0]!r}?)" if close else "")
             + f"; they take {', '.join(known) if known else 'no options'}"
@@ -414,7 +409,7 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
                if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)]  # fmt: skip
     if changed:
         diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
-        raise CompareError(
+        raise TrainingError(
             f"{path}: an earlier comparison here used other settings ({diffs}); use another --out"
         )
 

@@ -56,10 +56,6 @@ _LARGEST_EXPONENT = math.log(sys.float_info.max)  # beyond it, exp(loss) is not 
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
 
 
-class EvaluateError(TrainingError):
-    """A run or dataset that cannot be evaluated; the message names the file."""
-
-
 class PeakMemory:
     """Peak memory of a block of work, in MiB.
 
@@ -121,13 +117,13 @@ def load_run(run_dir):
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_NAME
     if not config_path.exists():
-        raise EvaluateError(f"{config_path}: not found (is {run_dir} a training run?)")
+        raise TrainingError(f"{config_path}: not found (is {run_dir} a training run?)")
     config = read_record(config_path, {"train": dict})
     if not isinstance(config["train"].get("train_length"), int):
-        raise EvaluateError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
+        raise TrainingError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
     summary_path = run_dir / SUMMARY_NAME
     if summary_path.exists() and read_record(summary_path, {}).get("diverged"):
-        raise EvaluateError(
+        raise TrainingError(
             f"{summary_path}: this run diverged (its loss was not finite); nothing to evaluate"
         )
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
@@ -151,7 +147,7 @@ def as_encoding(
         or trained_as(trained) != trained_as(encoding)
         or options.get("factor", 1.0) != 1.0
     ):
-        raise EvaluateError(
+        raise TrainingError(
             f"a {trained} run can be evaluated as another encoding only within {', '.join(sharing)} and "
             f"at training factor 1 (asked: {encoding})"
         )
@@ -344,9 +340,9 @@ def evaluate_run(
         entry of ``results`` per length.
     """
     if window_stride < 1:
-        raise EvaluateError(f"--window-stride must be at least 1 (got {window_stride})")
+        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
     if eval_dtype not in EVAL_DTYPES:
-        raise EvaluateError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
+        raise TrainingError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
     resolved = resolve_device(device)
     run_dir = Path(run_dir)
     model_config, weights, config, tokenizer = load_run(run_dir)

@@ -30,7 +30,7 @@ from ltsgen.loaders.files import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
-from ltsgen.training.errors import TrainingError
+from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import perplexity
 from ltsgen.training.precision import training_precision
 from ltsgen.training.rundir import (
@@ -48,14 +48,6 @@ from ltsgen.training.rundir import (
 from ltsgen.training.schedule import WarmupCosine
 
 BETAS = (0.9, 0.95)
-
-
-class TrainError(TrainingError):
-    """A training run that cannot start or continue; the message names the file or option."""
-
-
-class DivergedError(TrainError):
-    """The loss or the gradient norm stopped being finite; RUN/train_summary.json records the step."""
 
 
 def _option(
@@ -159,9 +151,9 @@ class TrainConfig:
             value, limits = getattr(self, item.name), item.metadata.get("limits")
             problem = None if value is None or not limits else out_of_limits(value, limits)
             if problem:
-                raise TrainError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
+                raise TrainingError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise TrainError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
+            raise TrainingError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones
         self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
 
@@ -281,7 +273,7 @@ def train(
                 clean_up_failed_run(claim)
             if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
                 where = final_name(error.filename) if error.filename else run_dir
-                raise TrainError(f"{where}: {error.strerror or error}") from None
+                raise TrainingError(f"{where}: {error.strerror or error}") from None
             raise
         finally:
             distributed.teardown(placement)
@@ -390,13 +382,13 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         )
     if path.exists():
         if not resume:
-            raise TrainError(f"{path}: a run is already there; pass --resume or choose another --out")
+            raise TrainingError(f"{path}: a run is already there; pass --resume or choose another --out")
         checkpoint = load_checkpoint(path)
         saved = asdict(TrainConfig.from_dict({"out": config.out, **json.loads(checkpoint["train_config"])}))
         changed = [key for key in TrainConfig.RESUME_KEYS if saved.get(key) != getattr(config, key)]
         if changed:
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
-            raise TrainError(f"{path}: cannot resume with other settings ({diffs})")
+            raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")
     if placement.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
@@ -428,7 +420,7 @@ def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.
             model.load_state_dict(load_checkpoint(source)["model"])
         except RuntimeError as error:
             first = str(error).strip().splitlines()[0]
-            raise TrainError(f"{source}: its weights do not fit this model ({first})") from None
+            raise TrainingError(f"{source}: its weights do not fit this model ({first})") from None
     return model, model_cfg
 
 
@@ -448,7 +440,7 @@ def restore(checkpoint, model, optimizer, scheduler, batches, placement) -> int:
     try:
         batches.load_state_dict(loader_states[placement.rank % len(loader_states)])
     except ValueError as error:  # e.g. another world size changed the global batch
-        raise TrainError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
+        raise TrainingError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
     set_rng_state(checkpoint["rng"])
     return int(checkpoint["step"])
 
