@@ -14,7 +14,6 @@ an interrupted training from its checkpoint. A run whose loss stops being finite
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ from typing import Any
 from ltsgen.encodings import options as encoding_options
 from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as
 from ltsgen.engines import Engine, SerialEngine
-from ltsgen.errors import require
+from ltsgen.errors import did_you_mean, require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
@@ -383,10 +382,10 @@ def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
     unused = [key for key in given if not any(key in encoding_options(e) for e in encodings)]
     if unused:
         known = sorted({key for encoding in encodings for key in encoding_options(encoding)})
-        close = difflib.get_close_matches(unused[0], known, n=1, cutoff=0.6)
+        close = did_you_mean(unused[0], known, n=1)
         raise TrainingError(
             f"--encoding-option {', '.join(unused)}: no compared encoding has such an option"
-            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + (f" ({close})" if close else "")
             + f"; they take {', '.join(known) if known else 'no options'}"
         )
 
