@@ -134,25 +134,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
     for evaluation in spec.evaluations:
         path = run_dir / eval_name(evaluation.encoding)
         kept = _kept_evaluation(path, lines.append)
-        if kept is not None and (
-            [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths)
-            and (
-                kept.get("step"),
-                kept.get("requested_sequences"),
-                kept.get("eval_dtype"),
-                kept.get("requested_entropy_sequences"),
-                kept.get("window_stride"),
-                kept.get("eval_concat"),
-            )
-            == (
-                summary["step"],
-                spec.eval_sequences,
-                spec.eval_dtype,
-                spec.entropy_sequences,
-                spec.window_stride,
-                spec.eval_concat,
-            )
-        ):
+        if kept is not None and _still_valid(kept, evaluation, spec, summary["step"]):
             lines.append(f"{spec.tag}: {evaluation.label} evaluated earlier, kept")
             evals[evaluation.label] = kept
             continue
@@ -167,6 +149,26 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         lines.append(f"{spec.tag}: {evaluation.label} perplexity {shown}")
         evals[evaluation.label] = report
     return {"tag": spec.tag, "train": summary, "evals": evals, "lines": lines}
+
+
+def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, step: int) -> bool:
+    """Whether an earlier evaluation file answers ``evaluation`` of ``spec``'s run at ``step``: the same
+    lengths, step and evaluation settings."""
+    return [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths) and (
+        kept.get("step"),
+        kept.get("requested_sequences"),
+        kept.get("eval_dtype"),
+        kept.get("requested_entropy_sequences"),
+        kept.get("window_stride"),
+        kept.get("eval_concat"),
+    ) == (
+        step,
+        spec.eval_sequences,
+        spec.eval_dtype,
+        spec.entropy_sequences,
+        spec.window_stride,
+        spec.eval_concat,
+    )
 
 
 def _diverged(run_dir: Path) -> bool:

@@ -33,6 +33,7 @@ from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.training.checkpoint import load_checkpoint
 from ltsgen.training.data import (
     EvalSet,
+    EvalSets,
     check_tokenizer_matches,
     first_source,
     load_eval_sets,
@@ -339,10 +340,7 @@ def evaluate_run(
         The content of the eval file: run, data, encoding, train_length, step, documents, notice and one
         entry of ``results`` per length.
     """
-    if window_stride < 1:
-        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
-    if eval_dtype not in EVAL_DTYPES:
-        raise TrainingError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
+    _check_settings(window_stride, eval_dtype)
     resolved = resolve_device(device)
     run_dir = Path(run_dir)
     model_config, weights, config, tokenizer = load_run(run_dir)
@@ -357,45 +355,17 @@ def evaluate_run(
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
     model = build_model(model_config, weights, resolved)
-    unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
-    results = [
-        evaluate_length(
-            model,
-            sets.sets[length],
-            resolved,
-            train_length=train_length,
-            batch_tokens=batch_tokens,
-            entropy_sequences=entropy_sequences,
-            dtype=eval_dtype,
-            window_stride=window_stride,
-            unigram=unigram,
-        )  # fmt: skip
-        for length in tqdm(
-            sorted(sets.sets),
-            desc=f"evaluate {model_config['encoding']}",
-            unit="length",
-            disable=not progress,
-        )  # fmt: skip
-    ]
-    report = {
-        "run": str(run_dir),
-        "data": str(data_dir),
-        "encoding": model_config["encoding"],
-        "trained_as": trained,
-        "scaling": scaling(model_config),
-        "train_length": train_length,
-        "step": config["step"],
-        "parameters": config.get("parameters"),
-        "device": str(resolved),
-        "eval_dtype": eval_dtype,
-        "documents_from": sets.description,
-        "requested_sequences": max_sequences,
-        "requested_entropy_sequences": entropy_sequences,
-        "window_stride": window_stride,
-        "eval_concat": eval_concat,
-        "notice": sets.notice,
-        "results": results,
-    }
+    scoring = dict(train_length=train_length, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
+                   dtype=eval_dtype, window_stride=window_stride)  # fmt: skip
+    results = _evaluate_lengths(
+        model, sets, resolved, scoring, f"evaluate {model_config['encoding']}", progress
+    )
+    report = {"run": str(run_dir), "data": str(data_dir), "encoding": model_config["encoding"], "trained_as": trained,
+              "scaling": scaling(model_config), "train_length": train_length, "step": config["step"],
+              "parameters": config.get("parameters"), "device": str(resolved), "eval_dtype": eval_dtype,
+              "documents_from": sets.description, "requested_sequences": max_sequences,
+              "requested_entropy_sequences": entropy_sequences, "window_stride": window_stride,
+              "eval_concat": eval_concat, "notice": sets.notice, "results": results}  # fmt: skip
     longest = sets.sets[max(sets.sets)]
     if longest.recalls is not None:
         report["recall_window"] = window_results(
@@ -403,6 +373,30 @@ def evaluate_run(
         )
     write_json(run_dir / eval_name(encoding), report)
     return report
+
+
+def _check_settings(window_stride: int, eval_dtype: str) -> None:
+    if window_stride < 1:
+        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
+    if eval_dtype not in EVAL_DTYPES:
+        raise TrainingError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
+
+
+def _evaluate_lengths(
+    model: torch.nn.Module,
+    sets: EvalSets,
+    device: torch.device,
+    scoring: dict[str, Any],
+    desc: str,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """``evaluate_length`` at every length of ``sets``, shortest first, with ``scoring``'s settings; the
+    unigram baseline is fitted on every token of the longest set's documents."""
+    unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
+    return [
+        evaluate_length(model, sets.sets[length], device, unigram=unigram, **scoring)
+        for length in tqdm(sorted(sets.sets), desc=desc, unit="length", disable=not progress)
+    ]
 
 
 def scaling(model_config: dict[str, Any]) -> str | None:

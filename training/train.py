@@ -288,6 +288,52 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
         and (run_dir / SUMMARY_NAME).exists()
     ):
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
+    run = _start(config, placement, checkpoint, train_tokenizer)
+    end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)
+    meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
+    _steps(run, end_step, meter, progress)
+    if end_step > run.start_step:
+        run.save(end_step)
+    run.metrics.close()
+    summary = summarise(config, run.model, meter, end_step, placement)
+    if placement.is_main and summary["finished"]:
+        write_json(run_dir / SUMMARY_NAME, summary)
+    return summary
+
+
+@dataclass
+class _Run:
+    """A run ready to train from ``start_step``: the model (``runner`` trains it, DDP-wrapped or compiled),
+    its optimizer and schedule, the batches, the validation tokens and the metrics file."""
+
+    config: TrainConfig
+    placement: Any
+    model: torch.nn.Module
+    model_cfg: Any
+    runner: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: WarmupCosine
+    batches: TrainingBatches
+    val_tokens: torch.Tensor | None
+    metrics: _Metrics
+    start_step: int
+
+    def save(self, step: int) -> None:
+        """Checkpoint everything a resume needs at ``step`` (every rank's loader state, the main rank writes)."""
+        states = _gather_loader_states(self.batches.state_dict(), self.placement)
+        if self.placement.is_main:
+            save_checkpoint(Path(self.config.out) / CHECKPOINT_NAME,
+                {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
+                 "model_config": json.dumps(self.model_cfg.to_dict()), "train_config": json.dumps(asdict(self.config))},
+            )  # fmt: skip
+        distributed.barrier(self.placement)
+
+
+def _start(config: TrainConfig, placement, checkpoint, train_tokenizer) -> _Run:
+    """The tokenizer, model, optimizer, schedule and batches of a run, restored from ``checkpoint`` if any;
+    the main rank writes RUN/config.json."""
+    run_dir = Path(config.out)
     tokenizer, _ = resolve_tokenizer(
         config.data, run_dir, tokenizer_path=config.tokenizer, vocab_size=config.vocab_size,
         placement=placement, train_tokenizer=train_tokenizer,
@@ -310,60 +356,48 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
                                            "parameters": model.num_parameters(), "world_size": placement.world_size,
                                            "tokenizer": "tokenizer.json"})  # fmt: skip
     metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)
+    return _Run(config, placement, model, model_cfg, runner, optimizer, scheduler, batches, val_tokens, metrics,
+                start_step)  # fmt: skip
 
-    def save(step: int) -> None:
-        states = _gather_loader_states(batches.state_dict(), placement)
-        if placement.is_main:
-            save_checkpoint(run_dir / CHECKPOINT_NAME,
-                {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
-                 "model_config": json.dumps(model_cfg.to_dict()), "train_config": json.dumps(asdict(config))},
-            )  # fmt: skip
-        distributed.barrier(placement)
 
-    end_step = config.steps if stop_after is None else min(config.steps, start_step + stop_after)
-    meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
-    bar = tqdm(total=config.steps, initial=start_step, desc=f"train {config.encoding}", unit="step",
+def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None:
+    """Train ``run`` up to ``end_step``: log, validate and checkpoint on their schedules; a loss or gradient
+    that stops being finite ends it (``diverged``) at the next of those points."""
+    config, placement, model = run.config, run.placement, run.model
+    bar = tqdm(total=config.steps, initial=run.start_step, desc=f"train {config.encoding}", unit="step",
                disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
-    stream = iter(batches)
-    runner.train()
+    stream = iter(run.batches)
+    run.runner.train()
     first_bad = _FirstNonFinite(placement.device)
-    for step in range(start_step, end_step):
+    for step in range(run.start_step, end_step):
         loss, grad_norm = train_step(
-            runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
+            run.runner, model, run.optimizer, run.scheduler, next(stream), config.grad_clip, placement.device
         )
         done = step + 1
         first_bad.update(done, loss, grad_norm)
         meter.count_step()
         at_log = done % config.log_every == 0 or done == end_step
-        at_eval = val_tokens is not None and done % config.eval_every == 0
+        at_eval = run.val_tokens is not None and done % config.eval_every == 0
         at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
             done != end_step
         )
         if (at_log or at_eval or at_save) and first_bad.step():
             bar.close()
-            diverged(config, model, meter, first_bad.step(), placement, metrics)
+            diverged(config, model, meter, first_bad.step(), placement, run.metrics)
         if at_log:
             record = meter.record(
-                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
+                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, run.scheduler
             )
-            metrics.write(record)
+            run.metrics.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
         if at_eval:
-            val = validation_loss(model, val_tokens, placement.device, config.batch_size)
-            metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
+            val = validation_loss(model, run.val_tokens, placement.device, config.batch_size)
+            run.metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
             bar.write(f"step {done}: validation loss {val:.4f} (perplexity {perplexity(val):.2f})")
         if at_save:
-            save(done)
+            run.save(done)
     bar.close()
-    if end_step > start_step:
-        save(end_step)
-    metrics.close()
-    summary = summarise(config, model, meter, end_step, placement)
-    if placement.is_main and summary["finished"]:
-        write_json(run_dir / SUMMARY_NAME, summary)
-    return summary
 
 
 def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dict[str, Any] | None:
