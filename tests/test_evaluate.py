@@ -342,7 +342,7 @@ def test_evaluation_is_float32_by_default_even_under_a_callers_bf16_autocast(tra
     assert low["results"][0]["loss"] == pytest.approx(plain["results"][0]["loss"], rel=1e-2)
 
 
-def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path):
+def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path, capsys):
     data = write_tiny_dataset(tmp_path / "lts")
     train(
         tiny_config(data, tmp_path / "rope", "rope", steps=3), progress=False, train_tokenizer=train_tokenizer
@@ -355,3 +355,8 @@ def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path):
     assert yarn["results"][1]["loss"] != rope["results"][1]["loss"]
     with pytest.raises(TrainingError, match="only within rope, rope_pi, yarn"):
         evaluate_run(tmp_path / "rope", data, [32], max_sequences=2, encoding="alibi", progress=False)
+    # the command line offers the encodings that rescale themselves
+    with pytest.raises(SystemExit) as exited:
+        ltsgen(["evaluate", "--run", str(tmp_path / "rope"), "--data", str(data), "--as-encoding", "alibi"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'alibi' (choose from 'rope_pi', 'yarn')" in capsys.readouterr().err
