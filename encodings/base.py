@@ -26,6 +26,9 @@ class PositionEncoding(nn.Module):
     Positions are absolute indices, so any block of queries can be evaluated against any keys.
     """
 
+    #: How it encodes position ("rotary", "decaying bias", ...): encodings of one family share a panel in
+    #: the comparison plots.
+    family: str = ""
     #: True when one instance serves every layer (the model then builds it once).
     shared_across_layers: bool = True
     #: Multiplies q.k / sqrt(d) (YaRN's mscale**2); 1.0 otherwise.
@@ -103,6 +106,8 @@ class PositionEncoding(nn.Module):
 
 class NoPE(PositionEncoding):
     """No position encoding: the causal mask is the only source of position information."""
+
+    family = "no position encoding"
 
 
 def distance_bias(

@@ -52,6 +52,11 @@ def _hint(word: str, choices: tuple[str, ...] | list[str]) -> str:
     return f" ({close})" if close else ""
 
 
+def family(name: str) -> str:
+    """How encoding ``name`` encodes position (``rotary``, ``decaying bias``, ...), as its class declares."""
+    return _class(name).family
+
+
 def trained_as(name: str) -> str:
     """The encoding whose trained weights ``name`` reads: ``rope`` for RoPE, RoPE-PI and YaRN (one model
     trained at factor 1, rescaled differently to read longer); ``name`` itself for the others."""

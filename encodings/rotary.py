@@ -61,6 +61,7 @@ def rotary_tables(positions: torch.Tensor, inv_freq: torch.Tensor) -> RotaryTabl
 class RoPE(PositionEncoding):
     """Rotary position embedding, the same frequencies in every head and layer."""
 
+    family = "rotary"
     shares_weights_of = "rope"
 
     def __init__(self, num_heads: int, head_dim: int, base: float = 10000.0):

@@ -10,6 +10,7 @@ from ltsgen.encodings import (
     EncodingError,
     build,
     canonical_name,
+    family,
     fire_normalized_distance,
     rescaled,
     rescaled_options,
@@ -112,6 +113,16 @@ def test_each_encoding_declares_whose_weights_it_reads_and_how_it_is_rescaled():
     }
     assert [name for name in NAMES if shares_weights(name)] == ["rope", "rope_pi", "yarn"]
     assert [name for name in NAMES if rescaled(name)] == ["rope_pi", "yarn"]
+    families = {}
+    for name in NAMES:
+        families.setdefault(family(name), []).append(name)
+    assert families == {  # the panels of the comparison plots
+        "no position encoding": ["nope"],
+        "rotary": ["rope", "rope_pi", "yarn"],
+        "decaying bias": ["alibi", "kerple_log", "kerple_power", "sandwich"],
+        "learned bias": ["t5", "fire"],
+        "APE (ltsgen's parameterisation)": ["ape"],
+    }
     assert trained_as("RoPE-PI") == "rope" and trained_as("Kerple_Log") == "kerple_log"
     # fine-tuned at 256 from a model trained at 64: the options stretch it 4x, as set_eval_length(256) would
     stretched = rescaled_options("yarn", 256, 64)
