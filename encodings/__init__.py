@@ -8,7 +8,18 @@ tests against reference implementations.
 from .alibi import alibi_slopes
 from .base import EncodingError, PositionEncoding
 from .fire import fire_normalized_distance
-from .registry import NAMES, build, canonical_name, options, training_options
+from .registry import (
+    NAMES,
+    build,
+    canonical_name,
+    family,
+    options,
+    rescaled,
+    rescaled_options,
+    shares_weights,
+    trained_as,
+    training_options,
+)
 from .rotary import rope_inv_freq, yarn_inv_freq
 from .t5 import t5_relative_position_bucket
 
@@ -19,10 +30,15 @@ __all__ = [
     "alibi_slopes",
     "build",
     "canonical_name",
+    "family",
     "fire_normalized_distance",
     "options",
+    "rescaled",
+    "rescaled_options",
     "rope_inv_freq",
+    "shares_weights",
     "t5_relative_position_bucket",
+    "trained_as",
     "training_options",
     "yarn_inv_freq",
 ]

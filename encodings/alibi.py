@@ -29,6 +29,8 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
 class ALiBi(PositionEncoding):
     """Attention with linear biases; the same slopes in every layer, no parameters."""
 
+    family = "decaying bias"
+
     def __init__(self, num_heads: int, head_dim: int):
         super().__init__(num_heads, head_dim)
         self.register_buffer("slopes", alibi_slopes(num_heads).float(), persistent=False)

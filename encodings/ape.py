@@ -33,6 +33,8 @@ def _inverse_softplus(y: torch.Tensor) -> torch.Tensor:
 class APE(PositionEncoding):
     """Learnable-frequency rotation plus a convergent decay bias (linear + log + sqrt), per head."""
 
+    family = "APE (ltsgen's parameterisation)"
+
     shared_across_layers = False
 
     def __init__(

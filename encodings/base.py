@@ -26,10 +26,19 @@ class PositionEncoding(nn.Module):
     Positions are absolute indices, so any block of queries can be evaluated against any keys.
     """
 
+    #: How it encodes position ("rotary", "decaying bias", ...): encodings of one family share a panel in
+    #: the comparison plots.
+    family: str = ""
     #: True when one instance serves every layer (the model then builds it once).
     shared_across_layers: bool = True
     #: Multiplies q.k / sqrt(d) (YaRN's mscale**2); 1.0 otherwise.
     logit_scale: float = 1.0
+    #: The encoding, by name, whose trained weights this one reads: RoPE, RoPE-PI and YaRN train the same
+    #: model (RoPE at factor 1) and differ only in how they rescale to read longer. None: its own weights.
+    shares_weights_of: str | None = None
+    #: Evaluated rescaled to each evaluation length (``set_eval_length``), zero-shot or fine-tuned there
+    #: with ``rescaled_options``.
+    rescaled: bool = False
 
     def __init__(self, num_heads: int, head_dim: int):
         super().__init__()
@@ -48,6 +57,12 @@ class PositionEncoding(nn.Module):
         Returns:
             Option values that override the constructor's defaults when a model trains at ``train_length``.
         """
+        return {}
+
+    @classmethod
+    def rescaled_options(cls, length: int, train_length: int) -> dict[str, Any]:
+        """Options that stretch a model trained at ``train_length`` tokens to read ``length`` (to fine-tune
+        there); empty unless ``rescaled``."""
         return {}
 
     def rotary_tables(self, positions: torch.Tensor) -> RotaryTables | None:
@@ -91,6 +106,8 @@ class PositionEncoding(nn.Module):
 
 class NoPE(PositionEncoding):
     """No position encoding: the causal mask is the only source of position information."""
+
+    family = "no position encoding"
 
 
 def distance_bias(

@@ -42,6 +42,8 @@ def fire_normalized_distance(
 class FIRE(PositionEncoding):
     """Functional interpolation for relative positions, one learned MLP [1 -> width -> ... -> H]."""
 
+    family = "learned bias"
+
     def __init__(
         self,
         num_heads: int,

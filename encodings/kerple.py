@@ -27,6 +27,8 @@ def _clamp_straight_through(x: torch.Tensor, low: float, high: float | None = No
 class Kerple(PositionEncoding):
     """KERPLE bias with the ``log`` or ``power`` kernel; ``scale`` is r1 and ``shape`` is r2."""
 
+    family = "decaying bias"
+
     VARIANTS = ("log", "power")
 
     def __init__(self, num_heads: int, head_dim: int, variant: str = "log"):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
+
+from ltsgen.errors import did_you_mean
 
 from .alibi import ALiBi
 from .ape import APE
@@ -42,17 +43,40 @@ def canonical_name(name: str) -> str:
     folded = str(name).strip().lower().replace("-", "_")
     if folded in _BUILDERS:
         return folded
-    raise EncodingError(
-        f"unknown encoding {name!r}{_did_you_mean(folded, NAMES)}; choose one of {', '.join(NAMES)}"
-    )
+    raise EncodingError(f"unknown encoding {name!r}{_hint(folded, NAMES)}; choose one of {', '.join(NAMES)}")
 
 
-def _did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
+def _hint(word: str, choices: tuple[str, ...] | list[str]) -> str:
     """`` (did you mean 'a' or 'b'?)`` with the closest of ``choices`` to ``word``; empty when none is close."""
-    close = [repr(choice) for choice in difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)]
-    if not close:
-        return ""
-    return f" (did you mean {' or '.join(close) if len(close) < 3 else ', '.join(close[:-1]) + ' or ' + close[-1]}?)"
+    close = did_you_mean(word, choices)
+    return f" ({close})" if close else ""
+
+
+def family(name: str) -> str:
+    """How encoding ``name`` encodes position (``rotary``, ``decaying bias``, ...), as its class declares."""
+    return _class(name).family
+
+
+def trained_as(name: str) -> str:
+    """The encoding whose trained weights ``name`` reads: ``rope`` for RoPE, RoPE-PI and YaRN (one model
+    trained at factor 1, rescaled differently to read longer); ``name`` itself for the others."""
+    return _class(name).shares_weights_of or canonical_name(name)
+
+
+def shares_weights(name: str) -> bool:
+    """Whether ``name`` reads weights that other encodings read too (RoPE, RoPE-PI and YaRN)."""
+    return _class(name).shares_weights_of is not None
+
+
+def rescaled(name: str) -> bool:
+    """Whether ``name`` is evaluated rescaled to each evaluation length (RoPE-PI and YaRN)."""
+    return _class(name).rescaled
+
+
+def rescaled_options(name: str, length: int, train_length: int) -> dict[str, object]:
+    """The options that stretch ``name`` trained at ``train_length`` tokens to ``length`` (empty unless
+    ``rescaled(name)``): RoPE-PI's and YaRN's ``factor`` and ``original_length``."""
+    return _class(name).rescaled_options(length, train_length)
 
 
 def options(name: str) -> dict[str, object]:
@@ -132,7 +156,7 @@ def _no_option(name: str, unknown: list[str], known: list[str]) -> str:
     given = ", ".join(repr(key) for key in unknown)
     if not known:
         return f"encoding {name!r} has no option {given}; it takes no options"
-    hint = _did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+    hint = _hint(unknown[0], known) if len(unknown) == 1 else ""
     return f"encoding {name!r} has no option {given}{hint}; it takes {', '.join(known)}"
 
 

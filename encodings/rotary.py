@@ -61,6 +61,9 @@ def rotary_tables(positions: torch.Tensor, inv_freq: torch.Tensor) -> RotaryTabl
 class RoPE(PositionEncoding):
     """Rotary position embedding, the same frequencies in every head and layer."""
 
+    family = "rotary"
+    shares_weights_of = "rope"
+
     def __init__(self, num_heads: int, head_dim: int, base: float = 10000.0):
         super().__init__(num_heads, head_dim)
         self.base = base
@@ -79,6 +82,8 @@ class _Rescaled(RoPE):
     a model trained at factor 1 reads L tokens as the papers' zero-shot baselines do, and one fine-tuned at
     factor s keeps s up to ``s * original_length``."""
 
+    rescaled = True
+
     def __init__(self, num_heads: int, head_dim: int, factor: float, original_length: int, base: float):
         super().__init__(num_heads, head_dim, base)
         if factor <= 0 or original_length < 1:
@@ -92,6 +97,10 @@ class _Rescaled(RoPE):
     @classmethod
     def training_options(cls, train_length: int) -> dict[str, Any]:
         return {"factor": 1.0, "original_length": train_length}
+
+    @classmethod
+    def rescaled_options(cls, length: int, train_length: int) -> dict[str, Any]:
+        return {"factor": length / train_length, "original_length": train_length}
 
     def set_eval_length(self, length: int) -> None:
         self.rescale(max(self.trained_factor, length / self.original_length))

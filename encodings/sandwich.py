@@ -14,6 +14,8 @@ from .base import PositionEncoding, distance_bias
 class Sandwich(PositionEncoding):
     """Parameter-free sinusoidal bias with an ALiBi-like per-head compression ``H / (8h)``."""
 
+    family = "decaying bias"
+
     def __init__(self, num_heads: int, head_dim: int, dim: int | None = None, base: float = 10000.0):
         super().__init__(num_heads, head_dim)
         self.dim = head_dim if dim is None else dim

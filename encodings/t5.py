@@ -34,6 +34,8 @@ def t5_relative_position_bucket(
 class T5Bias(PositionEncoding):
     """Learned per-head bias per distance bucket, initialised N(0, (num_heads * head_dim) ** -0.5)."""
 
+    family = "learned bias"
+
     def __init__(self, num_heads: int, head_dim: int, num_buckets: int = 32, max_distance: int = 128):
         super().__init__(num_heads, head_dim)
         if num_buckets < 2 or max_distance <= num_buckets // 2:

@@ -30,7 +30,6 @@ Every failure to write (a full disk, a read-only folder) is a one-line error nam
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import time
@@ -43,7 +42,7 @@ from typing import Any
 
 from ltsgen.card import PLOTS_MISSING, can_plot, card_conflict, ordered_splits, write_card
 from ltsgen.engines import Engine, RayEngine, SerialEngine, make_engine
-from ltsgen.errors import LtsgenError
+from ltsgen.errors import LtsgenError, did_you_mean
 from ltsgen.loaders.contract import (
     CARD_NAME,
     FORMATS,
@@ -185,8 +184,8 @@ def parse_splits(text: str) -> dict[str, float]:
         if not sep or not name or not name.replace("_", "").isalnum() or not 0 <= fraction <= 1:
             raise BuildError(f"--splits: {part.strip()!r} is not name=fraction (e.g. train=0.98)")
         if name not in STANDARD_SPLITS:
-            close = difflib.get_close_matches(name, STANDARD_SPLITS, n=1, cutoff=0.3)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, STANDARD_SPLITS, n=1, cutoff=0.3)
+            hint = f"{hint} " if hint else ""
             raise BuildError(
                 f"--splits: unknown split {name!r}; {hint}training and evaluation read "
                 f"{', '.join(STANDARD_SPLITS)}"

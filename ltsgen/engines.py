@@ -1,6 +1,7 @@
-"""Engines: where a build's jobs run. One interface, ``engine.map(fn, jobs)``, yielding ``fn(job)`` for
-every job as each one completes (not in job order); the caller keeps everything else (lock, journal,
-manifest, card), as datatrove's executors leave a pipeline's bookkeeping to the pipeline.
+"""Engines: where jobs run (a build's jobs, a comparison's runs). One interface, ``engine.map(fn, jobs)``,
+yielding ``fn(job)`` for every job as each one completes (not in job order); the caller keeps everything
+else (lock, journal, manifest, card), as datatrove's executors leave a pipeline's bookkeeping to the
+pipeline. Ground floor: this module imports nothing of ltsgen's but its errors.
 
 - ``SerialEngine``: in this process, in order.
 - ``ProcessEngine(workers)``: a pool of worker processes on this machine, started on the first ``map`` and
@@ -64,6 +65,11 @@ class Engine:
         """Whether ``map`` can run jobs at once, without starting workers first."""
         return True
 
+    @property
+    def cpus_per_job(self) -> int | None:
+        """The CPU threads each job may use in the process it runs in; None: jobs run in this process."""
+        return None
+
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         raise NotImplementedError
 
@@ -125,6 +131,11 @@ class ProcessEngine(Engine):
     @property
     def started(self) -> bool:
         return bool(self._workers)
+
+    @property
+    def cpus_per_job(self) -> int:
+        """An equal share of this machine's CPUs."""
+        return max(1, (os.cpu_count() or 1) // self.workers)
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         if not self._workers:
@@ -316,6 +327,11 @@ class RayEngine(Engine):
         self.workers = workers or 1
         self.resources = {"num_cpus": 1, **(resources or {})}
         self._started_here = False
+
+    @property
+    def cpus_per_job(self) -> int:
+        """The CPUs each task reserves, whole (at least one)."""
+        return max(1, int(self.resources["num_cpus"]))
 
     def _ray(self):
         ray = require("ray", "ray", "--engine ray")

@@ -1,4 +1,5 @@
-"""The one root of every error a user can cause, and the one-line error for a missing optional extra.
+"""The one root of every error a user can cause, the one-line error for a missing optional extra, and the
+"did you mean" of every error that names an unknown choice.
 
 A leaf module: it imports nothing of ltsgen's, so every part (``ltsgen.loaders`` and ``ltsgen.encodings``
 included) may raise its errors under one root, and the CLI catches ``LtsgenError`` alone and prints its
@@ -7,7 +8,9 @@ message as one line.
 
 from __future__ import annotations
 
+import difflib
 import importlib
+from collections.abc import Iterable
 from types import ModuleType
 
 
@@ -21,6 +24,15 @@ class UsageError(LtsgenError):
 
 class MissingDependency(LtsgenError):
     """An optional dependency is not installed; the message names the extra that provides it."""
+
+
+def did_you_mean(word: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> str:
+    """``did you mean 'a' or 'b'?`` naming the (at most ``n``) closest of ``choices`` to ``word`` by difflib's
+    ratio, above ``cutoff``; empty when none is close. Each message places it as it reads best."""
+    close = [repr(choice) for choice in difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)]
+    if not close:
+        return ""
+    return f"did you mean {close[0] if len(close) == 1 else ', '.join(close[:-1]) + ' or ' + close[-1]}?"
 
 
 def require(module: str, extra: str, purpose: str) -> ModuleType:

@@ -17,14 +17,16 @@ ALLOWED = {
     "leaf": set(),
     "loaders": {"leaf"},
     "encodings": {"leaf"},
+    "engines": {"leaf"},  # where jobs run, for the builders and compare alike
     "tokenizer": {"leaf", "loaders"},
-    "builders": {"leaf", "loaders", "tokenizer"},
-    "training": {"leaf", "loaders", "encodings"},  # a tokenizer trainer is passed in by the CLI
-    "cli": {"leaf", "loaders", "encodings", "tokenizer", "builders", "training"},
+    "builders": {"leaf", "loaders", "tokenizer", "engines"},
+    "training": {"leaf", "loaders", "encodings", "engines"},  # a tokenizer trainer is passed in by the CLI
+    "cli": {"leaf", "loaders", "encodings", "engines", "tokenizer", "builders", "training"},
 }
 PARTS = (  # module prefix -> part, the first match wins
     ("ltsgen.errors", "leaf"), ("ltsgen.loaders", "loaders"), ("ltsgen.encodings", "encodings"),
-    ("ltsgen.training", "training"), ("ltsgen.tokenizer", "tokenizer"), ("ltsgen.cli", "cli"),
+    ("ltsgen.training", "training"), ("ltsgen.engines", "engines"), ("ltsgen.tokenizer", "tokenizer"),
+    ("ltsgen.cli", "cli"),
     ("ltsgen.commands", "cli"), ("ltsgen.__main__", "cli"), ("ltsgen.", "builders"),
 )  # fmt: skip
 
@@ -198,6 +200,8 @@ def test_argparse_outside_the_command_line_is_caught():
         ),
         ("ltsgen.stories.llm.client", "from ...commands import add_command\n", "builders imports cli"),
         ("ltsgen.training.data", "from ltsgen.corpora import readers\n", "training imports builders"),
+        ("ltsgen.engines", "from ltsgen.build import BuildSpec\n", "engines imports builders"),
+        ("ltsgen.engines", "from ltsgen.loaders import files\n", "engines imports loaders"),
         (
             "ltsgen.training.errors",
             "from ltsgen.tokenizer import TokenizerError\n",
@@ -222,5 +226,7 @@ def test_allowed_imports_pass():
             False,
         ),
         "ltsgen.loaders": ("from .contract import ContractError\n", True),
+        "ltsgen.training.compare": ("from ltsgen.engines import Engine, SerialEngine\n", False),
+        "ltsgen.corpora.pipeline": ("from ltsgen.engines import make_engine\n", False),
     }
     assert violations(allowed) == []

@@ -14,6 +14,7 @@ from test_training import write_tiny_dataset
 from ltsgen.cli import build_parser
 from ltsgen.cli import main as ltsgen
 from ltsgen.commands.train import training_config
+from ltsgen.engines import SerialEngine
 from ltsgen.training import compare
 from ltsgen.training.stats import bootstrap
 
@@ -149,18 +150,19 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     )
     capsys.readouterr()
 
-    # a rerun keeps every run; any engine's map can carry them (each spec survives pickling, any order)
+    # a rerun keeps every run; any engine can carry them (each spec survives pickling, any order)
     before = (out / "results.json").read_bytes()
     seen = []
 
-    def reversed_map(fn, specs):
-        seen.extend(specs)
-        return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
+    class Reversed(SerialEngine):
+        def map(self, fn, specs):
+            seen.extend(specs)
+            return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
 
     parsed = build_parser().parse_args(args)
     base = training_config(parsed, encoding="rope", train_length=16)
     compare(base, list(ENCODINGS), [16, 32, 64], train_lengths=[16, 32], seeds=[0, 1], eval_sequences=4,
-            run_map=reversed_map, progress=False, log=lambda line: None)  # fmt: skip
+            engine=Reversed(), progress=False, log=lambda line: None)  # fmt: skip
     assert len(seen) == 2 * 2 * 3  # (training lengths) x (seeds) x (nope, rope family, alibi)
     assert (out / "results.json").read_bytes() == before
     assert ltsgen(args) == 0

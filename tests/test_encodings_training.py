@@ -6,11 +6,17 @@ import pytest
 import torch
 
 from ltsgen.encodings import (
+    NAMES,
     EncodingError,
     build,
     canonical_name,
+    family,
     fire_normalized_distance,
+    rescaled,
+    rescaled_options,
+    shares_weights,
     t5_relative_position_bucket,
+    trained_as,
 )
 from ltsgen.encodings import training_options as resolve
 from ltsgen.errors import LtsgenError
@@ -98,6 +104,36 @@ def test_rope_pi_and_yarn_rescale_themselves_zero_shot():
     x = torch.randn(1, 2, 5, 16)
     torch.testing.assert_close(yarn.rotate(x, positions), reference.rotate(x, positions))
     assert build("alibi", 2, 16).set_eval_length(512) is None  # the others have nothing to rescale
+
+
+def test_each_encoding_declares_whose_weights_it_reads_and_how_it_is_rescaled():
+    assert {name: trained_as(name) for name in NAMES if trained_as(name) != name} == {
+        "rope_pi": "rope",
+        "yarn": "rope",
+    }
+    assert [name for name in NAMES if shares_weights(name)] == ["rope", "rope_pi", "yarn"]
+    assert [name for name in NAMES if rescaled(name)] == ["rope_pi", "yarn"]
+    families = {}
+    for name in NAMES:
+        families.setdefault(family(name), []).append(name)
+    assert families == {  # the panels of the comparison plots
+        "no position encoding": ["nope"],
+        "rotary": ["rope", "rope_pi", "yarn"],
+        "decaying bias": ["alibi", "kerple_log", "kerple_power", "sandwich"],
+        "learned bias": ["t5", "fire"],
+        "APE (ltsgen's parameterisation)": ["ape"],
+    }
+    assert trained_as("RoPE-PI") == "rope" and trained_as("Kerple_Log") == "kerple_log"
+    # fine-tuned at 256 from a model trained at 64: the options stretch it 4x, as set_eval_length(256) would
+    stretched = rescaled_options("yarn", 256, 64)
+    assert stretched == {"factor": 4.0, "original_length": 64}
+    tuned, zero_shot = (
+        build("yarn", 2, 16, **resolve("yarn", 64, stretched)),
+        build("yarn", 2, 16, **resolve("yarn", 64)),
+    )
+    zero_shot.set_eval_length(256)
+    assert torch.equal(tuned.inv_freq, zero_shot.inv_freq) and tuned.logit_scale == zero_shot.logit_scale > 1
+    assert rescaled_options("alibi", 256, 64) == {} and rescaled_options("rope", 256, 64) == {}
 
 
 def test_learned_values_are_plain_numbers_per_head():

@@ -14,7 +14,7 @@ from test_training import tiny_config, tiny_story, write_tiny_dataset
 from ltsgen.cli import main as ltsgen
 from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
-from ltsgen.training.data import DataError, load_eval_sets
+from ltsgen.training.data import load_eval_sets
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.evaluate import build_model, load_run
 
@@ -268,11 +268,11 @@ def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys)
     ]
     assert sets[64].input_ids.tolist() == [stream[i * 64 : (i + 1) * 64] for i in range(3)]
     assert torch.equal(sets[16].input_ids, sets[64].input_ids[:, :16])
-    with pytest.raises(DataError, match=r"eval_concat/100: not in the dataset"):
+    with pytest.raises(TrainingError, match=r"eval_concat/100: not in the dataset"):
         load_eval_sets(data, [16, 100], tokenizer, 3, concat=True)
     other = train_tokenizer(["other text entirely"] * 50, vocab_size=280)
     other.save(str(tmp_path / "other.json"))
-    with pytest.raises(DataError, match="tokenized with another tokenizer"):
+    with pytest.raises(TrainingError, match="tokenized with another tokenizer"):
         train(tiny_config(data, tmp_path / "run2", tokenizer=str(tmp_path / "other.json")), progress=False)
     # a run with another tokenizer than the data's token ids: one line before any id is misread
     _, other_run = trained
@@ -342,7 +342,7 @@ def test_evaluation_is_float32_by_default_even_under_a_callers_bf16_autocast(tra
     assert low["results"][0]["loss"] == pytest.approx(plain["results"][0]["loss"], rel=1e-2)
 
 
-def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path):
+def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path, capsys):
     data = write_tiny_dataset(tmp_path / "lts")
     train(
         tiny_config(data, tmp_path / "rope", "rope", steps=3), progress=False, train_tokenizer=train_tokenizer
@@ -355,3 +355,8 @@ def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path):
     assert yarn["results"][1]["loss"] != rope["results"][1]["loss"]
     with pytest.raises(TrainingError, match="only within rope, rope_pi, yarn"):
         evaluate_run(tmp_path / "rope", data, [32], max_sequences=2, encoding="alibi", progress=False)
+    # the command line offers the encodings that rescale themselves
+    with pytest.raises(SystemExit) as exited:
+        ltsgen(["evaluate", "--run", str(tmp_path / "rope"), "--data", str(data), "--as-encoding", "alibi"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'alibi' (choose from 'rope_pi', 'yarn')" in capsys.readouterr().err

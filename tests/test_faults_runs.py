@@ -21,8 +21,8 @@ from ltsgen.loaders.contract import read_manifest, write_manifest
 from ltsgen.outputs import LOCK_PATH as BUILD_LOCK_PATH
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import TrainConfig, train
+from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.rundir import LOCK_PATH, MARKS, SUMMARY_NAME
-from ltsgen.training.train import DivergedError, TrainError
 
 TINY = ["--train-length", "32", "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2",
         "--vocab-size", "300", "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
@@ -113,9 +113,9 @@ def test_an_out_of_range_number_is_refused_while_parsing(command, option, value,
 
 
 def test_the_library_checks_the_same_bounds(data, tmp_path):
-    with pytest.raises(TrainError, match=r"^--grad-clip must be above 0 \(got -1\.0\)$"):
+    with pytest.raises(TrainingError, match=r"^--grad-clip must be above 0 \(got -1\.0\)$"):
         train(tiny_config(data, tmp_path / "r", grad_clip=-1.0), progress=False)
-    with pytest.raises(TrainError, match=r"^--min-lr-ratio must be at most 1 \(got 2\.0\)$"):
+    with pytest.raises(TrainingError, match=r"^--min-lr-ratio must be at most 1 \(got 2\.0\)$"):
         TrainConfig(data=str(data), out="r", min_lr_ratio=2.0).check()
     assert not (tmp_path / "r").exists()
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from ltsgen.tokenizer import train_tokenizer
+from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (
-    RecallContractError,
     answered,
     bin_label,
     distance_bin,
@@ -181,7 +181,5 @@ def test_recall_scores_count_exactly_by_distance_bin():
 def test_a_fact_that_breaks_the_cue_contract_is_named(change, message):
     fact = {"name": "secret word", "value": "Zeekin", "first": 0, "uses": [20, 50], "cues": [None, [30, 40]]}
     assert planted_facts({"facts": [fact]}, "here") == [fact]
-    with pytest.raises(
-        RecallContractError, match=re.escape(f"here: meta facts[0] ('secret word') {message}")
-    ):
+    with pytest.raises(TrainingError, match=re.escape(f"here: meta facts[0] ('secret word') {message}")):
         planted_facts({"facts": [{**fact, **change}]}, "here")

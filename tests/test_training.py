@@ -23,10 +23,10 @@ from ltsgen.loaders.files import sha256_file
 from ltsgen.shards import ShardWriter
 from ltsgen.tokenizer import eos_id, train_tokenizer
 from ltsgen.training import TrainConfig, train
-from ltsgen.training.checkpoint import CheckpointError, load_checkpoint
+from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.errors import TrainingError
 from ltsgen.training.rundir import CHECKPOINT_NAME
 from ltsgen.training.schedule import WarmupCosine
-from ltsgen.training.train import TrainError
 
 WORDS = (
     "the a little girl boy dog cat saw ran went home happy sad big small red blue tree park ball friend "
@@ -218,16 +218,16 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
 ):
     config = tiny_config(tiny_data, tmp_path / "run", steps=2, tokenizer=str(tokenizer_path))
     train(config, progress=False)
-    with pytest.raises(TrainError, match="already there; pass --resume"):
+    with pytest.raises(TrainingError, match="already there; pass --resume"):
         train(config, progress=False)
-    with pytest.raises(TrainError, match=r"lr: 0.003 -> 0.01"):
+    with pytest.raises(TrainingError, match=r"lr: 0.003 -> 0.01"):
         train(replace(config, lr=0.01), resume=True, progress=False)
 
 
 def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
     path = tmp_path / CHECKPOINT_NAME
     path.write_bytes(b"not a checkpoint")
-    with pytest.raises(CheckpointError, match="checkpoint.pt: no checksum beside it"):
+    with pytest.raises(TrainingError, match="checkpoint.pt: no checksum beside it"):
         load_checkpoint(path)
 
 
@@ -289,9 +289,7 @@ def test_a_damaged_checkpoint_is_refused_by_resume_and_evaluate(tiny_data, token
         flipped = bytearray(intact)
         flipped[offset] ^= 0x01
         path.write_bytes(bytes(flipped))
-        with pytest.raises(
-            CheckpointError, match=r"checkpoint.pt: damaged checkpoint \(its sha256 matches no"
-        ):
+        with pytest.raises(TrainingError, match=r"checkpoint.pt: damaged checkpoint \(its sha256 matches no"):
             train(config, resume=True, progress=False)
         assert ltsgen(["evaluate", "--run", str(tmp_path / "run"), "--data", str(tiny_data), "--eval-lengths",
                        "16", "--eval-sequences", "2", "--no-progress"]) == 2  # fmt: skip

@@ -21,10 +21,6 @@ from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training.errors import TrainingError
 
 
-class CheckpointError(TrainingError):
-    """A checkpoint that cannot be written, or read and verified; the message names the file."""
-
-
 def digest_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
@@ -33,7 +29,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write ``state`` to ``path`` through a temporary file and a rename, and its sha256 beside it.
 
     While the new file replaces the old one, the digest file accepts both, so a crash at any moment leaves
-    a checkpoint that verifies. A full disk or a file-size limit is a one-line ``CheckpointError``; the
+    a checkpoint that verifies. A full disk or a file-size limit is a one-line ``TrainingError``; the
     previous checkpoint stays as it was.
     """
     path = Path(path)
@@ -49,7 +45,7 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
             _write_digests(digests, [digest, *_read_digests(digests)[:1]])
         _write_digests(digests, [digest])
     except OSError as error:
-        raise CheckpointError(f"{path}: cannot write the checkpoint ({error.strerror or error})") from None
+        raise TrainingError(f"{path}: cannot write the checkpoint ({error.strerror or error})") from None
     return path
 
 
@@ -57,18 +53,18 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """Verify a checkpoint against its sha256, then read it on the CPU with ``weights_only=True``."""
     path = Path(path)
     if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found")
+        raise TrainingError(f"{path}: checkpoint not found")
     accepted = _read_digests(digest_path(path))
     if not accepted:
-        raise CheckpointError(f"{path}: no checksum beside it ({digest_path(path).name}); cannot verify it")
+        raise TrainingError(f"{path}: no checksum beside it ({digest_path(path).name}); cannot verify it")
     if sha256_file(path) not in accepted:
-        raise CheckpointError(
+        raise TrainingError(
             f"{path}: damaged checkpoint (its sha256 matches no digest in {digest_path(path).name})"
         )
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
-        raise CheckpointError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
+        raise TrainingError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
 
 
 def _read_digests(path: Path) -> list[str]:

@@ -6,41 +6,42 @@ is trained once, as ``rope``, and its weights are evaluated under each scaling (
 ``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from those weights at each evaluation length beyond
 the training length (factor = length / training length), as their papers do, and evaluated there.
 
-Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through a ``RunMap``
-(this process, a local process pool, or any engine's ``map``). A rerun skips what is finished and resumes
+Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through an ``Engine``
+(``ltsgen.engines``: this process, a local process pool or Ray tasks), as the builders' jobs are. A rerun skips what is finished and resumes
 an interrupted training from its checkpoint. A run whose loss stops being finite is reported as diverged
 (with the step), left out of the tables and plots, and not evaluated; the report is written all the same.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ltsgen.encodings import options as encoding_options
-from ltsgen.errors import require
+from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as
+from ltsgen.engines import Engine, SerialEngine
+from ltsgen.errors import did_you_mean, require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
-from ltsgen.training.errors import TrainingError
-from ltsgen.training.evaluate import ROTARY_FAMILY, evaluate_run
+from ltsgen.training.errors import DivergedError, TrainingError
+from ltsgen.training.evaluate import evaluate_run
 from ltsgen.training.progress import GridProgress
-from ltsgen.training.report import PLOTS, REPORT_FILES, write_report
+from ltsgen.training.report import FINETUNED, PLOTS, REPORT_FILES, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
-    RunDirError,
     claim_folder,
     eval_name,
     read_record,
     remove_temporaries,
     write_json,
 )
-from ltsgen.training.train import DivergedError, TrainConfig, train
+from ltsgen.training.train import TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
@@ -51,13 +52,7 @@ FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
     "entropy_sequences", "window_stride", "eval_concat", "out", "device", "compile", "eval_every", "checkpoint_every", "log_every",
 )  # fmt: skip
-SCALED = ("rope_pi", "yarn")  # evaluated zero-shot on RoPE's weights, optionally fine-tuned
 FINETUNE_LR_RATIO = 0.1  # fine-tuning runs at a tenth of the training learning rate
-FINETUNED = "+finetuned"  # label suffix of the fine-tuned variants
-
-
-class CompareError(TrainingError):
-    """Settings that conflict with an earlier comparison in the same folder; the message names the file."""
 
 
 def resolve_encodings(spec: str) -> list[str]:
@@ -68,7 +63,7 @@ def resolve_encodings(spec: str) -> list[str]:
         return list(NAMES)
     names = [canonical_name(name) for name in spec.split(",") if name.strip()]
     if not names:
-        raise CompareError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
+        raise TrainingError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
     return list(dict.fromkeys(names))
 
 
@@ -101,10 +96,6 @@ class RunSpec:
     window_stride: int = 1
     eval_concat: bool = False
     progress: bool = False
-
-
-#: How runs are dispatched: ``run_map(run_job, specs)`` yields ``run_job(spec)`` of every spec, in any order.
-RunMap = Callable[[Callable[[RunSpec], dict[str, Any]], list[RunSpec]], Iterable[dict[str, Any]]]
 
 
 def run_job(spec: RunSpec) -> dict[str, Any]:
@@ -143,25 +134,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
     for evaluation in spec.evaluations:
         path = run_dir / eval_name(evaluation.encoding)
         kept = _kept_evaluation(path, lines.append)
-        if kept is not None and (
-            [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths)
-            and (
-                kept.get("step"),
-                kept.get("requested_sequences"),
-                kept.get("eval_dtype"),
-                kept.get("requested_entropy_sequences"),
-                kept.get("window_stride"),
-                kept.get("eval_concat"),
-            )
-            == (
-                summary["step"],
-                spec.eval_sequences,
-                spec.eval_dtype,
-                spec.entropy_sequences,
-                spec.window_stride,
-                spec.eval_concat,
-            )
-        ):
+        if kept is not None and _still_valid(kept, evaluation, spec, summary["step"]):
             lines.append(f"{spec.tag}: {evaluation.label} evaluated earlier, kept")
             evals[evaluation.label] = kept
             continue
@@ -178,6 +151,26 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
     return {"tag": spec.tag, "train": summary, "evals": evals, "lines": lines}
 
 
+def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, step: int) -> bool:
+    """Whether an earlier evaluation file answers ``evaluation`` of ``spec``'s run at ``step``: the same
+    lengths, step and evaluation settings."""
+    return [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths) and (
+        kept.get("step"),
+        kept.get("requested_sequences"),
+        kept.get("eval_dtype"),
+        kept.get("requested_entropy_sequences"),
+        kept.get("window_stride"),
+        kept.get("eval_concat"),
+    ) == (
+        step,
+        spec.eval_sequences,
+        spec.eval_dtype,
+        spec.entropy_sequences,
+        spec.window_stride,
+        spec.eval_concat,
+    )
+
+
 def _diverged(run_dir: Path) -> bool:
     path = run_dir / SUMMARY_NAME
     return path.exists() and bool(read_record(path, {}).get("diverged"))
@@ -191,41 +184,19 @@ def _kept_evaluation(path: Path, log: Callable[[str], None]) -> dict[str, Any] |
         kept = read_record(path, {"results": list})
         if all(isinstance(r, dict) and isinstance(r.get("eval_length"), int) for r in kept["results"]):
             return kept
-    except RunDirError as error:
+    except TrainingError as error:
         log(f"{error}; evaluated again")
         return None
     log(f"{path}: damaged, a result has no integer eval_length; evaluated again")
     return None
 
 
-def serial_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
-    """Run every spec in this process, one after another."""
-    for spec in specs:
-        yield fn(spec)
-
-
-def process_pool_map(workers: int) -> RunMap:
-    """A ``RunMap`` over ``workers`` spawned processes, each with an equal share of the CPU threads."""
-
-    def run_map(fn: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec]) -> Iterator[dict[str, Any]]:
-        import multiprocessing
-        import os
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        threads = max(1, (os.cpu_count() or 1) // workers)
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_threads,
-                                 initargs=(threads,)) as pool:  # fmt: skip
-            for future in as_completed([pool.submit(fn, spec) for spec in specs]):
-                yield future.result()
-
-    return run_map
-
-
-def _set_threads(threads: int) -> None:
+def run_job_with_threads(threads: int, spec: RunSpec) -> dict[str, Any]:
+    """``run_job`` with torch limited to ``threads`` CPU threads (a worker keeps the count it started with)."""
     import torch
 
     torch.set_num_threads(threads)
+    return run_job(spec)
 
 
 def run_folder(out: Path, train_length: int, seed: int, name: str) -> Path:
@@ -247,8 +218,7 @@ def compare(
     window_stride: int = 1,
     eval_concat: bool = False,
     finetune_steps: int = 0,
-    workers: int = 1,
-    run_map: RunMap | None = None,
+    engine: Engine | None = None,
     train_tokenizer: TokenizerTrainer | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
@@ -265,9 +235,9 @@ def compare(
             ``evaluate_run``'s.
         finetune_steps: also fine-tune RoPE-PI and YaRN for this many steps at each evaluation length
             beyond the training length (0: zero-shot only).
-        workers, run_map: runs go through ``run_map`` (any engine's ``map``); by default one after another
-            in this process, or with ``workers`` > 1 that many at once in worker processes, each with an
-            equal share of the CPU threads. Every run is the same wherever it runs.
+        engine: where the runs go (``ltsgen.engines.make_engine``): by default one after another in this
+            process; an engine whose jobs run in other processes (a process pool, Ray tasks) gives each run
+            its ``cpus_per_job`` torch threads. Every run is the same wherever it runs.
         train_tokenizer: trains the shared tokenizer when the data has none and none is given.
         progress, log: a bar over the steps of the whole grid (each run's steps and an ETA, read from the
             runs' metrics.jsonl wherever they train) and, in this process, each run's own bar; where the
@@ -280,7 +250,7 @@ def compare(
     seeds = list(dict.fromkeys(seeds if seeds is not None else [base.seed]))
     _check_options(encodings, base.encoding_options)
     if window_stride < 1:
-        raise CompareError(f"--window-stride must be at least 1 (got {window_stride})")
+        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,
                 "eval_lengths": eval_lengths, "eval_sequences": eval_sequences, "eval_dtype": eval_dtype,
                 "batch_tokens": batch_tokens, "entropy_sequences": entropy_sequences, "window_stride": window_stride, "eval_concat": eval_concat,
@@ -290,10 +260,10 @@ def compare(
     _check_settings(out / SETTINGS_NAME, settings)
     with claim_folder(out, "comparison"):
         remove_temporaries(out, _TEMPORARY)
-        return _compare(base, settings, workers, run_map, train_tokenizer, progress, log)
+        return _compare(base, settings, engine or SerialEngine(), train_tokenizer, progress, log)
 
 
-def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -> dict[str, Any]:
+def _compare(base, settings, engine, train_tokenizer, progress, log) -> dict[str, Any]:
     """``compare`` in its claimed folder, with its checked ``settings``."""
     out, encodings, finetune_steps = Path(base.out), settings["encodings"], settings["finetune_steps"]
     train_lengths, seeds = settings["train_lengths"], settings["seeds"]
@@ -316,9 +286,8 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     if held_out.notice:
         log(f"note: {held_out.notice}")
 
-    in_process = run_map is None and workers <= 1
-    if run_map is None:
-        run_map = serial_map if in_process else process_pool_map(workers)
+    in_process = engine.cpus_per_job is None
+    job = run_job if in_process else partial(run_job_with_threads, engine.cpus_per_job)
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
                   entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
@@ -326,8 +295,8 @@ def _compare(base, settings, workers, run_map, train_tokenizer, progress, log) -
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
     runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]
     with GridProgress(runs, enabled=progress, log=log) as grid:
-        results = list(_dispatch(run_map, specs, grid))
-        results += _dispatch(run_map, finetunes, grid)
+        results = list(_dispatch(engine, job, specs, grid))
+        results += _dispatch(engine, job, finetunes, grid)
 
     by_tag = {result["tag"]: result for result in results}
     runs = [
@@ -363,13 +332,14 @@ def _left_out(runs: list[dict[str, Any]], why: str) -> str | None:
 
 
 def _base_specs(base, encodings, train_lengths, seeds, eval_lengths, common) -> list[RunSpec]:
-    """One training per (encoding, training length, seed); the RoPE family shares one."""
-    trained = [e for e in dict.fromkeys("rope" if e in ROTARY_FAMILY else e for e in encodings)]
+    """One training per (encoding, training length, seed); encodings that read the same weights (the RoPE
+    family: ``ltsgen.encodings.trained_as``) share one."""
+    trained = [e for e in dict.fromkeys(trained_as(e) for e in encodings)]
     specs = []
     for train_length in train_lengths:
         for seed in seeds:
             for name in trained:
-                family = [e for e in encodings if e in ROTARY_FAMILY] if name == "rope" else [name]
+                family = [e for e in encodings if trained_as(e) == name] if shares_weights(name) else [name]
                 evaluations = tuple(
                     Evaluation(e, tuple(eval_lengths), None if e == name else e, _options_of(e, base))
                     for e in family
@@ -389,13 +359,13 @@ def _finetune_specs(base, encodings, train_lengths, seeds, eval_lengths, steps, 
     specs = []
     for train_length in train_lengths:
         for seed in seeds:
-            for name in (e for e in encodings if e in SCALED):
+            for name in (e for e in encodings if rescaled(e)):
                 for length in (n for n in eval_lengths if n > train_length):
-                    scale = {"factor": length / train_length, "original_length": train_length}
+                    scale = rescaled_options(name, length, train_length)
                     config = replace(
                         base, encoding=name, train_length=length, seed=seed, steps=steps, warmup=None,
                         lr=base.lr * FINETUNE_LR_RATIO, batch_size=max(1, base.batch_size * train_length // length),
-                        init_from=str(run_folder(Path(base.out), train_length, seed, "rope")),
+                        init_from=str(run_folder(Path(base.out), train_length, seed, trained_as(name))),
                         encoding_options={**dict(_options_of(name, base)), **scale},
                         out=str(run_folder(Path(base.out), train_length, seed, f"{name}-finetuned-{length}")),
                     )  # fmt: skip
@@ -414,16 +384,18 @@ def _check_options(encodings: list[str], given: dict[str, Any]) -> None:
     unused = [key for key in given if not any(key in encoding_options(e) for e in encodings)]
     if unused:
         known = sorted({key for encoding in encodings for key in encoding_options(encoding)})
-        close = difflib.get_close_matches(unused[0], known, n=1, cutoff=0.6)
-        raise CompareError(
+        close = did_you_mean(unused[0], known, n=1)
+        raise TrainingError(
             f"--encoding-option {', '.join(unused)}: no compared encoding has such an option"
-            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + (f" ({close})" if close else "")
             + f"; they take {', '.join(known) if known else 'no options'}"
         )
 
 
-def _dispatch(run_map: RunMap, specs: list[RunSpec], grid: GridProgress) -> Iterator[dict[str, Any]]:
-    for result in run_map(run_job, specs):
+def _dispatch(
+    engine: Engine, job: Callable[[RunSpec], dict[str, Any]], specs: list[RunSpec], grid: GridProgress
+) -> Iterator[dict[str, Any]]:
+    for result in engine.map(job, specs):
         for line in result["lines"]:
             grid.write(line)
         grid.refresh()
@@ -438,7 +410,7 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
                if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)]  # fmt: skip
     if changed:
         diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
-        raise CompareError(
+        raise TrainingError(
             f"{path}: an earlier comparison here used other settings ({diffs}); use another --out"
         )
 

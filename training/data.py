@@ -35,7 +35,6 @@ from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (
     DocumentRecalls,
-    RecallContractError,
     RecallSet,
     document_recalls,
     recall_set,
@@ -50,10 +49,6 @@ MIN_EVAL_FRACTION = 0.5
 
 #: Trains a tokenizer: ``(texts, vocab_size) -> tokenizers.Tokenizer``; ``ltsgen.tokenizer.train_tokenizer``.
 TokenizerTrainer = Callable[[Iterable[str], int], Tokenizer]
-
-
-class DataError(TrainingError):
-    """A dataset or tokenizer the trainer cannot use; the message names the file."""
 
 
 def open_manifest(data_dir: str | Path) -> Manifest:
@@ -85,7 +80,7 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
         return Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on a missing or malformed file
         text = str(error).strip().splitlines()
-        raise DataError(
+        raise TrainingError(
             f"{path}: not a readable tokenizer.json ({text[0] if text else type(error).__name__})"
         ) from None
 
@@ -120,12 +115,12 @@ def resolve_tokenizer(
     )
     is_main = placement is None or placement.is_main
     if tokenizer_path is not None and not Path(tokenizer_path).exists():
-        raise DataError(f"{tokenizer_path}: tokenizer not found")
+        raise TrainingError(f"{tokenizer_path}: tokenizer not found")
     source = tokenizer_path or own
     if source is not None or target.exists():
         check_tokenizer_matches(data_dir, source or target, manifest)
     elif _tokenized(manifest):
-        raise DataError(
+        raise TrainingError(
             f"{join(str(data_dir), MANIFEST_NAME)}: the dataset holds token ids, and no tokenizer is given or "
             "stored with it; pass the tokenizer that made them"
         )
@@ -135,12 +130,12 @@ def resolve_tokenizer(
             with atomic_path(target) as tmp:
                 tmp.write_bytes(read_bytes(source))
         elif source is not None and sha256_file(target) != _sha256_of(source):
-            raise DataError(
+            raise TrainingError(
                 f"{target}: the run has another tokenizer than {source}; a run keeps its tokenizer"
             )
         elif not target.exists():
             if train_tokenizer is None:
-                raise DataError(
+                raise TrainingError(
                     f"{join(str(data_dir), MANIFEST_NAME)}: no tokenizer given and none stored with the data; "
                     "pass a tokenizer.json"
                 )
@@ -154,7 +149,7 @@ def resolve_tokenizer(
     tokenizer = read_tokenizer(target)
     eos = (manifest.tokenizer or {}).get("eos_id")
     if eos is not None and eos >= tokenizer.get_vocab_size():
-        raise DataError(
+        raise TrainingError(
             f"{join(str(data_dir), MANIFEST_NAME)}: tokenizer.eos_id {eos} is outside the vocabulary of "
             f"{tokenizer.get_vocab_size()} tokens of {target}"
         )
@@ -174,12 +169,12 @@ def check_tokenizer_matches(data_dir, tokenizer_path, manifest: Manifest | None 
     if not _tokenized(manifest):
         return
     if not stored.get("sha256"):
-        raise DataError(
+        raise TrainingError(
             f"{join(str(data_dir), MANIFEST_NAME)}: the dataset holds token ids but records no tokenizer "
             f"sha256, so {tokenizer_path} cannot be checked against them; rebuild it with its tokenizer"
         )
     if stored["sha256"] != _sha256_of(tokenizer_path):
-        raise DataError(
+        raise TrainingError(
             f"{tokenizer_path}: {data_dir} is tokenized with another tokenizer ({stored.get('path')}, sha256 "
             f"{stored['sha256'][:12]}...); its token ids would be read as other tokens"
         )
@@ -282,7 +277,7 @@ def load_eval_sets(
     split (validation, then test) that has enough of them. With ``concat``, the bucket pipeline's
     concatenated stream ``DIR/eval_concat/<max(L)>/`` (held-out documents joined by EOS, cut into windows),
     each window cut to every length. Fewer than ``max_sequences`` documents: a notice;
-    fewer than ``MIN_EVAL_FRACTION`` of them: a ``DataError`` naming each split and its counts. A mixture is
+    fewer than ``MIN_EVAL_FRACTION`` of them: a ``TrainingError`` naming each split and its counts. A mixture is
     evaluated on its first source.
     """
     lengths = sorted(set(lengths))
@@ -298,7 +293,7 @@ def load_eval_sets(
         else:
             found = _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed)
     except ContractError as error:
-        raise DataError(str(error)) from None
+        raise TrainingError(str(error)) from None
     if mixed:
         found.description = f"the mixture's first source {data_dir}: {found.description}"
     count = len(found.documents)
@@ -323,13 +318,13 @@ def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: 
         for record in dataset:
             ids = record["input_ids"]
             if len(ids) != length:
-                raise DataError(
+                raise TrainingError(
                     f"{dataset.root}: {EVAL_SPLIT}/{length} record {record['id']} has {len(ids)} tokens"
                 )
             rows[length][_document_id(record, length)] = torch.as_tensor(ids.astype("int64"))
     documents = list(rows[lengths[-1]])[:max_sequences]
     if len(documents) < needed:
-        raise DataError(
+        raise TrainingError(
             f"{join(str(data_dir), EVAL_SPLIT)}/{lengths[-1]}: {len(documents)} sequences of {lengths[-1]} "
             f"tokens; an evaluation needs at least {needed} (of --eval-sequences {max_sequences}): lower "
             "--eval-sequences"
@@ -338,7 +333,7 @@ def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: 
     for length in lengths:
         missing = [document for document in documents if document not in rows[length]]
         if missing:
-            raise DataError(
+            raise TrainingError(
                 f"{join(str(data_dir), EVAL_SPLIT)}/{length}: lacks document {missing[0]} of "
                 f"{EVAL_SPLIT}/{lengths[-1]}; the exact-length sets are not nested"
             )
@@ -355,7 +350,7 @@ def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int
     longest = lengths[-1]
     where = f"{join(str(data_dir), EVAL_CONCAT_SPLIT)}/{longest}"
     if not any(shard.bucket == str(longest) for shard in manifest.splits.get(EVAL_CONCAT_SPLIT, [])):
-        raise DataError(f"{where}: not in the dataset (build it with `ltsgen buckets --eval-concat`)")
+        raise TrainingError(f"{where}: not in the dataset (build it with `ltsgen buckets --eval-concat`)")
     dataset = StreamingDataset(
         str(data_dir), EVAL_CONCAT_SPLIT, bucket=str(longest), shuffle=False, rank=0, world_size=1,
         columns=("id", "input_ids"),
@@ -365,11 +360,11 @@ def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int
         if len(ids) == max_sequences:
             break
         if len(record["input_ids"]) != longest:
-            raise DataError(f"{where}: record {record['id']} has {len(record['input_ids'])} tokens")
+            raise TrainingError(f"{where}: record {record['id']} has {len(record['input_ids'])} tokens")
         ids.append(record["id"])
         rows.append(torch.as_tensor(record["input_ids"].astype("int64")))
     if len(ids) < needed:
-        raise DataError(
+        raise TrainingError(
             f"{where}: {len(ids)} windows of {longest} tokens; an evaluation needs at least {needed} (of "
             f"--eval-sequences {max_sequences}): lower --eval-sequences, or build with a larger --eval-sequences"
         )
@@ -419,7 +414,7 @@ def _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, n
             )
             return EvalSets(sets, description, max_sequences)
         counts.append(f"{split}: {len(documents)} of {seen} documents reach {longest} tokens")
-    raise DataError(
+    raise TrainingError(
         f"{join(str(data_dir), MANIFEST_NAME)}: too few held-out documents to evaluate at {longest} tokens "
         f"({'; '.join(counts)}); an evaluation needs at least {needed} (of --eval-sequences {max_sequences}): "
         "lower the longest evaluation length or --eval-sequences, or build more or longer held-out documents"
@@ -468,5 +463,5 @@ def _document_recalls(records, tokenizer: Tokenizer, length: int, where: str) ->
             document_recalls(str(r["id"]), r["text"], metas[str(r["id"])], encode, pool, length)
             for r in records
         ]
-    except RecallContractError as error:
-        raise DataError(f"{where}: {error}") from None
+    except TrainingError as error:
+        raise TrainingError(f"{where}: {error}") from None

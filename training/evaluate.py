@@ -28,11 +28,12 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ltsgen.encodings import training_options
+from ltsgen.encodings import NAMES, rescaled, shares_weights, trained_as, training_options
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.training.checkpoint import load_checkpoint
 from ltsgen.training.data import (
     EvalSet,
+    EvalSets,
     check_tokenizer_matches,
     first_source,
     load_eval_sets,
@@ -54,12 +55,6 @@ from ltsgen.training.rundir import (
 
 _LARGEST_EXPONENT = math.log(sys.float_info.max)  # beyond it, exp(loss) is not a float: the perplexity is inf
 CURVE_POINTS = 128  # the per-position loss curve is kept as the mean over this many equal windows
-#: Encodings that train the same model (RoPE at factor 1) and differ only in how they rescale to read longer.
-ROTARY_FAMILY = ("rope", "rope_pi", "yarn")
-
-
-class EvaluateError(TrainingError):
-    """A run or dataset that cannot be evaluated; the message names the file."""
 
 
 class PeakMemory:
@@ -123,13 +118,13 @@ def load_run(run_dir):
     run_dir = Path(run_dir)
     config_path = run_dir / CONFIG_NAME
     if not config_path.exists():
-        raise EvaluateError(f"{config_path}: not found (is {run_dir} a training run?)")
+        raise TrainingError(f"{config_path}: not found (is {run_dir} a training run?)")
     config = read_record(config_path, {"train": dict})
     if not isinstance(config["train"].get("train_length"), int):
-        raise EvaluateError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
+        raise TrainingError(f"{config_path}: damaged, 'train' has no integer 'train_length'")
     summary_path = run_dir / SUMMARY_NAME
     if summary_path.exists() and read_record(summary_path, {}).get("diverged"):
-        raise EvaluateError(
+        raise TrainingError(
             f"{summary_path}: this run diverged (its loss was not finite); nothing to evaluate"
         )
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
@@ -141,14 +136,20 @@ def load_run(run_dir):
 def as_encoding(
     model_config: dict[str, Any], encoding: str, train_length: int, overrides: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The model config of a RoPE-family run read as ``encoding`` (RoPE, RoPE-PI or YaRN at its training
-    scale, with ``overrides`` of its options): the weights are the same, only the rescaling beyond the
-    training length differs."""
+    """The model config of a run read as ``encoding``, another encoding that reads the same trained weights
+    (``ltsgen.encodings.trained_as``: RoPE, RoPE-PI or YaRN at its training scale, with ``overrides`` of its
+    options): the weights are the same, only the rescaling beyond the training length differs."""
     trained = model_config["encoding"]
     options = model_config.get("encoding_options", {})
-    if trained not in ROTARY_FAMILY or encoding not in ROTARY_FAMILY or options.get("factor", 1.0) != 1.0:
-        raise EvaluateError(
-            f"a {trained} run can be evaluated as another encoding only within {', '.join(ROTARY_FAMILY)} and "
+    sharing = [name for name in NAMES if shares_weights(name)]
+    if (
+        trained not in sharing
+        or encoding not in sharing
+        or trained_as(trained) != trained_as(encoding)
+        or options.get("factor", 1.0) != 1.0
+    ):
+        raise TrainingError(
+            f"a {trained} run can be evaluated as another encoding only within {', '.join(sharing)} and "
             f"at training factor 1 (asked: {encoding})"
         )
     base = {"base": options["base"]} if "base" in options else {}
@@ -339,10 +340,7 @@ def evaluate_run(
         The content of the eval file: run, data, encoding, train_length, step, documents, notice and one
         entry of ``results`` per length.
     """
-    if window_stride < 1:
-        raise EvaluateError(f"--window-stride must be at least 1 (got {window_stride})")
-    if eval_dtype not in EVAL_DTYPES:
-        raise EvaluateError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
+    _check_settings(window_stride, eval_dtype)
     resolved = resolve_device(device)
     run_dir = Path(run_dir)
     model_config, weights, config, tokenizer = load_run(run_dir)
@@ -357,45 +355,17 @@ def evaluate_run(
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
     model = build_model(model_config, weights, resolved)
-    unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
-    results = [
-        evaluate_length(
-            model,
-            sets.sets[length],
-            resolved,
-            train_length=train_length,
-            batch_tokens=batch_tokens,
-            entropy_sequences=entropy_sequences,
-            dtype=eval_dtype,
-            window_stride=window_stride,
-            unigram=unigram,
-        )  # fmt: skip
-        for length in tqdm(
-            sorted(sets.sets),
-            desc=f"evaluate {model_config['encoding']}",
-            unit="length",
-            disable=not progress,
-        )  # fmt: skip
-    ]
-    report = {
-        "run": str(run_dir),
-        "data": str(data_dir),
-        "encoding": model_config["encoding"],
-        "trained_as": trained,
-        "scaling": scaling(model_config),
-        "train_length": train_length,
-        "step": config["step"],
-        "parameters": config.get("parameters"),
-        "device": str(resolved),
-        "eval_dtype": eval_dtype,
-        "documents_from": sets.description,
-        "requested_sequences": max_sequences,
-        "requested_entropy_sequences": entropy_sequences,
-        "window_stride": window_stride,
-        "eval_concat": eval_concat,
-        "notice": sets.notice,
-        "results": results,
-    }
+    scoring = dict(train_length=train_length, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
+                   dtype=eval_dtype, window_stride=window_stride)  # fmt: skip
+    results = _evaluate_lengths(
+        model, sets, resolved, scoring, f"evaluate {model_config['encoding']}", progress
+    )
+    report = {"run": str(run_dir), "data": str(data_dir), "encoding": model_config["encoding"], "trained_as": trained,
+              "scaling": scaling(model_config), "train_length": train_length, "step": config["step"],
+              "parameters": config.get("parameters"), "device": str(resolved), "eval_dtype": eval_dtype,
+              "documents_from": sets.description, "requested_sequences": max_sequences,
+              "requested_entropy_sequences": entropy_sequences, "window_stride": window_stride,
+              "eval_concat": eval_concat, "notice": sets.notice, "results": results}  # fmt: skip
     longest = sets.sets[max(sets.sets)]
     if longest.recalls is not None:
         report["recall_window"] = window_results(
@@ -405,10 +375,34 @@ def evaluate_run(
     return report
 
 
+def _check_settings(window_stride: int, eval_dtype: str) -> None:
+    if window_stride < 1:
+        raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
+    if eval_dtype not in EVAL_DTYPES:
+        raise TrainingError(f"--eval-dtype {eval_dtype!r}: choose one of {', '.join(EVAL_DTYPES)}")
+
+
+def _evaluate_lengths(
+    model: torch.nn.Module,
+    sets: EvalSets,
+    device: torch.device,
+    scoring: dict[str, Any],
+    desc: str,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """``evaluate_length`` at every length of ``sets``, shortest first, with ``scoring``'s settings; the
+    unigram baseline is fitted on every token of the longest set's documents."""
+    unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
+    return [
+        evaluate_length(model, sets.sets[length], device, unigram=unigram, **scoring)
+        for length in tqdm(sorted(sets.sets), desc=desc, unit="length", disable=not progress)
+    ]
+
+
 def scaling(model_config: dict[str, Any]) -> str | None:
     """How a RoPE-PI or YaRN model reads lengths beyond its training: ``zero-shot`` (trained at factor 1) or
     ``fine-tuned at factor s``; None for the other encodings."""
-    if model_config["encoding"] not in ("rope_pi", "yarn"):
+    if not rescaled(model_config["encoding"]):
         return None
     factor = model_config.get("encoding_options", {}).get("factor", 1.0)
     return "zero-shot" if factor == 1.0 else f"fine-tuned at factor {factor:g}"

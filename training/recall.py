@@ -32,12 +32,10 @@ from typing import Any
 
 import torch
 
+from ltsgen.training.errors import TrainingError
+
 #: Encodes a text into ``(token ids, character offsets)``.
 Encode = Callable[[str], tuple[list[int], list[tuple[int, int]]]]
-
-
-class RecallContractError(ValueError):
-    """A record whose ``meta["facts"]`` breaks the cue contract; the message says which fact and why."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +86,7 @@ def planted_facts(meta: Any, where: str) -> list[dict[str, Any]]:
         elif not all(c is None or _span_before(c, u) for c, u in zip(cues, uses, strict=True)):
             problem = "has a cue that is not a [start, end] span before its use"
         if problem:
-            raise RecallContractError(f"{where}: meta facts[{index}] ({fact.get('name')!r}) {problem}")
+            raise TrainingError(f"{where}: meta facts[{index}] ({fact.get('name')!r}) {problem}")
         found.append(fact)
     return found
 

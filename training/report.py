@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ltsgen.encodings import NAMES, family, rescaled
 from ltsgen.errors import require
 from ltsgen.loaders.files import atomic_path
 from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, bootstrap, holm, paired
@@ -49,13 +50,10 @@ PLOTS = "comparison plots"
 #: what ``write_report`` writes, in order (the last only when there are cued recalls)
 REPORT_FILES = ("results.csv", "summary.csv", "claims.csv", "penalty_vs_length.png", "ppl_vs_length.png",
                 "entropy_vs_length.png", "loss_vs_position.png", "report.md", "recall_vs_distance.png")  # fmt: skip
-#: Panels of the plots: encodings grouped by how they encode position.
-FAMILIES = (
-    ("no position encoding", ("nope",)),
-    ("rotary", ("rope", "rope_pi", "yarn")),
-    ("decaying bias", ("alibi", "kerple_log", "kerple_power", "sandwich")),
-    ("learned bias", ("t5", "fire")),
-    ("APE (ltsgen's parameterisation)", ("ape",)),
+#: Panels of the plots: encodings grouped by the family each declares, in the order of ``NAMES``.
+FAMILIES = tuple(
+    (title, tuple(name for name in NAMES if family(name) == title))
+    for title in dict.fromkeys(family(name) for name in NAMES)
 )
 
 
@@ -173,7 +171,7 @@ def display(label: str, finetune_steps: int | None = None) -> str:
     if label.endswith(FINETUNED):
         steps = f" {finetune_steps} steps" if finetune_steps else ""
         return f"{label.removesuffix(FINETUNED)} (fine-tuned{steps})"
-    return f"{label} (zero-shot)" if label in ("rope_pi", "yarn") else label
+    return f"{label} (zero-shot)" if label in NAMES and rescaled(label) else label
 
 
 def families(labels: list[str]) -> list[tuple[str, list[str]]]:

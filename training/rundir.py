@@ -47,10 +47,6 @@ _TEMPORARY = temporaries_of([*map(re.escape, RUN_FILES), r"eval(?:-\w+)?\.json"]
 _MARK_TEMPORARY = temporaries_of(re.escape(Path(mark).name) for mark in MARKS.values())
 
 
-class RunDirError(TrainingError):
-    """A run or comparison folder that is not ltsgen's to write, or is in use; the message names it."""
-
-
 def eval_name(encoding: str | None = None) -> str:
     """``eval.json``, or ``eval-<encoding>.json`` for the weights evaluated as ``encoding``."""
     return EVAL_NAME if encoding is None else f"eval-{encoding}.json"
@@ -69,25 +65,25 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file of a run; a damaged one is a one-line ``RunDirError`` naming it."""
+    """A JSON file of a run; a damaged one is a one-line ``TrainingError`` naming it."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RunDirError(f"{path}: not found") from None
+        raise TrainingError(f"{path}: not found") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
-        raise RunDirError(f"{path}: damaged, not readable JSON ({reason})") from None
+        raise TrainingError(f"{path}: damaged, not readable JSON ({reason})") from None
 
 
 def read_record(path: Path, required: dict[str, type | tuple[type, ...]]) -> dict[str, Any]:
-    """A JSON object of a run with the ``required`` fields of those types; else a one-line ``RunDirError``."""
+    """A JSON object of a run with the ``required`` fields of those types; else a one-line ``TrainingError``."""
     data = read_json(path)
     if not isinstance(data, dict):
-        raise RunDirError(f"{path}: damaged, not a JSON object")
+        raise TrainingError(f"{path}: damaged, not a JSON object")
     for name, kind in required.items():
         value = data.get(name)
         if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-            raise RunDirError(f"{path}: damaged, {name!r} is missing or of the wrong type")
+            raise TrainingError(f"{path}: damaged, {name!r} is missing or of the wrong type")
     return data
 
 
@@ -120,14 +116,14 @@ def claim_folder(folder: Path, kind: str, what: str = "--out") -> Iterator[Claim
         except LockHeld as error:
             raise _held(folder, error.reason, what) from None
         except StorageError as error:
-            raise RunDirError(f"{folder}: cannot write there ({error.reason})") from None
+            raise TrainingError(f"{folder}: cannot write there ({error.reason})") from None
         except OSError as error:
-            raise RunDirError(f"{folder}: cannot write there ({error.strerror or error})") from None
+            raise TrainingError(f"{folder}: cannot write there ({error.strerror or error})") from None
         yield Claim(folder, kind, created)
 
 
-def _held(folder: Path, reason: str, what: str) -> RunDirError:
-    return RunDirError(
+def _held(folder: Path, reason: str, what: str) -> TrainingError:
+    return TrainingError(
         f"{folder}: another ltsgen process is writing there ({reason.partition(': ')[2]}); wait for it to "
         f"end or choose another {what}"
     )
@@ -137,17 +133,17 @@ def _refuse(folder: Path, kind: str, what: str) -> None:
     if not folder.exists():
         return
     if not folder.is_dir():
-        raise RunDirError(f"{folder}: exists and is not a folder; choose another {what}")
+        raise TrainingError(f"{folder}: exists and is not a folder; choose another {what}")
     if (folder / MANIFEST_NAME).exists() or (folder / STATE_DIR / "build.json").exists():
-        raise RunDirError(f"{folder}: holds a dataset ({MANIFEST_NAME}); choose another {what}")
+        raise TrainingError(f"{folder}: holds a dataset ({MANIFEST_NAME}); choose another {what}")
     for other, mark in MARKS.items():
         if other != kind and (folder / mark).exists():
-            raise RunDirError(f"{folder}: holds an ltsgen {other}, not a {kind}; choose another {what}")
+            raise TrainingError(f"{folder}: holds an ltsgen {other}, not a {kind}; choose another {what}")
     if (folder / MARKS[kind]).exists() or all((folder / name).is_file() for name in LEGACY_SIGNS[kind]):
         return
     entries = sorted(path.name for path in folder.iterdir() if path.name != STATE_DIR)
     if entries:
-        raise RunDirError(
+        raise TrainingError(
             f"{folder}: is not empty and holds no ltsgen {kind} ({entries[0]}, ...); choose a new or empty "
             f"{what} (ltsgen never writes over files of yours)"
         )

@@ -30,7 +30,7 @@ from ltsgen.loaders.files import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
-from ltsgen.training.errors import TrainingError
+from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import perplexity
 from ltsgen.training.precision import training_precision
 from ltsgen.training.rundir import (
@@ -48,14 +48,6 @@ from ltsgen.training.rundir import (
 from ltsgen.training.schedule import WarmupCosine
 
 BETAS = (0.9, 0.95)
-
-
-class TrainError(TrainingError):
-    """A training run that cannot start or continue; the message names the file or option."""
-
-
-class DivergedError(TrainError):
-    """The loss or the gradient norm stopped being finite; RUN/train_summary.json records the step."""
 
 
 def _option(
@@ -159,9 +151,9 @@ class TrainConfig:
             value, limits = getattr(self, item.name), item.metadata.get("limits")
             problem = None if value is None or not limits else out_of_limits(value, limits)
             if problem:
-                raise TrainError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
+                raise TrainingError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise TrainError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
+            raise TrainingError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones
         self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
 
@@ -281,7 +273,7 @@ def train(
                 clean_up_failed_run(claim)
             if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
                 where = final_name(error.filename) if error.filename else run_dir
-                raise TrainError(f"{where}: {error.strerror or error}") from None
+                raise TrainingError(f"{where}: {error.strerror or error}") from None
             raise
         finally:
             distributed.teardown(placement)
@@ -296,6 +288,52 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
         and (run_dir / SUMMARY_NAME).exists()
     ):
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
+    run = _start(config, placement, checkpoint, train_tokenizer)
+    end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)
+    meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
+    _steps(run, end_step, meter, progress)
+    if end_step > run.start_step:
+        run.save(end_step)
+    run.metrics.close()
+    summary = summarise(config, run.model, meter, end_step, placement)
+    if placement.is_main and summary["finished"]:
+        write_json(run_dir / SUMMARY_NAME, summary)
+    return summary
+
+
+@dataclass
+class _Run:
+    """A run ready to train from ``start_step``: the model (``runner`` trains it, DDP-wrapped or compiled),
+    its optimizer and schedule, the batches, the validation tokens and the metrics file."""
+
+    config: TrainConfig
+    placement: Any
+    model: torch.nn.Module
+    model_cfg: Any
+    runner: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: WarmupCosine
+    batches: TrainingBatches
+    val_tokens: torch.Tensor | None
+    metrics: _Metrics
+    start_step: int
+
+    def save(self, step: int) -> None:
+        """Checkpoint everything a resume needs at ``step`` (every rank's loader state, the main rank writes)."""
+        states = _gather_loader_states(self.batches.state_dict(), self.placement)
+        if self.placement.is_main:
+            save_checkpoint(Path(self.config.out) / CHECKPOINT_NAME,
+                {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
+                 "model_config": json.dumps(self.model_cfg.to_dict()), "train_config": json.dumps(asdict(self.config))},
+            )  # fmt: skip
+        distributed.barrier(self.placement)
+
+
+def _start(config: TrainConfig, placement, checkpoint, train_tokenizer) -> _Run:
+    """The tokenizer, model, optimizer, schedule and batches of a run, restored from ``checkpoint`` if any;
+    the main rank writes RUN/config.json."""
+    run_dir = Path(config.out)
     tokenizer, _ = resolve_tokenizer(
         config.data, run_dir, tokenizer_path=config.tokenizer, vocab_size=config.vocab_size,
         placement=placement, train_tokenizer=train_tokenizer,
@@ -318,60 +356,48 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
                                            "parameters": model.num_parameters(), "world_size": placement.world_size,
                                            "tokenizer": "tokenizer.json"})  # fmt: skip
     metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)
+    return _Run(config, placement, model, model_cfg, runner, optimizer, scheduler, batches, val_tokens, metrics,
+                start_step)  # fmt: skip
 
-    def save(step: int) -> None:
-        states = _gather_loader_states(batches.state_dict(), placement)
-        if placement.is_main:
-            save_checkpoint(run_dir / CHECKPOINT_NAME,
-                {"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
-                 "model_config": json.dumps(model_cfg.to_dict()), "train_config": json.dumps(asdict(config))},
-            )  # fmt: skip
-        distributed.barrier(placement)
 
-    end_step = config.steps if stop_after is None else min(config.steps, start_step + stop_after)
-    meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
-    bar = tqdm(total=config.steps, initial=start_step, desc=f"train {config.encoding}", unit="step",
+def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None:
+    """Train ``run`` up to ``end_step``: log, validate and checkpoint on their schedules; a loss or gradient
+    that stops being finite ends it (``diverged``) at the next of those points."""
+    config, placement, model = run.config, run.placement, run.model
+    bar = tqdm(total=config.steps, initial=run.start_step, desc=f"train {config.encoding}", unit="step",
                disable=not (progress and placement.is_main), dynamic_ncols=True)  # fmt: skip
-    stream = iter(batches)
-    runner.train()
+    stream = iter(run.batches)
+    run.runner.train()
     first_bad = _FirstNonFinite(placement.device)
-    for step in range(start_step, end_step):
+    for step in range(run.start_step, end_step):
         loss, grad_norm = train_step(
-            runner, model, optimizer, scheduler, next(stream), config.grad_clip, placement.device
+            run.runner, model, run.optimizer, run.scheduler, next(stream), config.grad_clip, placement.device
         )
         done = step + 1
         first_bad.update(done, loss, grad_norm)
         meter.count_step()
         at_log = done % config.log_every == 0 or done == end_step
-        at_eval = val_tokens is not None and done % config.eval_every == 0
+        at_eval = run.val_tokens is not None and done % config.eval_every == 0
         at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
             done != end_step
         )
         if (at_log or at_eval or at_save) and first_bad.step():
             bar.close()
-            diverged(config, model, meter, first_bad.step(), placement, metrics)
+            diverged(config, model, meter, first_bad.step(), placement, run.metrics)
         if at_log:
             record = meter.record(
-                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, scheduler
+                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, run.scheduler
             )
-            metrics.write(record)
+            run.metrics.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
         if at_eval:
-            val = validation_loss(model, val_tokens, placement.device, config.batch_size)
-            metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
+            val = validation_loss(model, run.val_tokens, placement.device, config.batch_size)
+            run.metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
             bar.write(f"step {done}: validation loss {val:.4f} (perplexity {perplexity(val):.2f})")
         if at_save:
-            save(done)
+            run.save(done)
     bar.close()
-    if end_step > start_step:
-        save(end_step)
-    metrics.close()
-    summary = summarise(config, model, meter, end_step, placement)
-    if placement.is_main and summary["finished"]:
-        write_json(run_dir / SUMMARY_NAME, summary)
-    return summary
 
 
 def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dict[str, Any] | None:
@@ -390,13 +416,13 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         )
     if path.exists():
         if not resume:
-            raise TrainError(f"{path}: a run is already there; pass --resume or choose another --out")
+            raise TrainingError(f"{path}: a run is already there; pass --resume or choose another --out")
         checkpoint = load_checkpoint(path)
         saved = asdict(TrainConfig.from_dict({"out": config.out, **json.loads(checkpoint["train_config"])}))
         changed = [key for key in TrainConfig.RESUME_KEYS if saved.get(key) != getattr(config, key)]
         if changed:
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
-            raise TrainError(f"{path}: cannot resume with other settings ({diffs})")
+            raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")
     if placement.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
@@ -428,7 +454,7 @@ def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.
             model.load_state_dict(load_checkpoint(source)["model"])
         except RuntimeError as error:
             first = str(error).strip().splitlines()[0]
-            raise TrainError(f"{source}: its weights do not fit this model ({first})") from None
+            raise TrainingError(f"{source}: its weights do not fit this model ({first})") from None
     return model, model_cfg
 
 
@@ -448,7 +474,7 @@ def restore(checkpoint, model, optimizer, scheduler, batches, placement) -> int:
     try:
         batches.load_state_dict(loader_states[placement.rank % len(loader_states)])
     except ValueError as error:  # e.g. another world size changed the global batch
-        raise TrainError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
+        raise TrainingError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
     set_rng_state(checkpoint["rng"])
     return int(checkpoint["step"])
 

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import partial
-from typing import TYPE_CHECKING
 
 from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
 from ltsgen.commands.train import add_config_arguments, announced, number, training_config
-
-if TYPE_CHECKING:
-    from ltsgen.engines import RayEngine
 
 SUMMARY = (
     "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
@@ -116,10 +109,9 @@ def run(args: argparse.Namespace) -> int:
             parse_lengths(args.eval_lengths), train_lengths=train_lengths, seeds=parse_seeds(args.seeds),
             eval_sequences=args.eval_sequences, batch_tokens=args.batch_tokens, eval_dtype=args.eval_dtype,
             entropy_sequences=args.entropy_sequences, window_stride=args.window_stride, eval_concat=args.eval_concat, finetune_steps=args.finetune_steps,
-            workers=args.workers or 1,
             train_tokenizer=announced(train_tokenizer, args.data, f"{args.out}/tokenizer.json"),
             progress=not args.no_progress,
-            run_map=_threaded_map(engine, args.cpus_per_run) if engine is not None else None,
+            engine=engine,
         )  # fmt: skip
     trained = len(
         {run["train"]["encoding"] + str(run["train_length"]) + str(run["seed"]) for run in results["runs"]}
@@ -131,26 +123,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _run_engine(args: argparse.Namespace) -> Iterator[RayEngine | None]:
-    """The Ray engine that carries each run as a task with its CPUs and GPUs; ``None`` for the local engine
-    (``compare`` runs in this process, or in ``--workers`` processes of its own)."""
-    from ltsgen.engines import RayEngine, make_engine
+def _run_engine(args: argparse.Namespace):
+    """The engine of ``--engine``/``--workers``/``--ray-address``; a Ray task reserves ``--cpus-per-run``
+    CPUs and ``--gpus-per-run`` GPUs (a context manager; it closes the engine)."""
+    from ltsgen.engines import make_engine
 
     resources = {"num_cpus": args.cpus_per_run, "num_gpus": args.gpus_per_run}
-    with make_engine(args.engine, args.workers, args.ray_address, resources) as engine:
-        yield engine if isinstance(engine, RayEngine) else None
-
-
-def _threaded_map(engine: RayEngine, cpus: float):
-    """``engine.map`` with torch in each task limited to the task's CPUs (a Ray worker keeps the thread
-    count it started with)."""
-    threads = max(1, int(cpus))
-    return lambda fn, specs: engine.map(partial(_with_threads, threads, fn), specs)
-
-
-def _with_threads(threads: int, fn, spec):
-    import torch
-
-    torch.set_num_threads(threads)
-    return fn(spec)
+    return make_engine(args.engine, args.workers, args.ray_address, resources)

@@ -67,6 +67,8 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers) -> None:
+    from ltsgen.encodings import NAMES, rescaled
+
     parser = add_command(
         subparsers,
         "evaluate",
@@ -87,7 +89,7 @@ def register(subparsers) -> None:
     add_evaluation_arguments(parser)
     parser.add_argument(
         "--as-encoding",
-        choices=("rope_pi", "yarn"),
+        choices=tuple(name for name in NAMES if rescaled(name)),
         help="read a RoPE run's weights as RoPE-PI or YaRN, rescaled zero-shot to each length",
     )
     parser.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda ...")
