@@ -15,7 +15,7 @@ import inspect
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -369,9 +369,10 @@ class StreamingDataset(IterableDataset):
         """
         return StreamingLoader(self, num_workers=num_workers, **kwargs)
 
-    def _whole_batches(self):
-        """``(global batch, data)`` for each of this process's batches, the items not yet yielded only."""
-        for batch, first, data in self._rank_batches():
+    def _whole_batches(self, batches: Iterable[int] | None = None):
+        """``(global batch, data)`` for each of this process's batches (or of ``batches``, ascending from the
+        position), the items not yet yielded only."""
+        for batch, first, data in self._rank_batches(batches):
             self._consumed, self._partial = batch + 1, 0
             if self.seq_len is None:
                 yield batch, collate_records(data[first:])
@@ -383,16 +384,23 @@ class StreamingDataset(IterableDataset):
         self._consumed, self._partial, self._anchor = consumed, 0, consumed
         self._witness.lower()
 
-    def _rank_batches(self):
-        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+    def _served(self, batches: Iterable[int] | None) -> Iterable[int]:
+        """The global batches this process serves: ``batches``, or by default its turns of one batch among
+        the DataLoader's workers (``order.worker_batches``). Notes the worker count for the state."""
         info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        self._workers = workers
+        worker, self._workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if batches is not None:
+            return batches
+        return worker_batches(self.num_batches, self._consumed, self._anchor, worker, self._workers)
+
+    def _rank_batches(self, batches: Iterable[int] | None = None):
+        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+        served = self._served(batches)
         process = self._process_state()
         orders = self._orders()
         schedule, in_stream = self._schedule()
         start, skip = self._consumed, self._partial
-        for batch in worker_batches(self.num_batches, start, self._anchor, worker, workers):
+        for batch in served:
             stream, index = (0, batch) if schedule is None else (int(schedule[batch]), int(in_stream[batch]))
             positions = self.plans[stream].positions(index, self.rank, self.batch_size)
             first = skip if batch == start else 0
@@ -639,15 +647,13 @@ class StreamingMixture(StreamingDataset):
         """``Mixture.locate``: the source, source epoch and position each global position reads."""
         return self.mixture.locate(positions)
 
-    def _rank_batches(self):
+    def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        self._workers = workers
+        served = self._served(batches)
         for source in self.sources:
-            source._workers = workers  # each source's reader sizes its threads for this many processes
+            source._workers = self._workers  # each source's reader sizes its threads for this many processes
         start, skip = self._consumed, self._partial
-        for batch in worker_batches(self.num_batches, start, self._anchor, worker, workers):
+        for batch in served:
             first = (
                 self.epoch * self.num_batches + batch
             ) * self.global_batch_size + self.rank * self.batch_size
