@@ -22,7 +22,10 @@ give their medians. Ratios are against the fastest peer in the same run.
 
 Epoch 1 (every shard read and decoded) is reported beside the median of the later epochs, with the CPU
 time of the process and its workers per million tokens, and ltsgen's 1/2/4-worker tokens/s over its own
-0-worker figure.
+0-worker figure. A last table (``--workers-only`` runs it alone) gives one epoch with each worker count
+against 0 workers for: pre-made batches through the DataLoader, one or 32 per message (the ceiling of the
+loader's messages), the packed stored ids, and C4 records (the repository's sample) tokenized by a
+``transform`` in the process that serves them.
 
     python benchmarks/loaders.py [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,1,2,4] [--datasets lts,c4]
 """
@@ -376,6 +379,149 @@ def build(system: str, directory: Path, workers: int, seq_len: int):
     raise ValueError(system)
 
 
+# ---------------------------------------------------------------------------- DataLoader workers
+
+SCALING_CASES = ("ipc-batch", "ipc-run", "ids", "tokenize")
+C4_SAMPLE = (
+    Path(__file__).resolve().parents[1] / "tests/fixtures/c4_en/c4-train.00000-of-01024.first400.jsonl"
+)
+
+
+def write_text_data(root: Path, docs: int, shards: int) -> Path:
+    """An untokenized parquet dataset of ``docs`` C4 documents (the 400 of the repository's sample, repeated)
+    in ``shards`` shards, with a 4,096-token BPE trained on them in ``tokenizer.json``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from ltsgen.loaders.contract import Manifest, write_manifest
+    from ltsgen.shards import ShardWriter
+
+    directory = root / "text"
+    if (directory / "done").exists():
+        return directory
+    texts = [json.loads(line)["text"] for line in C4_SAMPLE.read_text().splitlines()]
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=4096, special_tokens=["<|endoftext|>"], show_progress=False)
+    tokenizer.train_from_iterator(texts, trainer)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    per_shard, infos = -(-docs // shards), []
+    for shard in range(shards):
+        with ShardWriter(directory, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
+            for i in range(shard * per_shard, min(docs, (shard + 1) * per_shard)):
+                writer.write({"id": f"d{i}", "text": texts[i % len(texts)], "source": "c4"})
+        infos.append(writer.info)
+    builder = {"name": "benchmark", "version": "0", "arguments": {}}
+    write_manifest(
+        directory, Manifest("c4", "parquet", {"train": infos}, builder, {"path": "tokenizer.json"})
+    )
+    (directory / "done").touch()
+    return directory
+
+
+class Tokenize:
+    """A record's text tokenized (the transform of the "tokenize" case: per-record work where it is served)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.tokenizer = str(path), None
+
+    def __call__(self, record: dict) -> dict:
+        if self.tokenizer is None:
+            from tokenizers import Tokenizer
+
+            self.tokenizer = Tokenizer.from_file(self.path)
+        return {"input_ids": np.asarray(self.tokenizer.encode(record["text"]).ids, dtype=np.uint16)}
+
+
+def premade_batches(batches: int, run: int, block: int):
+    """The DataLoader's cost alone: [BATCH, block] uint16 batches made once, ``run`` per message, turned into
+    int64 tensors in the main process as ``StreamingDataset.loader()`` does (its ceiling)."""
+    import torch
+
+    class Premade(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            info = torch.utils.data.get_worker_info()
+            worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+            made = np.random.default_rng(0).integers(1, VOCAB, (run * BATCH, block)).astype(np.uint16)
+            for _ in range(worker, batches // run, workers):
+                yield made.copy()
+
+    def batches_of(loader):
+        for item in loader:
+            for start in range(0, run * BATCH, BATCH):
+                yield torch.from_numpy(item[start : start + BATCH].astype(np.int64))
+
+    return Premade(), batches_of
+
+
+def scaling_case(case: str, directory: Path, workers: int, seq_len: int) -> dict:
+    """One epoch of ``case`` with ``workers`` DataLoader workers: tokens/s, and CPU seconds of this process
+    and of it with its workers."""
+    import torch
+
+    torch.set_num_threads(1)
+    warm_imports("ltsgen")
+    from ltsgen.loaders import StreamingDataset
+
+    if case.startswith("ipc"):
+        batches = int(np.load(directory / "offsets.npy")[-1]) // (BATCH * (seq_len + 1))
+        dataset, batches_of = premade_batches(batches, 1 if case == "ipc-batch" else 32, seq_len + 1)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, collate_fn=_as_is)
+        epoch = batches_of(loader)
+    elif case == "ids":
+        dataset = StreamingDataset(directory / "parquet", seq_len=seq_len, batch_size=BATCH, seed=0)
+        epoch = (batch["input_ids"] for batch in dataset.loader(num_workers=workers))
+    else:
+        text = directory.parent / "text"
+        tokenize = Tokenize(text / "tokenizer.json")
+        dataset = StreamingDataset(text, columns=["text"], transform=tokenize, batch_size=BATCH, seed=0)
+        epoch = (batch["input_ids"] for batch in dataset.loader(num_workers=workers))
+    start, own, every = time.perf_counter(), time.process_time(), _cpu_seconds()
+    tokens = sum(b.numel() if hasattr(b, "numel") else sum(len(ids) for ids in b) for b in epoch)
+    return {
+        "tokens_per_s": tokens / (time.perf_counter() - start),
+        "main_cpu_s": time.process_time() - own,
+        "cpu_s": _cpu_seconds() - every,
+    }
+
+
+def _as_is(item):
+    return item
+
+
+def worker_scaling(directory: Path, workers: list[int], rounds: int, seq_len: int) -> None:
+    """Each case's epoch-1 tokens/s with 1, 2, 4 ... workers over 0, fresh processes taken in turns."""
+    results: dict[tuple[str, int], list[dict]] = {}
+    for _ in range(rounds):
+        for case in SCALING_CASES:
+            for count in workers:
+                done = child(["--seq-len", str(seq_len), "--scaling", case, str(directory), str(count)])
+                if isinstance(done, dict):
+                    results.setdefault((case, count), []).append(done)
+    print(
+        f"\n## DataLoader workers against 0 workers: one epoch, medians of {rounds} fresh processes in turns; "
+        f"CPU: the main process (all processes)\n"
+    )
+    print("| case | workers | M tokens/s | over 0 workers | CPU s per epoch |")
+    print("|---|---|---|---|---|")
+    for case in SCALING_CASES:
+        base = results.get(("ids" if case.startswith("ipc") else case, 0))  # the ceiling against the loader
+        for count in workers:
+            runs = results.get((case, count))
+            if not runs:
+                continue
+            rate = statistics.median(r["tokens_per_s"] for r in runs)
+            over = f"{rate / statistics.median(r['tokens_per_s'] for r in base):.2f}x" if base else "-"
+            main_cpu, cpu = (statistics.median(r[k] for r in runs) for k in ("main_cpu_s", "cpu_s"))
+            print(f"| {case} | {count} | {rate / 1e6:.2f} | {over} | {main_cpu:.2f} ({cpu:.2f}) |")
+    print(
+        "\nipc-batch / ipc-run: pre-made [8, 1025] uint16 batches through the DataLoader, 1 or 32 per message, "
+        "made int64 in the main process (the ceiling of the loader's messages; over ids' 0 workers); ids: the "
+        "lts stored ids packed by StreamingDataset.loader(); tokenize: C4 records tokenized by a transform "
+        "where they are served"
+    )
+
+
 # ---------------------------------------------------------------------------- shuffle quality
 
 
@@ -444,6 +590,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="where to keep the generated data (default: a temp dir)")
     parser.add_argument("--run", nargs=3, metavar=("SYSTEM", "DIR", "WORKERS"), help=argparse.SUPPRESS)
     parser.add_argument("--first", nargs=2, metavar=("SYSTEM", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--scaling", nargs=3, metavar=("CASE", "DIR", "WORKERS"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--workers-only", action="store_true", help="only the table of DataLoader workers against 0 workers"
+    )
     parser.add_argument(
         "--write", nargs=4, metavar=("ROOT", "KIND", "DOCS", "SHARDS"), help=argparse.SUPPRESS
     )
@@ -458,7 +608,15 @@ def main() -> None:
     if args.first:
         print(json.dumps(first_batches(args.first[0], Path(args.first[1]), args.seq_len)))
         return
+    if args.scaling:
+        case, directory, count = args.scaling
+        print(json.dumps(scaling_case(case, Path(directory), int(count), args.seq_len)))
+        return
     root = args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-loaders-"))
+    workers = [int(w) for w in args.workers.split(",")]
+    if args.workers_only:
+        run_worker_scaling(root, args, workers)
+        return
     systems = [s for s in args.systems.split(",") if available(s) is None]
     for kind in args.datasets.split(","):
         # written by a child process: the driver stays small, and peak RSS is inherited across fork and exec
@@ -509,7 +667,17 @@ def main() -> None:
             )
         report_ratios(rows)
         report_workers(rows)
+    run_worker_scaling(root, args, workers)
     shuffle_quality(args.docs, args.shards)
+
+
+def run_worker_scaling(root: Path, args: argparse.Namespace, workers: list[int]) -> None:
+    """The workers table on the lts data and a text dataset of 2,000 C4 documents, both written if missing."""
+    subprocess.run(
+        [sys.executable, __file__, "--write", str(root), "lts", str(args.docs), str(args.shards)], check=True
+    )
+    write_text_data(root, 2000, args.shards)
+    worker_scaling(data_dir(root, "lts", args.docs, args.shards), workers, args.repeats, args.seq_len)
 
 
 def common(args: argparse.Namespace) -> list[str]:

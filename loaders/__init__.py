@@ -27,7 +27,8 @@ Modules: ``files`` (atomic local writes and checksums), ``contract`` (the datase
 ``storage`` (paths and URLs as filesystems), ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache``
 (the node-local shard cache), ``formats`` (shard decoders), ``reader`` (shards decoded in threads, the next
 window prefetched), ``order`` (the stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader
-state checked field by field), ``dataset``, ``mixture``.
+state checked field by field), ``mixture`` (weights, schedule, the mixture's items from its sources),
+``loader`` (``StreamingLoader``), ``dataset`` (``StreamingDataset`` and ``StreamingMixture``, above both).
 
 Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the builders do) stays light.
 """
@@ -38,10 +39,10 @@ _HOMES = {
     "ContractError": "contract",
     "PadCollate": "buckets",
     "StreamingDataset": "dataset",
-    "StreamingLoader": "dataset",
-    "StreamingMixture": "mixture",
+    "StreamingLoader": "loader",
+    "StreamingMixture": "dataset",
     "StateError": "state",
-    "collate_records": "dataset",
+    "collate_records": "loader",
     "dataset_state": "state",
     "load_eval_set": "buckets",
     "parse_mixture": "mixture",

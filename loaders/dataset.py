@@ -15,14 +15,14 @@ import inspect
 import json
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 
-from ltsgen.errors import LtsgenError, UsageError
+from ltsgen.errors import UsageError
 
 from .cache import ShardCache
 from .contract import (
@@ -35,16 +35,18 @@ from .contract import (
     parse_manifest,
 )
 from .formats import ShardColumns, TokenColumn
+from .loader import StreamingLoader, collate_records
+from .mixture import Mixture, resolve_weights, source_seed
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_range
-from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state
+from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state, mixture_text
 from .stored_ids import stored_token_shards
 
 ON_ERROR = ("raise", "skip")
 MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
-__all__ = ["StateError", "StreamingDataset", "StreamingLoader", "collate_records", "dataset_state"]
+__all__ = ["StateError", "StreamingDataset", "StreamingMixture", "dataset_state"]
 
 
 class StreamingDataset(IterableDataset):
@@ -53,7 +55,7 @@ class StreamingDataset(IterableDataset):
     Args:
         path_or_url: the dataset directory: a path, ``file://``, ``http(s)://`` or any fsspec URL
             (``pipe:`` templates only with ``allow_pipe=True``, see ``sources``); or a mapping
-            ``{path_or_url: proportion}``, which mixes several datasets (``mixture.StreamingMixture``).
+            ``{path_or_url: proportion}``, which mixes several datasets (``StreamingMixture``).
         split, bucket: which shards (``bucket=None``: every bucket of the split).
         shuffle, seed, epoch, shuffle_window: the epoch order (shard permutation, then a permutation of
             the items of each window of ``shuffle_window`` shards).
@@ -111,65 +113,73 @@ class StreamingDataset(IterableDataset):
         max_doc_chars: int = MAX_DOC_CHARS,
     ) -> None:
         super().__init__()
-        self.root = str(path_or_url)
-        check_pipe(self.root, allow_pipe)
-        if remainder not in REMAINDERS:
-            raise UsageError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
-        if on_error not in ON_ERROR:
-            raise UsageError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-        if (
-            (batch_size is not None and batch_size < 1)
-            or shuffle_window < 1
-            or (seq_len is not None and seq_len < 1)
-        ):
-            raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+        check_pipe(str(path_or_url), allow_pipe)
+        _check_options(batch_size, remainder, shuffle_window, seq_len, transform, by_bucket, on_error)
         for name, value in (("seed", seed), ("epoch", epoch), ("max_doc_chars", max_doc_chars)):
             _check_integer(name, value, 63)
         if eos_id is not None:
             _check_integer("eos_id", eos_id, 32)
-        if seq_len is not None and transform is not None:
-            raise UsageError(
-                "transform applies to records; with seq_len, transform the blocks in the training loop"
-            )
-        if by_bucket and seq_len is not None:
-            raise UsageError("by_bucket batches whole documents by length; it does not combine with seq_len")
+        if cache_dir is None and cache_limit is not None:
+            raise UsageError("cache_limit needs cache_dir (the folder it limits)")
+        self.root = str(path_or_url)
         self.split, self.bucket = split, bucket
         self.shuffle, self.seed, self.epoch, self.shuffle_window = shuffle, seed, epoch, shuffle_window
-        self.rank, self.world_size = _distributed(rank, world_size)
-        self.batch_size, self.remainder = batch_size or 1, remainder
-        self._batch_size_known = batch_size is not None
-        self.global_batch_size = self.batch_size * self.world_size
+        self._place(rank, world_size, batch_size, remainder)
         self.columns = None if columns is None else tuple(columns)
         self.transform = transform
         self.seq_len, self.position_ids = seq_len, position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
         self.max_doc_chars = max_doc_chars
-        if cache_dir is None and cache_limit is not None:
-            raise UsageError("cache_limit needs cache_dir (the folder it limits)")
         self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
+        self._read_manifest()
+        self.streams = self._streams()
+        self._choose_token_source(tokenizer, eos_id)
+        self._plan_batches()
+        self.identity = self._identity()
 
+    def _place(
+        self, rank: int | None, world_size: int | None, batch_size: int | None, remainder: str
+    ) -> None:
+        """This rank's share of the global batches, and the position at the start of the epoch."""
+        self.rank, self.world_size = _distributed(rank, world_size)
+        self.batch_size, self.remainder = batch_size or 1, remainder
+        self._batch_size_known = batch_size is not None
+        self.global_batch_size = self.batch_size * self.world_size
+        self._process: _ProcessState | None = None
+        self._consumed = 0  # global batches this copy has finished (or, with _partial, the one in progress)
+        self._partial = 0  # items of this rank's slice of batch _consumed already yielded
+        self._anchor = 0  # the global batch where the current worker rotation started
+        self._workers = 1
+        self._witness = WorkerWitness()
+
+    def _read_manifest(self) -> None:
+        """The manifest and the shards of the split (and bucket), each with a sha256 when verifying."""
         where = join(self.root, MANIFEST_NAME)
         self.manifest: Manifest = parse_manifest(self._read(where), where)
-        self.shards: list[ShardInfo] = self.manifest.shards(split, bucket)
+        self.shards: list[ShardInfo] = self.manifest.shards(self.split, self.bucket)
         if not self.shards:
-            have = sorted({s.bucket for s in self.manifest.shards(split) if s.bucket})
-            which = f"split {split!r}" + (f" bucket {bucket!r} (buckets: {have})" if bucket else "")
+            have = sorted({s.bucket for s in self.manifest.shards(self.split) if s.bucket})
+            which = f"split {self.split!r}" + (
+                f" bucket {self.bucket!r} (buckets: {have})" if self.bucket else ""
+            )
             raise ContractError(f"{where}: {which} has no shards")
         unverifiable = [s.path for s in self.shards if s.sha256 is None]
-        if verify and unverifiable:
+        if self.verify and unverifiable:
             raise ContractError(
                 f"{where}: shard {unverifiable[0]} has no sha256 to verify it against "
                 f"({len(unverifiable)} shards without one; verify=False reads them unverified)"
             )
-        self.streams = self._streams()
+
+    def _choose_token_source(self, tokenizer: Any, eos_id: int | None) -> None:
+        """What packing reads: the shards' own ids, an attached tokenizer's stored ids (the same tokenizer,
+        so the packed stream and the state's identity are those of tokenizing the text), or the text,
+        tokenized here; and the EOS id between documents."""
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer
         self._tokenizer_digest: str | None = None
         self.eos_id = eos_id
-        # the shards as read: an attached tokenizer's stored ids when packing untokenized text with it (the
-        # same tokenizer, so the packed stream and the state's identity are those of tokenizing the text)
-        stored_ids = None if seq_len is None or self.tokenized else stored_token_shards(
+        stored_ids = None if self.seq_len is None or self.tokenized else stored_token_shards(
             self.manifest, self.shards, tokenizer, self._read
         )  # fmt: skip
         self.reads_stored_ids = stored_ids is not None
@@ -177,40 +187,35 @@ class StreamingDataset(IterableDataset):
             stored_ids, "parquet"
         )  # fmt: skip
         self.tokenized = self.tokenized or self.reads_stored_ids
-        if seq_len is not None:
-            if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
-                raise ContractError(
-                    f"{where}: the data is not tokenized and no tokenizer was given or stored"
-                )
-            if self.eos_id is None:
-                stored = (self.manifest.tokenizer or {}).get("eos_id")
-                self.eos_id = stored if stored is not None else _eos_id(self.tokenizer, where)
-        self._process: _ProcessState | None = None
-        self._consumed = 0  # global batches this copy has finished (or, with _partial, the one in progress)
-        self._partial = 0  # items of this rank's slice of batch _consumed already yielded
-        self._anchor = 0  # the global batch where the current worker rotation started
-        self._workers = 1
+        if self.seq_len is None:
+            return
+        where = join(self.root, MANIFEST_NAME)
+        if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
+            raise ContractError(f"{where}: the data is not tokenized and no tokenizer was given or stored")
+        if self.eos_id is None:
+            stored = (self.manifest.tokenizer or {}).get("eos_id")
+            self.eos_id = stored if stored is not None else _eos_id(self.tokenizer, where)
+
+    def _plan_batches(self) -> None:
+        """The global batches of each stream (one, or one per bucket with ``by_bucket``)."""
         self._shard_tokens: dict[int, int] = {
             i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
         self.plans = [
-            BatchPlan(self._stream_total(i), self.global_batch_size, remainder)
+            BatchPlan(self._stream_total(i), self.global_batch_size, self.remainder)
             for i in range(len(self.streams))
         ]
         if self.num_batches == 0:
             if self.skipped:
-                raise self._skipped_error(f"split {split!r} has too few items left for one global batch")
+                raise self._skipped_error(f"split {self.split!r} has too few items left for one global batch")
             raise ContractError(
-                f"{where}: split {split!r} has too few items for one global batch of {self.global_batch_size}"
+                f"{join(self.root, MANIFEST_NAME)}: split {self.split!r} has too few items for one global "
+                f"batch of {self.global_batch_size}"
             )
-        self.identity = self._identity()
-        self._witness = WorkerWitness()
 
     def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
-        """A mapping ``{path_or_url: proportion}`` makes a ``mixture.StreamingMixture``."""
+        """A mapping ``{path_or_url: proportion}`` makes a ``StreamingMixture``."""
         if cls is StreamingDataset and isinstance(path_or_url, Mapping):
-            from .mixture import StreamingMixture  # a subclass: imports this module
-
             cls = StreamingMixture
         return super().__new__(cls)
 
@@ -364,9 +369,10 @@ class StreamingDataset(IterableDataset):
         """
         return StreamingLoader(self, num_workers=num_workers, **kwargs)
 
-    def _whole_batches(self):
-        """``(global batch, data)`` for each of this process's batches, the items not yet yielded only."""
-        for batch, first, data in self._rank_batches():
+    def _whole_batches(self, batches: Iterable[int] | None = None):
+        """``(global batch, data)`` for each of this process's batches (or of ``batches``, ascending from the
+        position), the items not yet yielded only."""
+        for batch, first, data in self._rank_batches(batches):
             self._consumed, self._partial = batch + 1, 0
             if self.seq_len is None:
                 yield batch, collate_records(data[first:])
@@ -378,16 +384,23 @@ class StreamingDataset(IterableDataset):
         self._consumed, self._partial, self._anchor = consumed, 0, consumed
         self._witness.lower()
 
-    def _rank_batches(self):
-        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+    def _served(self, batches: Iterable[int] | None) -> Iterable[int]:
+        """The global batches this process serves: ``batches``, or by default its turns of one batch among
+        the DataLoader's workers (``order.worker_batches``). Notes the worker count for the state."""
         info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        self._workers = workers
+        worker, self._workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        if batches is not None:
+            return batches
+        return worker_batches(self.num_batches, self._consumed, self._anchor, worker, self._workers)
+
+    def _rank_batches(self, batches: Iterable[int] | None = None):
+        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+        served = self._served(batches)
         process = self._process_state()
         orders = self._orders()
         schedule, in_stream = self._schedule()
         start, skip = self._consumed, self._partial
-        for batch in worker_batches(self.num_batches, start, self._anchor, worker, workers):
+        for batch in served:
             stream, index = (0, batch) if schedule is None else (int(schedule[batch]), int(in_stream[batch]))
             positions = self.plans[stream].positions(index, self.rank, self.batch_size)
             first = skip if batch == start else 0
@@ -558,92 +571,98 @@ class StreamingDataset(IterableDataset):
         return data
 
 
-class _Batches(IterableDataset):
-    """A dataset's per-rank batches, each with its global batch index (for ``DataLoader(batch_size=None)``)."""
-
-    def __init__(self, dataset: StreamingDataset) -> None:
-        self.dataset = dataset
-
-    def __iter__(self):
-        try:
-            yield from self.dataset._whole_batches()
-        except LtsgenError as error:
-            if get_worker_info() is None:
-                raise
-            yield _WorkerFailure(
-                error
-            )  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
-
-    def __len__(self) -> int:
-        return self.dataset.num_batches
-
-
-class _WorkerFailure:
-    """An ``LtsgenError`` raised in a worker, sent as an item so that the loader raises it as it was."""
-
-    def __init__(self, error: LtsgenError) -> None:
-        self.error = error
-
-
-class StreamingLoader(DataLoader):
-    """The DataLoader of ``StreamingDataset.loader()``: whole batches in global order for any worker count.
-
-    Workers send compact arrays through the pipe (no shared-memory segment per batch) and the LongTensors
-    are made here. Each batch carries its global index, so the dataset in this process always stands after
-    the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
-    state taken with any world size or worker count (the global batch size must be the same). Workers start
-    from the dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
-    """
-
-    def __init__(self, dataset: StreamingDataset, num_workers: int = 0, **kwargs: Any) -> None:
-        fixed = [
-            name for name in ("batch_size", "collate_fn", "persistent_workers") if kwargs.pop(name, None)
-        ]
-        if fixed:
-            raise UsageError(
-                f"StreamingDataset.loader() does not take {fixed[0]}: the dataset makes whole batches of its "
-                "own batch_size, and workers start from its position at each iter()"
-            )
-        super().__init__(
-            _Batches(dataset), batch_size=None, num_workers=num_workers, collate_fn=_identity, **kwargs
-        )
-        self.streaming = dataset
-
-    def __iter__(self):
-        for item in super().__iter__():
-            if isinstance(item, _WorkerFailure):
-                raise item.error from None  # its one line, as without workers
-            batch, data = item
-            self.streaming._seek(batch + 1)
-            yield {
-                k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
-                for k, v in data.items()
-            }
-
-    def state_dict(self) -> dict[str, Any]:
-        """The dataset's position after the last batch yielded.
-
-        Returns:
-            ``StreamingDataset.state_dict()``.
-        """
-        return self.streaming.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue at ``state`` with this loader's worker count, whatever the state's was.
-
-        Args:
-            state: as for ``StreamingDataset.load_state_dict``.
-        """
-        self.streaming.load_state_dict(state)
-
-
 def _digest(key: dict[str, Any]) -> str:
     """16 hex digits of the sha256 of ``key`` as sorted JSON."""
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _identity(batch):
-    return batch
+class StreamingMixture(StreamingDataset):
+    """``StreamingDataset`` of a mapping ``{path_or_url: proportion}``: the sources mixed item by item.
+
+    Takes every option of ``StreamingDataset`` (the source options apply to each source; ``cache_dir`` to
+    the remote ones) except ``by_bucket``. A state's ``identity["mixture"]`` names the sources and their
+    weights, and a state of another mixture (or of one dataset) is refused (``state.check_state``). See
+    ``mixture``'s docstring for the schedule and the sources' epochs.
+    """
+
+    def __init__(
+        self,
+        path_or_url: Mapping[str | os.PathLike, float],
+        split: str = TRAIN_SPLIT,
+        *,
+        seed: int = 0,
+        epoch: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        batch_size: int | None = None,
+        remainder: str = "drop",
+        by_bucket: bool = False,
+        **options: Any,
+    ) -> None:
+        if by_bucket:
+            raise UsageError("by_bucket draws each batch from one length bucket; it does not mix datasets")
+        if batch_size is not None and batch_size < 1:
+            raise UsageError(f"batch_size must be positive, not {batch_size}")
+        if not path_or_url:
+            raise UsageError("a mixture needs at least one dataset")
+        for name, value in (("seed", seed), ("epoch", epoch)):
+            _check_integer(name, value, 63)
+        roots = [str(source) for source in path_or_url]
+        weights = resolve_weights([float(p) for p in path_or_url.values()])
+        local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
+        sources = [  # the node cache keeps remote sources' shards; local ones are read in place
+            StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
+                             remainder=remainder, **(options if is_remote(root) else local))
+            for index, root in enumerate(roots)
+        ]  # fmt: skip
+        self.mixture = Mixture(sources, roots, weights, options.get("tokenizer"))
+        self.sources, first = sources, sources[0]
+        self.root = mixture_text(self.mixture.mixture)
+        self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle
+        self.seed, self.epoch, self.shuffle_window = seed, epoch, first.shuffle_window
+        self._place(rank, world_size, batch_size, remainder)
+        self.columns, self.transform = first.columns, None
+        self.seq_len, self.position_ids, self.eos_id = first.seq_len, first.position_ids, first.eos_id
+        self.by_bucket, self.verify, self.on_error = False, first.verify, first.on_error
+        self.epoch_items = self.mixture.epoch_items
+        self.plans = [BatchPlan(self.epoch_items, self.global_batch_size, remainder)]
+        if self.num_batches == 0:
+            raise ContractError(
+                f"{self.root}: {self.epoch_items} items in all, too few for one global batch of "
+                f"{self.global_batch_size}"
+            )
+        self.identity = self.mixture.identity(self.seq_len)
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Shards skipped as corrupt in this process, in every source: path -> reason."""
+        return self.mixture.skipped
+
+    @property
+    def tokenizer(self):
+        """The first source's tokenizer (packing checked that the sources share it)."""
+        return self.sources[0].tokenizer
+
+    def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Mixture.locate``: the source, source epoch and position each global position reads."""
+        return self.mixture.locate(positions)
+
+    def _rank_batches(self, batches: Iterable[int] | None = None):
+        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
+        served = self._served(batches)
+        for source in self.sources:
+            source._workers = self._workers  # each source's reader sizes its threads for this many processes
+        start, skip = self._consumed, self._partial
+        for batch in served:
+            first = (
+                self.epoch * self.num_batches + batch
+            ) * self.global_batch_size + self.rank * self.batch_size
+            yield (
+                batch,
+                (skip if batch == start else 0),
+                self.mixture.items(self.seed, first, self.batch_size, self.seq_len),
+            )
+            self.mixture.prefetch()
 
 
 class _ProcessState:
@@ -776,16 +795,8 @@ def _read_range(url: str, storage_options: dict[str, Any], start: int, stop: int
     return read_range(url, start, stop, storage_options=storage_options)
 
 
-def collate_records(batch: list[dict]) -> dict[str, list]:
-    """Collate whole records (a ``collate_fn``).
-
-    Args:
-        batch: records, all with the fields of the first.
-
-    Returns:
-        field -> list of values; token ids stay one numpy array per record.
-    """
-    return {key: [record.get(key) for record in batch] for key in batch[0]}
+def _identity(item):
+    return item
 
 
 def _chunks(items: list, size: int) -> list[list]:
@@ -801,6 +812,34 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is outside world size {world_size}")
     return rank, world_size
+
+
+def _check_options(
+    batch_size: int | None,
+    remainder: str,
+    shuffle_window: int,
+    seq_len: int | None,
+    transform: Callable | None,
+    by_bucket: bool,
+    on_error: str,
+) -> None:
+    """A one-line ``UsageError`` for options out of range or that do not combine."""
+    if remainder not in REMAINDERS:
+        raise UsageError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
+    if on_error not in ON_ERROR:
+        raise UsageError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
+    if (
+        (batch_size is not None and batch_size < 1)
+        or shuffle_window < 1
+        or (seq_len is not None and seq_len < 1)
+    ):
+        raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+    if seq_len is not None and transform is not None:
+        raise UsageError(
+            "transform applies to records; with seq_len, transform the blocks in the training loop"
+        )
+    if by_bucket and seq_len is not None:
+        raise UsageError("by_bucket batches whole documents by length; it does not combine with seq_len")
 
 
 def _check_integer(name: str, value: Any, bits: int) -> None:

@@ -31,20 +31,15 @@ import logging
 import math
 import os
 import re
-from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from torch.utils.data import get_worker_info
 
 from ltsgen.errors import UsageError
 
-from .contract import TOKENIZER_NAME, TRAIN_SPLIT, ContractError
-from .dataset import StreamingDataset, _check_integer, _distributed
-from .order import BatchPlan, EpochOrder, worker_batches
-from .sources import is_remote, join
-from .state import WorkerWitness, mixture_text
+from .contract import TOKENIZER_NAME, ContractError
+from .sources import join
 
 RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
 LOG = logging.getLogger(__name__)
@@ -165,83 +160,42 @@ class Schedule:
         return source, cycle * self.weights[source] + self.rank[offset]
 
 
-class StreamingMixture(StreamingDataset):
-    """``StreamingDataset`` of a mapping ``{path_or_url: proportion}``: the sources mixed item by item.
+class Mixture:
+    """Sources read as one stream by a ``Schedule``: which source, epoch and position each item of the mixture
+    reads, and the items themselves (the mixture part of ``dataset.StreamingMixture``).
 
-    Takes every option of ``StreamingDataset`` (the source options apply to each source; ``cache_dir`` to
-    the remote ones) except ``by_bucket``. A state's ``identity["mixture"]`` names the sources and their
-    weights, and a state of another mixture (or of one dataset) is refused (``state.check_state``). See the
-    module's docstring for the schedule and the sources' epochs.
+    Args:
+        sources: one ``StreamingDataset`` per source (rank 0 of world size 1, batch size 1), read through its
+            own order.
+        roots: the sources' paths or URLs, as given.
+        weights: their integer weights (``resolve_weights``).
+        tokenizer: the tokenizer the sources were given, if any (packed sources must share one).
     """
 
-    def __init__(
-        self,
-        path_or_url: Mapping[str | os.PathLike, float],
-        split: str = TRAIN_SPLIT,
-        *,
-        seed: int = 0,
-        epoch: int = 0,
-        rank: int | None = None,
-        world_size: int | None = None,
-        batch_size: int | None = None,
-        remainder: str = "drop",
-        by_bucket: bool = False,
-        **options: Any,
-    ) -> None:
-        if by_bucket:
-            raise UsageError("by_bucket draws each batch from one length bucket; it does not mix datasets")
-        if batch_size is not None and batch_size < 1:
-            raise UsageError(f"batch_size must be positive, not {batch_size}")
-        if not path_or_url:
-            raise UsageError("a mixture needs at least one dataset")
-        for name, value in (("seed", seed), ("epoch", epoch)):
-            _check_integer(name, value, 63)
-        roots = [str(source) for source in path_or_url]
-        weights = resolve_weights([float(p) for p in path_or_url.values()])
-        local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
-        self.sources = [  # the node cache keeps remote sources' shards; local ones are read in place
-            StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
-                             remainder=remainder, **(options if is_remote(root) else local))
-            for index, root in enumerate(roots)
-        ]  # fmt: skip
-        first = self.sources[0]
-        if first.seq_len is not None:
-            _check_shared_tokenizer(self.sources, options.get("tokenizer"))
-        mixture = [[root, w] for root, w in zip(roots, weights, strict=True)]
-        self.root = mixture_text(mixture)
+    def __init__(self, sources: list, roots: list[str], weights: list[int], tokenizer: Any = None) -> None:
+        self.sources = sources
+        if sources[0].seq_len is not None:
+            _check_shared_tokenizer(sources, tokenizer)
+        self.mixture = [[root, w] for root, w in zip(roots, weights, strict=True)]
         self.schedule = Schedule(weights)
-        self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle
-        self.seed, self.epoch, self.shuffle_window = seed, epoch, first.shuffle_window
-        self.rank, self.world_size = _distributed(rank, world_size)
-        self.batch_size, self.remainder = batch_size or 1, remainder
-        self._batch_size_known = batch_size is not None
-        self.global_batch_size = self.batch_size * self.world_size
-        self.columns, self.transform = first.columns, None
-        self.seq_len, self.position_ids, self.eos_id = first.seq_len, first.position_ids, first.eos_id
-        self.by_bucket, self.verify, self.on_error = False, first.verify, first.on_error
-        self._process = None
-        self._consumed = self._partial = self._anchor = 0
-        self._workers = 1
-        self._reshuffles_logged = [0] * len(self.sources)
-        self.epoch_items = sum(source.plans[0].total for source in self.sources)
-        self.plans = [BatchPlan(self.epoch_items, self.global_batch_size, remainder)]
-        if self.num_batches == 0:
-            raise ContractError(
-                f"{self.root}: {self.epoch_items} items in all, too few for one global batch of "
-                f"{self.global_batch_size}"
-            )
-        self.identity = _identity(self.sources, self.seq_len, mixture)
-        self._witness = WorkerWitness()
+        self.epoch_items = sum(source.plans[0].total for source in sources)
+        self._reshuffles_logged = [0] * len(sources)
 
     @property
     def skipped(self) -> dict[str, str]:
         """Shards skipped as corrupt in this process, in every source: path -> reason."""
         return {path: why for source in self.sources for path, why in source.skipped.items()}
 
-    @property
-    def tokenizer(self):
-        """The first source's tokenizer (packing checked that the sources share it)."""
-        return self.sources[0].tokenizer
+    def identity(self, seq_len: int | None) -> dict[str, Any]:
+        """What a state of the mixture resumes (``state.IDENTITY_KEYS``): its sources' own identities
+        (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources with their weights."""
+        key = [[source.root, source.identity["dataset"]] for source in self.sources]
+        return {
+            "dataset": hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16],
+            "tokenizer_sha256": self.sources[0].identity["tokenizer_sha256"],
+            "seq_len": seq_len,
+            "mixture": self.mixture,
+        }
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where global positions of the mixture (across its epochs) read from.
@@ -256,30 +210,18 @@ class StreamingMixture(StreamingDataset):
         totals = np.asarray([s.plans[0].total for s in self.sources], dtype=np.int64)[source]
         return source, item // totals, item % totals
 
-    def _rank_batches(self):
-        """``(global batch, first item to yield, data)`` for each global batch this process serves."""
-        info = get_worker_info()
-        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        self._workers = workers
-        for source in self.sources:
-            source._workers = workers  # each source's reader sizes its threads for this many processes
-        start, skip = self._consumed, self._partial
-        for batch in worker_batches(self.num_batches, start, self._anchor, worker, workers):
-            yield batch, (skip if batch == start else 0), self._batch_items(batch)
-            for source in self.sources:
-                if source._process is not None:
-                    source._process.prefetch()
-
-    def _batch_items(self, batch: int) -> list | dict[str, np.ndarray]:
-        """This rank's slice of global batch ``batch``: records, or packed blocks as numpy arrays."""
-        first = (self.epoch * self.num_batches + batch) * self.global_batch_size + self.rank * self.batch_size
-        sources, epochs, positions = self.locate(np.arange(first, first + self.batch_size, dtype=np.int64))
+    def items(self, seed: int, first: int, count: int, seq_len: int | None) -> list | dict[str, np.ndarray]:
+        """Items ``[first, first + count)`` of the mixture of seed ``seed``: records, or packed blocks as numpy
+        arrays."""
+        sources, epochs, positions = self.locate(np.arange(first, first + count, dtype=np.int64))
         slots: dict[tuple[int, int], list[int]] = {}  # (source, its epoch) -> slots of the batch
         for slot, key in enumerate(zip(sources.tolist(), epochs.tolist(), strict=True)):
             slots.setdefault(key, []).append(slot)
-        pieces = [(np.asarray(where), self._read(*key, positions[where])) for key, where in slots.items()]
-        if self.seq_len is None:
-            records: list[Any] = [None] * self.batch_size
+        pieces = [
+            (np.asarray(where), self._read(seed, *key, positions[where])) for key, where in slots.items()
+        ]
+        if seq_len is None:
+            records: list[Any] = [None] * count
             for where, items in pieces:
                 for slot, item in zip(where.tolist(), items, strict=True):
                     records[slot] = item
@@ -287,12 +229,18 @@ class StreamingMixture(StreamingDataset):
         data = {}
         for name in pieces[0][1]:
             dtype = np.result_type(*(items[name].dtype for _, items in pieces))
-            data[name] = np.empty((self.batch_size, self.seq_len + 1), dtype=dtype)
+            data[name] = np.empty((count, seq_len + 1), dtype=dtype)
             for where, items in pieces:
                 data[name][where] = items[name]
         return data
 
-    def _read(self, index: int, epoch: int, positions: np.ndarray) -> list | dict[str, np.ndarray]:
+    def prefetch(self) -> None:
+        """Each source's ``prefetch`` (once a batch is out)."""
+        for source in self.sources:
+            if source._process is not None:
+                source._process.prefetch()
+
+    def _read(self, seed: int, index: int, epoch: int, positions: np.ndarray) -> list | dict[str, np.ndarray]:
         """Items at ``positions`` of epoch ``epoch`` of source ``index`` (its own seeded order)."""
         source = self.sources[index]
         if epoch > self._reshuffles_logged[index]:
@@ -301,27 +249,15 @@ class StreamingMixture(StreamingDataset):
                 "mixture source %s: reached its epoch %d (%d items per epoch), reshuffled with seed %d",
                 source.root, epoch, source.plans[0].total, source.seed,
             )  # fmt: skip
-        source.seed, source.epoch = source_seed(self.seed, index), epoch  # the seed may come from a state
-        order: EpochOrder = source._orders()[0]
+        source.seed, source.epoch = source_seed(seed, index), epoch  # the seed may come from a state
+        order = source._orders()[0]
         process = source._process_state()
-        if self.seq_len is None:
+        if source.seq_len is None:
             return [source._record(process, 0, order, int(p)) for p in positions]
         return source._blocks(process, 0, order, positions)
 
 
-def _identity(sources: list[StreamingDataset], seq_len: int | None, mixture: list) -> dict[str, Any]:
-    """What a state of a mixture resumes (``state.IDENTITY_KEYS``): its sources' own identities
-    (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources with their weights."""
-    key = [[source.root, source.identity["dataset"]] for source in sources]
-    return {
-        "dataset": hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16],
-        "tokenizer_sha256": sources[0].identity["tokenizer_sha256"],
-        "seq_len": seq_len,
-        "mixture": mixture,
-    }
-
-
-def _unrecorded_tokenizer(source: StreamingDataset, stored: dict[str, Any]) -> str:
+def _unrecorded_tokenizer(source: Any, stored: dict[str, Any]) -> str:
     """A tokenizer the manifest gives no sha256 for: its file's, or (no file) its vocabulary size."""
     try:
         raw = source._read(join(source.root, stored.get("path", TOKENIZER_NAME)))
@@ -330,7 +266,7 @@ def _unrecorded_tokenizer(source: StreamingDataset, stored: dict[str, Any]) -> s
     return f"tokenizer sha256 {hashlib.sha256(raw).hexdigest()[:12]}"
 
 
-def _check_shared_tokenizer(sources: list[StreamingDataset], given: Any) -> None:
+def _check_shared_tokenizer(sources: list, given: Any) -> None:
     """Refuse to pack sources whose token ids come from different tokenizers, naming two of them."""
     identities = []
     for source in sources:

@@ -9,7 +9,9 @@ any rank, worker or resumed process computes the same answer without talking to 
   (``remainder="drop"``) or filled by wrapping around to the start of the epoch (``"wrap"``).
 - Rank ``r`` of ``world`` takes positions ``[r * b, (r + 1) * b)`` of each global batch (``G = b * world``);
   DataLoader worker ``w`` of ``k`` takes the global batches ``anchor + w, anchor + w + k, ...`` (the
-  DataLoader interleaves its workers round-robin, so the rank still sees global batches in order).
+  DataLoader interleaves its workers round-robin, so the rank still sees global batches in order). The
+  workers of ``StreamingDataset.loader()`` take runs of consecutive batches in turns instead
+  (``worker_runs``), one message through the DataLoader's pipe per run.
 """
 
 from __future__ import annotations
@@ -189,3 +191,27 @@ def worker_batches(num_batches: int, consumed: int, anchor: int, worker: int, nu
     if first < consumed:
         first += -(-(consumed - first) // num_workers) * num_workers
     return range(first, num_batches, num_workers)
+
+
+def worker_runs(num_batches: int, start: int, worker: int, num_workers: int, longest: int) -> list[range]:
+    """The runs of consecutive global batches left for one worker of ``StreamingDataset.loader()``.
+
+    The batches from ``start`` on are cut into runs of 1, 2, 4, ... batches, then ``longest`` each (the first
+    batch comes as soon as it is made; later ones travel in bulk), dealt to the workers in turns.
+
+    Args:
+        num_batches: global batches in the epoch.
+        start: the first batch not yet yielded.
+        worker, num_workers: this worker and how many there are.
+        longest: the most batches in a run (at least 1).
+
+    Returns:
+        Run ``worker``, ``worker + num_workers``, ... of that layout.
+    """
+    runs, first, size, index = [], start, 1, 0
+    while first < num_batches:
+        stop = min(num_batches, first + size)
+        if index % num_workers == worker:
+            runs.append(range(first, stop))
+        first, size, index = stop, min(longest, 2 * size), index + 1
+    return runs

@@ -60,6 +60,24 @@ def test_loader_resumes_exactly_with_the_same_and_other_worker_counts(parquet_di
         assert head + [key(b) for b in dataset.loader(num_workers=other)] == full
 
 
+def test_workers_runs_of_batches_keep_the_order_and_resume_inside_a_run(parquet_dir, monkeypatch):
+    monkeypatch.setattr("ltsgen.loaders.loader.RUN_ITEMS", 6)  # runs of 1, 2, 3, 3, ... batches of 2
+
+    def make():
+        return StreamingDataset(parquet_dir, seed=9, batch_size=2, seq_len=7)
+
+    full = [key(b) for b in make().loader()]
+    assert len(full) >= 12
+    for workers, stop in ((1, 5), (2, 7), (3, 4)):
+        loader = make().loader(num_workers=workers)
+        assert [key(b) for b in loader] == full
+        loader = make().loader(num_workers=workers)
+        head = head_of(loader, stop)  # inside a run of 3
+        restored = make().loader(num_workers=workers)
+        restored.load_state_dict(loader.state_dict())
+        assert head + [key(b) for b in restored] == full
+
+
 def test_dataset_state_follows_its_loaders_workers(parquet_dir):
     dataset = StreamingDataset(parquet_dir, seed=3, batch_size=2)
     full = [key(b) for b in StreamingDataset(parquet_dir, seed=3, batch_size=2).loader()]

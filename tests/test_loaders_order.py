@@ -6,7 +6,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ltsgen.loaders.order import BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
+from ltsgen.loaders.order import (
+    BatchPlan,
+    EpochOrder,
+    batch_in_stream,
+    bucket_schedule,
+    worker_batches,
+    worker_runs,
+)
 
 shard_sizes = st.lists(st.integers(min_value=0, max_value=40), min_size=1, max_size=12).filter(
     lambda s: sum(s) > 0
@@ -108,6 +115,28 @@ def test_one_shard_feeds_eight_workers():
     per_worker = [list(worker_batches(plan.num_batches, 0, 0, w, 8)) for w in range(8)]
     assert all(len(batches) == 2 for batches in per_worker)  # no idle worker
     assert sorted(b for batches in per_worker for b in batches) == list(range(16))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    num_batches=st.integers(0, 400),
+    start=st.integers(0, 400),
+    workers=st.integers(1, 8),
+    longest=st.integers(1, 40),
+)
+def test_worker_runs_interleaved_give_every_batch_from_start_once_in_order(
+    num_batches, start, workers, longest
+):
+    per_worker = [worker_runs(num_batches, start, w, workers, longest) for w in range(workers)]
+    out = []
+    while any(per_worker):  # the DataLoader takes one item (a run) from each worker in turn
+        for runs in per_worker:
+            if runs:
+                out += list(runs.pop(0))
+    assert out == list(range(start, num_batches))
+    sizes = [len(run) for w in range(workers) for run in worker_runs(num_batches, start, w, workers, longest)]
+    assert all(1 <= size <= longest for size in sizes)
+    assert worker_runs(10, 0, 0, 1, 4) == [range(0, 1), range(1, 3), range(3, 7), range(7, 10)]
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,0 +1,130 @@
+"""``StreamingLoader``: the DataLoader of ``StreamingDataset.loader()``, whole batches in global order for any
+worker count, and ``collate_records`` for whole records."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from ltsgen.errors import LtsgenError, UsageError
+
+from .order import worker_runs
+
+RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
+
+
+class _Batches(IterableDataset):
+    """A dataset's per-rank batches as runs of ``(global batch, data)`` (for ``DataLoader(batch_size=None)``).
+
+    In the main process each run is one batch. A worker sends runs of consecutive batches
+    (``order.worker_runs``): the DataLoader's per-message cost (its queues, pickling and the pipe) is paid
+    once per run, and a run holds at most ``RUN_ITEMS`` items, so a worker's memory in flight stays bounded.
+    """
+
+    def __init__(self, dataset: IterableDataset) -> None:
+        self.dataset = dataset
+        self.longest = max(1, RUN_ITEMS // dataset.batch_size)  # batches in a run
+
+    def __iter__(self):
+        info = get_worker_info()
+        ds = self.dataset
+        if info is None:
+            for batch in ds._whole_batches():
+                yield [batch]
+            return
+        runs = worker_runs(ds.num_batches, ds._consumed, info.id, info.num_workers, self.longest)
+        batches = ds._whole_batches(itertools.chain.from_iterable(runs))
+        done: list = []
+        try:
+            for run in runs:
+                done = []
+                for _ in run:
+                    done.append(next(batches))
+                yield done
+        except LtsgenError as error:  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
+            failure = _WorkerFailure(error)
+            yield [*done, failure]  # in the failing run's turn, after the batches made before it
+
+    def __len__(self) -> int:
+        return self.dataset.num_batches
+
+
+class _WorkerFailure:
+    """An ``LtsgenError`` raised in a worker, sent as an item so that the loader raises it as it was."""
+
+    def __init__(self, error: LtsgenError) -> None:
+        self.error = error
+
+
+class StreamingLoader(DataLoader):
+    """The DataLoader of ``StreamingDataset.loader()``: whole batches in global order for any worker count.
+
+    Workers send compact arrays through the pipe (no shared-memory segment per batch), in runs of
+    consecutive batches (one message per run), and the LongTensors are made here. Each batch carries its global index, so the dataset in this process always stands after
+    the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
+    state taken with any world size or worker count (the global batch size must be the same). Workers start
+    from the dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
+    """
+
+    def __init__(self, dataset: IterableDataset, num_workers: int = 0, **kwargs: Any) -> None:
+        fixed = [
+            name for name in ("batch_size", "collate_fn", "persistent_workers") if kwargs.pop(name, None)
+        ]
+        if fixed:
+            raise UsageError(
+                f"StreamingDataset.loader() does not take {fixed[0]}: the dataset makes whole batches of its "
+                "own batch_size, and workers start from its position at each iter()"
+            )
+        super().__init__(
+            _Batches(dataset), batch_size=None, num_workers=num_workers, collate_fn=_as_made, **kwargs
+        )
+        self.streaming = dataset
+
+    def __iter__(self):
+        for run in super().__iter__():
+            for item in run:
+                if isinstance(item, _WorkerFailure):
+                    raise item.error from None  # its one line, as without workers
+                batch, data = item
+                self.streaming._seek(batch + 1)
+                yield {
+                    k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
+                    for k, v in data.items()
+                }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dataset's position after the last batch yielded.
+
+        Returns:
+            ``StreamingDataset.state_dict()``.
+        """
+        return self.streaming.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue at ``state`` with this loader's worker count, whatever the state's was.
+
+        Args:
+            state: as for ``StreamingDataset.load_state_dict``.
+        """
+        self.streaming.load_state_dict(state)
+
+
+def _as_made(batch):
+    """The batch as the worker made it (the collate function of ``StreamingLoader``)."""
+    return batch
+
+
+def collate_records(batch: list[dict]) -> dict[str, list]:
+    """Collate whole records (a ``collate_fn``).
+
+    Args:
+        batch: records, all with the fields of the first.
+
+    Returns:
+        field -> list of values; token ids stay one numpy array per record.
+    """
+    return {key: [record.get(key) for record in batch] for key in batch[0]}
