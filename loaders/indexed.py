@@ -20,7 +20,11 @@ import numpy as np
 from .contract import ROW_GROUP_INDEX_KEY, ContractError
 from .formats import RowGroupTokens, ids_dtype
 
-FOOTER_GUESS = 1 << 16  # bytes read at once from the end of a remote shard: its footer, usually whole
+# A request to an object store costs about as long as a few MiB take to arrive, so a remote shard is read
+# in few requests: its last TAIL_READ bytes at once (the footer, and a whole shard up to this size), then
+# the row groups a decode needs, ranges less than RANGE_GAP apart read as one (the gap read too).
+TAIL_READ = 4 << 20
+RANGE_GAP = 1 << 20
 
 
 @dataclass
@@ -156,8 +160,9 @@ class ShardBytes:
         return view
 
     def fetch(self, spans: list[tuple[int, int]]) -> None:
-        """Read the ranges of a remote shard not read yet, all in one call (concurrent requests), so that
-        later ``read`` calls of them need none; nothing for a shard in memory or in a local file.
+        """Read the ranges of a remote shard not read yet, all in one call (concurrent requests; ranges
+        less than ``RANGE_GAP`` apart as one), so that later ``read`` calls of them need none; nothing for a
+        shard in memory or in a local file.
 
         Args:
             spans: ``(start, stop)`` ranges within ``size``.
@@ -167,9 +172,15 @@ class ShardBytes:
             return
         missing = [(start, stop) for start, stop in spans if not self._holds(start, stop)]
         if missing:
-            for (start, stop), data in zip(missing, ranges(missing), strict=True):
+            from fsspec.utils import merge_offset_ranges
+
+            _, starts, stops = merge_offset_ranges(
+                [""] * len(missing), *map(list, zip(*missing, strict=True)), max_gap=RANGE_GAP
+            )
+            merged = list(zip(starts, stops, strict=True))
+            for (start, stop), data in zip(merged, ranges(merged), strict=True):
                 self.buffer[start:stop] = np.frombuffer(data, np.uint8)
-            self._held += missing
+            self._held += merged
 
     def fill(self, data: bytes) -> None:
         """Hold the whole shard (fetched and checked whole meanwhile): later reads need no request.
@@ -198,7 +209,7 @@ class IndexedParquet:
 
         self.source, self.where = source, source.where
         size = source.size
-        source.fetch([(size - min(size, FOOTER_GUESS), size)])  # the footer, usually whole, in one request
+        source.fetch([(size - min(size, TAIL_READ), size)])  # the footer (a small shard whole), at once
         tail = bytes(source.read(size - 8, size)) if size >= 12 else b""
         if tail[-4:] != b"PAR1":
             raise ContractError(f"{self.where}: not a parquet file (no footer)")
