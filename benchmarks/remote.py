@@ -26,12 +26,15 @@ blocks and read through a torch DataLoader from ``s3://`` by
 - ltsgen no cache  ``StreamingDataset(url, seq_len=...)``: every process reads its shards, every epoch
 - MosaicML         ``streaming.StreamingDataset(remote=url, local=...)``, its remote mode with its own cache
 
-Each (system, workers) runs in a fresh process with a fresh cache, and reports the first batch (cold:
-construction and the first downloads included, imports excluded), the tokens/s of the first epoch (cold)
-and the median of the later ones (warm), and the GET requests the server received for shards.
+Each (system, workers) runs in a fresh process with a fresh cache, once per round (``--rounds``, in
+turns), and reports the first batch (cold: construction, the S3 client's import and the first downloads
+included; the loader's own imports excluded), the tokens/s of the first epoch (cold) and the median of the
+later ones (warm), and the GET requests the server received for shards; medians over the rounds, with the
+load average over the run.
 
     python benchmarks/remote.py [--only NAME] [--rounds 3] [--stories 3000]
                                 [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,2]
+                                [--systems ltsgen-cache,ltsgen-nocache,mosaicml]
 """
 
 from __future__ import annotations
@@ -282,60 +285,73 @@ def loaders_section(server, args: argparse.Namespace, root: Path) -> None:
     directory = local_bench.data_dir(root, kind, args.docs, args.shards)
     urls = upload(server, directory)
     env = dict(os.environ, **server.env, S3_ENDPOINT_URL=server.endpoint, OMP_NUM_THREADS="1")
-    rows = []
-    for system in SYSTEMS:
-        for workers in [int(w) for w in args.workers.split(",")]:
-            row = {"system": system, "workers": workers}
+    contestants = [
+        (system, int(workers)) for system in args.systems.split(",") for workers in args.workers.split(",")
+    ]
+    runs: dict[tuple[str, int], list[dict]] = {contestant: [] for contestant in contestants}
+    loads = [_load_average()]
+    for _ in range(args.rounds):  # each contestant once per round, in turn
+        for system, workers in contestants:
             if system not in urls:
-                row["why"] = "not installed (make bench-peers)"
-                rows.append(row)
+                runs[system, workers].append({"why": "not installed (make bench-peers)"})
                 continue
-            with (
-                tempfile.TemporaryDirectory(prefix="ltsgen-remote-") as scratch,
-                server.recording() as requests,
-            ):
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--epochs",
-                    str(args.epochs),
-                    "--seq-len",
-                    str(args.seq_len),
-                ]
-                command += ["--run", system, urls[system], str(workers), scratch]
-                done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
-            if done.returncode == 0:
-                row.update(json.loads(done.stdout.strip().splitlines()[-1]))
-                row["gets"] = sum(1 for method, path in requests if method == "GET" and "/shard" in path)
-            else:
-                row["why"] = "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]
-            rows.append(row)
+            runs[system, workers].append(run_remote_loader(server, system, urls[system], workers, args, env))
+        loads.append(_load_average())
     print(
         f"\n## Loaders from s3:// (moto on 127.0.0.1): {kind}, {args.docs:,} documents in {args.shards} shards; "
-        f"[{local_bench.BATCH}, {args.seq_len + 1}] blocks; {args.epochs} epochs\n"
+        f"[{local_bench.BATCH}, {args.seq_len + 1}] blocks; {args.epochs} epochs; medians of {args.rounds} "
+        f"rounds (load average {min(loads):.1f}-{max(loads):.1f})\n"
     )
     print(
-        "| system | workers | first batch (cold) | epoch 1, M tokens/s | later epochs, M tokens/s | shard GETs |"
+        "| system | workers | first batch (cold) | first batch, each round | epoch 1, M tokens/s "
+        "| later epochs, M tokens/s | shard GETs |"
     )
-    print("|---|---|---|---|---|---|")
-    for row in rows:
-        if "why" in row:
-            print(f"| {row['system']} | {row['workers']} | {row['why']} | | | |")
+    print("|---|---|---|---|---|---|---|")
+    rows = {}
+    for (system, workers), results in runs.items():
+        failed = [result["why"] for result in results if "why" in result]
+        if failed:
+            print(f"| {system} | {workers} | {failed[0]} | | | | |")
             continue
-        later = statistics.median(row["rates"][1:]) if len(row["rates"]) > 1 else float("nan")
+        row = rows[system, workers] = {
+            "first": statistics.median(r["first_batch_s"] for r in results),
+            "epoch1": statistics.median(r["rates"][0] for r in results),
+            "later": statistics.median(rate for r in results for rate in r["rates"][1:])
+            if args.epochs > 1
+            else float("nan"),
+            "gets": statistics.median(r["gets"] for r in results),
+        }
+        each = ", ".join(f"{r['first_batch_s']:.2f}" for r in results)
         print(
-            f"| {row['system']} | {row['workers']} | {row['first_batch_s']:.3f} s | {row['rates'][0] / 1e6:.2f} | "
-            f"{later / 1e6:.2f} | {row['gets']} |"
+            f"| {system} | {workers} | {row['first']:.3f} s | {each} | {row['epoch1'] / 1e6:.2f} | "
+            f"{row['later'] / 1e6:.2f} | {row['gets']:g} |"
         )
-    for workers in sorted({row["workers"] for row in rows}):
-        ran = {r["system"]: r for r in rows if r["workers"] == workers and "why" not in r}
-        if "ltsgen-cache" in ran and "mosaicml" in ran:
-            ours, theirs = ran["ltsgen-cache"], ran["mosaicml"]
+    for workers in sorted({workers for _, workers in rows}):
+        if ("ltsgen-cache", workers) in rows and ("mosaicml", workers) in rows:
+            ours, theirs = rows["ltsgen-cache", workers], rows["mosaicml", workers]
             print(
-                f"\nworkers={workers}: ltsgen with its cache {ours['rates'][0] / theirs['rates'][0]:.1f}x MosaicML's "
-                f"tokens/s in the first epoch, {statistics.median(ours['rates'][1:]) / statistics.median(theirs['rates'][1:]):.1f}x "
-                f"later; first batch {ours['first_batch_s']:.3f} s against {theirs['first_batch_s']:.3f} s"
+                f"\nworkers={workers}: ltsgen with its cache {ours['epoch1'] / theirs['epoch1']:.1f}x MosaicML's "
+                f"tokens/s in the first epoch, {ours['later'] / theirs['later']:.1f}x later; first batch "
+                f"{ours['first']:.3f} s against {theirs['first']:.3f} s ({ours['first'] / theirs['first']:.2f}x)"
             )
+
+
+def run_remote_loader(server, system: str, url: str, workers: int, args: argparse.Namespace, env) -> dict:
+    """One fresh process of ``system`` with ``workers`` and a fresh cache: its ``run_loader`` figures and the
+    shard GETs the server received (or ``why`` it failed)."""
+    with tempfile.TemporaryDirectory(prefix="ltsgen-remote-") as scratch, server.recording() as requests:
+        command = [sys.executable, __file__, "--epochs", str(args.epochs), "--seq-len", str(args.seq_len)]
+        command += ["--run", system, url, str(workers), scratch]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    if done.returncode != 0:
+        return {"why": "failed: " + (done.stderr.strip().splitlines() or ["?"])[-1][:120]}
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["gets"] = sum(1 for method, path in requests if method == "GET" and "/shard" in path)
+    return result
+
+
+def _load_average() -> float:
+    return os.getloadavg()[0]
 
 
 MEASUREMENTS = {"ray_build": ray_build, "ray_buckets": ray_buckets, "s3_build": s3_build, "loaders": loaders}
@@ -346,13 +362,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--only", choices=sorted(MEASUREMENTS), help="run one measurement")
-    parser.add_argument("--rounds", type=int, default=3, help="builds: rounds of each contestant")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each contestant, in turns")
     parser.add_argument("--stories", type=int, default=3000, help="builds: stories per build")
     parser.add_argument("--docs", type=int, default=20000, help="loaders: documents")
     parser.add_argument("--shards", type=int, default=8, help="loaders: shards")
     parser.add_argument("--epochs", type=int, default=3, help="loaders: epochs")
     parser.add_argument("--seq-len", type=int, default=1024, help="loaders: block length")
     parser.add_argument("--workers", default="0,2", help="loaders: DataLoader worker counts")
+    parser.add_argument(
+        "--systems", default=",".join(SYSTEMS), help=f"loaders: which of {', '.join(SYSTEMS)}"
+    )
     parser.add_argument(
         "--data", type=Path, help="loaders: where to keep the generated data (default: a temp dir)"
     )

@@ -40,7 +40,7 @@ from .mixture import Mixture, resolve_weights, source_seed
 from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
-from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_range
+from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
 from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state, mixture_text
 from .stored_ids import stored_token_shards
 
@@ -459,15 +459,15 @@ class StreamingDataset(IterableDataset):
         where = self._where(info)
         return where[len("file://") :] if where.startswith("file://") else where
 
-    def _ranges(self, info: ShardInfo) -> Callable[[int, int], bytes] | None:
-        """Reads byte ranges of a remote shard that is not in the node's cache yet (a first batch then
-        fetches only the footer and the row groups it decodes), else None."""
+    def _ranges(self, info: ShardInfo) -> Callable[[list[tuple[int, int]]], list[bytes]] | None:
+        """Reads byte ranges of a remote shard that is not in the node's cache yet, several at once (a
+        first batch then fetches only the footer and the row groups it decodes), else None."""
         if not is_remote(self.root) or self.root.startswith(PIPE_PREFIX):
             return None
         where = self._where(info)
         if self.cache is not None and self.cache.holds(info, where):
             return None
-        return functools.partial(_read_range, where, self.storage_options)
+        return functools.partial(_read_ranges, where, self.storage_options)
 
     def _token_column(self, shard: ShardColumns) -> TokenColumn:
         """The token ids of a decoded shard (tokenized here when the data has none)."""
@@ -791,8 +791,8 @@ class _ProcessState:
         return self.starts[stream]
 
 
-def _read_range(url: str, storage_options: dict[str, Any], start: int, stop: int) -> bytes:
-    return read_range(url, start, stop, storage_options=storage_options)
+def _read_ranges(url: str, storage_options: dict[str, Any], spans: list[tuple[int, int]]) -> list[bytes]:
+    return read_ranges(url, spans, storage_options=storage_options)
 
 
 def _identity(item):

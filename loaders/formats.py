@@ -91,7 +91,8 @@ class RowGroupTokens(TokenColumn):
 
     ``check`` (optional) is called with a row group's number before it is decoded (``indexed.IndexedParquet``
     reads its bytes and checks them against their sha256 there), so that no id is decoded from bytes that
-    were not checked.
+    were not checked; ``fetch`` (optional) with the row groups a ``decode`` is about to check, so that a
+    remote shard's are requested at once rather than one after another.
     """
 
     def __init__(
@@ -101,6 +102,7 @@ class RowGroupTokens(TokenColumn):
         dtype: np.dtype,
         where: str,
         check: Callable[[int], None] | None = None,
+        fetch: Callable[[list[int]], None] | None = None,
     ) -> None:
         super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
         metadata = parquet.metadata
@@ -112,7 +114,7 @@ class RowGroupTokens(TokenColumn):
             )
         self._loaded = np.zeros(len(counts), dtype=bool)
         self._parquet = parquet
-        self._check = check
+        self._check, self._fetch = check, fetch
         self._lock = threading.Lock()
         self._where = where
         self.complete = not counts  # every id decoded
@@ -145,6 +147,9 @@ class RowGroupTokens(TokenColumn):
         else:
             groups = np.searchsorted(self._group_starts, rows, side="right") - 1
             groups = sorted(set(groups[~self._loaded[groups]].tolist()))
+        if self._fetch is not None and len(groups) > 1:
+            with self._lock:  # another thread decoding the same groups finds their bytes fetched
+                self._fetch([group for group in groups if not self._loaded[group]])
         for group in groups:
             self._load_group(group)
 

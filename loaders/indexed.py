@@ -20,7 +20,11 @@ import numpy as np
 from .contract import ROW_GROUP_INDEX_KEY, ContractError
 from .formats import RowGroupTokens, ids_dtype
 
-FOOTER_GUESS = 1 << 16  # bytes read at once from the end of a remote shard: its footer, usually whole
+# A request to an object store costs about as long as a few MiB take to arrive, so a remote shard is read
+# in few requests: its last TAIL_READ bytes at once (the footer, and a whole shard up to this size), then
+# the row groups a decode needs, ranges less than RANGE_GAP apart read as one (the gap read too).
+TAIL_READ = 4 << 20
+RANGE_GAP = 1 << 20
 
 
 @dataclass
@@ -97,7 +101,7 @@ def row_group_span(metadata, group: int) -> tuple[int, int]:
 
 class ShardBytes:
     """A shard's bytes in memory (``data``), or read a range at a time from a local file (``path``) or a
-    remote one (``ranges(start, stop)``, of ``size`` bytes).
+    remote one (``ranges(spans)``: the bytes of each ``(start, stop)``, requested at once; ``size`` bytes).
 
     ``buffer`` has the shard's size; for a file it starts as zeros (pages the reads have not touched cost
     no memory) and ``read`` fills the ranges asked for, so a reader can check and decode a few row groups
@@ -110,11 +114,11 @@ class ShardBytes:
         *,
         data: bytes | None = None,
         path: str | os.PathLike | None = None,
-        ranges: Callable[[int, int], bytes] | None = None,
+        ranges: Callable[[list[tuple[int, int]]], list[bytes]] | None = None,
         size: int | None = None,
     ) -> None:
         self.where, self.path, self.ranges = where, path, ranges
-        self._held_from: int | None = None  # remote bytes from here to the end are read already
+        self._held: list[tuple[int, int]] = []  # remote ranges read already
         if data is not None:
             self.buffer, self.size = data, len(data)
         elif ranges is not None:
@@ -137,8 +141,7 @@ class ShardBytes:
         """
         view = memoryview(self.buffer)[start:stop]
         if self.ranges is not None:
-            if self._held_from is None or start < self._held_from:
-                view[:] = self.ranges(start, stop)
+            self.fetch([(start, stop)])
             return view
         if self.path is None:
             return view
@@ -156,16 +159,28 @@ class ShardBytes:
             raise ContractError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
         return view
 
-    def read_tail(self, length: int) -> None:
-        """Read the last ``length`` bytes in one request, where the footer usually lies whole (a remote
-        shard's later reads of them then need none).
+    def fetch(self, spans: list[tuple[int, int]]) -> None:
+        """Read the ranges of a remote shard not read yet, all in one call (concurrent requests; ranges
+        less than ``RANGE_GAP`` apart as one), so that later ``read`` calls of them need none; nothing for a
+        shard in memory or in a local file.
 
         Args:
-            length: bytes, at most ``size``.
+            spans: ``(start, stop)`` ranges within ``size``.
         """
-        if self.ranges is not None:
-            self.read(self.size - length, self.size)
-            self._held_from = self.size - length
+        ranges = self.ranges
+        if ranges is None:
+            return
+        missing = [(start, stop) for start, stop in spans if not self._holds(start, stop)]
+        if missing:
+            from fsspec.utils import merge_offset_ranges
+
+            _, starts, stops = merge_offset_ranges(
+                [""] * len(missing), *map(list, zip(*missing, strict=True)), max_gap=RANGE_GAP
+            )
+            merged = list(zip(starts, stops, strict=True))
+            for (start, stop), data in zip(merged, ranges(merged), strict=True):
+                self.buffer[start:stop] = np.frombuffer(data, np.uint8)
+            self._held += merged
 
     def fill(self, data: bytes) -> None:
         """Hold the whole shard (fetched and checked whole meanwhile): later reads need no request.
@@ -175,6 +190,9 @@ class ShardBytes:
         """
         self.buffer[:] = np.frombuffer(data, np.uint8)
         self.ranges = None
+
+    def _holds(self, start: int, stop: int) -> bool:
+        return any(lo <= start and stop <= hi for lo, hi in self._held)
 
 
 class IndexedParquet:
@@ -191,7 +209,7 @@ class IndexedParquet:
 
         self.source, self.where = source, source.where
         size = source.size
-        source.read_tail(min(size, FOOTER_GUESS))
+        source.fetch([(size - min(size, TAIL_READ), size)])  # the footer (a small shard whole), at once
         tail = bytes(source.read(size - 8, size)) if size >= 12 else b""
         if tail[-4:] != b"PAR1":
             raise ContractError(f"{self.where}: not a parquet file (no footer)")
@@ -220,7 +238,16 @@ class IndexedParquet:
         dtype = ids_dtype(self.parquet.schema_arrow.field("input_ids").type, self.where)
         offsets = np.zeros(self.num_rows + 1, dtype=np.int64)
         np.cumsum(self.index.num_tokens, out=offsets[1:])
-        return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check)
+        return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check, self.fetch)
+
+    def fetch(self, groups: list[int]) -> None:
+        """Read the bytes of row groups ``groups`` of a remote shard at once (``ShardBytes.fetch``), ahead
+        of their checks.
+
+        Args:
+            groups: row group numbers.
+        """
+        self.source.fetch([row_group_span(self.parquet.metadata, group) for group in groups])
 
     def check_row_groups(self) -> None:
         """Read every row group and refuse the shard unless each has the footer's sha256 for it."""

@@ -80,30 +80,36 @@ def read_bytes(
         raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
 
 
-def read_range(url: str, start: int, stop: int, *, storage_options: dict[str, Any] | None = None) -> bytes:
-    """Bytes ``[start, stop)`` of a remote file (a range request for ``http(s)://``, ``s3://`` ...).
+def read_ranges(
+    url: str, spans: list[tuple[int, int]], *, storage_options: dict[str, Any] | None = None
+) -> list[bytes]:
+    """Byte ranges ``[start, stop)`` of a remote file, requested at once (concurrent range requests for
+    ``s3://``, ``gs://``, ``http(s)://`` ...).
 
     Args:
         url: any fsspec URL but ``file://`` and ``pipe:``.
-        start, stop: the range.
+        spans: the ranges.
         storage_options: keyword arguments for the URL's fsspec filesystem.
 
     Returns:
-        The bytes; a one-line ``ContractError`` names the file when they cannot be read.
+        The bytes of each range; a one-line ``ContractError`` names the file when they cannot be read.
     """
+    starts, stops = [start for start, _ in spans], [stop for _, stop in spans]
     try:
-        data = filesystem(urlsplit(url).scheme, storage_options).cat_file(url, start=start, end=stop)
+        fs = filesystem(urlsplit(url).scheme, storage_options)
+        pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
     except FileNotFoundError:
         raise ContractError(f"{url}: not found") from None
     except LtsgenError:
         raise
     except Exception as error:  # network clients' own types
         raise ContractError(f"{url}: cannot be read ({type(error).__name__}: {error})") from None
-    if len(data) != stop - start:
-        raise ContractError(
-            f"{url}: bytes {start}-{stop} came back as {len(data)} bytes (changed or truncated)"
-        )
-    return data
+    for start, stop, data in zip(starts, stops, pieces, strict=True):
+        if len(data) != stop - start:
+            raise ContractError(
+                f"{url}: bytes {start}-{stop} came back as {len(data)} bytes (changed or truncated)"
+            )
+    return pieces
 
 
 def join(base: str | os.PathLike, relpath: str) -> str:

@@ -232,6 +232,42 @@ def test_an_indexed_shard_reads_and_checks_only_its_footer_and_the_row_groups_de
     assert tokens.complete and np.array_equal(tokens.values, eager.values)
 
 
+def test_a_remote_shard_requests_the_row_groups_a_decode_needs_at_once_and_checks_each(tmp_path, monkeypatch):
+    from ltsgen.loaders import indexed
+
+    info, path, spans = _indexed_shard(tmp_path)
+    data = bytearray(path.read_bytes())
+    calls = []
+
+    def ranges(wanted):  # what a store answers to concurrent range requests
+        calls.append(list(wanted))
+        return [bytes(data[start:stop]) for start, stop in wanted]
+
+    def opened():
+        calls.clear()
+        return IndexedParquet(
+            ShardBytes("remote", ranges=ranges, size=len(data)), info.footer_sha256
+        ).tokens()
+
+    assert opened().load(np.asarray([0, 4, 10])) is None and calls == [[(0, len(data))]]  # small: one read
+    monkeypatch.setattr(indexed, "TAIL_READ", len(data) - spans[-1][1])  # a large shard's: its footer
+    tokens = opened()
+    assert calls == [[(spans[-1][1], len(data))]]
+    tokens.load(np.asarray([0, 4, 10]))  # rows of row groups 0, 1 and 3: 0 and 1 adjacent, 3 near
+    assert calls[1:] == [[(spans[0][0], spans[3][1])]]  # ranges close together: one request
+    monkeypatch.setattr(indexed, "RANGE_GAP", 0)
+    tokens = opened()
+    tokens.load(np.asarray([0, 4, 10]))
+    assert calls[1:] == [[(spans[0][0], spans[1][1]), spans[3]]]  # requested together, once
+    eager = decode_shard(bytes(data), "parquet", "s", ["input_ids"]).tokens
+    assert [tokens[i].tolist() for i in (0, 4, 10)] == [eager[i].tolist() for i in (0, 4, 10)]
+    assert len(calls) == 2  # decoded rows need no request again
+    data[spans[2][1] - 3] ^= 0xFF  # row group 2 changes on the server before it is read
+    with pytest.raises(ContractError, match=r"remote: row group 2: sha256 .* does not match"):
+        tokens.load(np.asarray([7]))
+    assert calls[2:] == [[spans[2]]] and tokens.decoded_groups == 3
+
+
 def test_a_row_group_changed_after_opening_is_refused_before_any_of_its_ids_is_readable(tmp_path):
     info, path, spans = _indexed_shard(tmp_path)
     tokens = IndexedParquet(ShardBytes(str(path), path=path), info.footer_sha256).tokens()
