@@ -219,3 +219,30 @@ def test_shards_of_earlier_versions_with_meta_as_an_object_still_read(tmp_path):
     (tmp_path / "old.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines))
     for name, fmt in (("old.tar", "webdataset"), ("old.jsonl.zst", "jsonl.zst")):
         assert [r["meta"] for r in read_shard(tmp_path / name, fmt)] == [r["meta"] for r in records]
+
+
+def test_word_counts_of_a_batch_are_count_words_of_each_text():
+    """The batch's one-pass count splits where str.split does (ASCII whitespace, the \\x1c-\\x1f separators
+    included; not NUL or DEL), and non-ASCII texts are counted as count_words counts them."""
+    from ltsgen.loaders.contract import count_words
+    from ltsgen.shards import word_counts
+
+    texts = ["", " a  b ", "\x1cx\x1dy\x1ez\x1fw", "\x00a\x08 b\x7f", "\t\n\x0b\x0c\r", "one", "two  words\n"]
+    assert word_counts(texts) == [count_words(t) for t in texts] == [0, 2, 4, 2, 0, 1, 2]
+    unicode = ["a\u3000b\xa0c", "Zoë said “Hello!”"]
+    assert word_counts(unicode) == [count_words(t) for t in unicode] == [3, 3]
+    assert word_counts([]) == []
+
+
+def test_a_wrong_word_count_is_refused_naming_its_record_in_a_later_batch(tmp_path):
+    records = make_records(ltsgen.shards.CHECK_RECORDS + 3, False)
+    records[-2]["num_words"] = 1
+    with (
+        pytest.raises(
+            ContractError, match=rf"^t/shard-00000.parquet: record {len(records) - 2} \(doc-\d+\): "
+        ),
+        ShardWriter(tmp_path, "t/shard-00000.parquet", "parquet") as w,
+    ):
+        for record in records:
+            w.write(record)
+    assert list((tmp_path / "t").iterdir()) == []

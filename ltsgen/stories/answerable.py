@@ -48,8 +48,14 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bo
         for offset in occurrences(text, value):
             for word in content_words(evidence(text, offset)):
                 postings.setdefault(word, []).append((offset, value))
-    for found in postings.values():
+    holders: dict[str, list[int]] = {}  # content word -> the values among its first 1, 2, ... postings
+    for word, found in postings.items():
         found.sort()
+        seen: set[str] = set()
+        holders[word] = []
+        for _, value in found:
+            seen.add(value)
+            holders[word].append(len(seen))
     answers = []
     for number, fact in enumerate(facts):
         if not fact.get("planted"):
@@ -57,20 +63,17 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bo
         for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False)):
             if span is None:
                 continue
-            cue = content_words(text[span[0] : span[1]])
-            hits: dict[tuple[str, int], list[str]] = {}  # (value, offset) -> the cue words its evidence holds
-            for word in cue:
+            scores: dict[tuple[int, str], float] = {}  # (offset, value) -> weight of the cue words it holds
+            for word in content_words(text[span[0] : span[1]]):
                 found = postings.get(word, [])
-                for offset, value in found[: bisect_left(found, (span[0], ""))]:
-                    hits.setdefault((value, offset), []).append(word)
-            holders: dict[str, set[str]] = {word: set() for word in cue}  # the values whose evidence holds it
-            for (value, _), words in hits.items():
-                for word in words:
-                    holders[word].add(value)
-            scores: dict[str, float] = {}
-            for (value, _), words in hits.items():
-                score = sum(1 / len(holders[word]) for word in words)
-                scores[value] = max(scores.get(value, 0.0), score)
-            right = scores.pop(fact["value"], 0.0)
-            answers.append((number, index, use - span[1], right > max(scores.values(), default=0.0)))
+                before = bisect_left(found, (span[0], ""))  # the postings before the cue
+                if before:  # the word weighs one over the number of values whose evidence holds it
+                    weight = 1 / holders[word][before - 1]
+                    for key in found[:before]:
+                        scores[key] = scores.get(key, 0) + weight
+            best: dict[str, float] = {}
+            for (_, value), score in scores.items():
+                best[value] = max(best.get(value, 0.0), score)
+            right = best.pop(fact["value"], 0.0)
+            answers.append((number, index, use - span[1], right > max(best.values(), default=0.0)))
     return answers

@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ltsgen.stories.answerable import recall_answers
+from ltsgen.stories.plan import target_words
 from ltsgen.stories.variety import cross_story_reuse, long_sentences, variety_stats, words_of
+from ltsgen.tinystories_reference import TINYSTORIES_NGRAMS
 
 # story lengths (words) and recall distances (words to the previous occurrence) of the card's histogram
 LENGTH_BUCKETS = (0, 1_000, 4_000, 16_000)
@@ -23,6 +25,9 @@ LONG_STORY_WORDS = 16_000  # a story at least this long ...
 FAR_RECALL_WORDS = 4_000  # ... should hold many recalls from at least this far back
 REUSE_STORIES = 1_000  # cross-story reuse is measured over a build's first stories (by index) ...
 REUSE_SAMPLE = 4  # ... on the sentences whose hash is divisible by this (the same sentences in every story)
+# the shard jobs keep the text of a build's first stories (by index) whose targets start within this many
+# words, twice the largest variety comparison: the n-gram columns need the first 100,000 words at most
+VARIETY_SAMPLE_TARGET_WORDS = 2 * max(TINYSTORIES_NGRAMS)
 
 
 def _label(edges: tuple[int, ...], value: int) -> str:
@@ -166,6 +171,17 @@ def fact_tables(total: dict[str, Any]) -> dict[str, Any]:
     return tables
 
 
+def variety_sample_stories(seed: int, min_words: int, max_words: int) -> int:
+    """How many of a build's first stories (by index) its shard jobs keep the text of, for the variety
+    table: story ``i`` is kept when the targets of the stories before it add up to less than
+    ``VARIETY_SAMPLE_TARGET_WORDS`` (a function of the arguments alone, the same in every job)."""
+    stories = words = 0
+    while words < VARIETY_SAMPLE_TARGET_WORDS:
+        words += target_words(stories, seed, min_words, max_words)
+        stories += 1
+    return stories
+
+
 def sampled_reuse(total: dict[str, Any]) -> dict[str, Any]:
     """Cross-story reuse of the build's first ``REUSE_STORIES`` stories from the shards' hashed samples."""
     ordered = sorted(total.get("reuse_sample", []), key=lambda item: item[0])[:REUSE_STORIES]
@@ -176,8 +192,8 @@ def variety_table(sample_texts: Iterable[str] | None, total: dict[str, Any], lab
     """The build against real TinyStories at equal size: distinct-2/3 and the top-4-gram share over the
     first words of both (the largest reference size the build reaches), cross-story reuse over the first
     stories of both, and the per-story repetition of the whole build. ``sample_texts`` are the build's
-    stories in index order (read only as far as the comparison needs); None where the text is not at hand
-    (the n-gram columns then stay empty)."""
+    first stories in index order (read only as far as the comparison needs; a build keeps those of
+    ``variety_sample_stories``); None where the text is not at hand (the n-gram columns then stay empty)."""
     from ltsgen.tinystories_reference import (
         TINYSTORIES_NGRAMS,
         TINYSTORIES_REUSE,

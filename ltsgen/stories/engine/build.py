@@ -46,11 +46,12 @@ def write_story_shard(job, output) -> dict[str, Any]:
     """Generate the stories of one shard and write them; return the shard's statistics (mergeable sums)."""
     from ltsgen.stories.engine.story import write_story
     from ltsgen.stories.plan import target_words
-    from ltsgen.stories.statistics import add_story
+    from ltsgen.stories.statistics import add_story, variety_sample_stories
 
     arguments = job.payload["arguments"]
     seed, low, high = arguments["seed"], arguments["min_words"], arguments["max_words"]
     distances, per_thousand = recall_arguments(arguments)
+    sample_stories = variety_sample_stories(seed, low, high)
     stats: dict[str, Any] = {
         "stories": 0,
         "words": 0,
@@ -71,6 +72,8 @@ def write_story_shard(job, output) -> dict[str, Any]:
             for feature in record["meta"]["features"]:
                 stats["features"][feature] = stats["features"].get(feature, 0) + 1
             add_story(stats, record, index, sentences)
+            if index < sample_stories:  # the text of the build's first stories, for the variety table
+                stats.setdefault("variety_sample", []).append([index, record["text"]])
     return stats
 
 
@@ -82,19 +85,13 @@ def recall_arguments(arguments: dict[str, Any]):
 
 
 def story_statistics(arguments: dict[str, Any], results) -> dict[str, Any]:
-    """``manifest.extra`` of a story build: the card's text and statistics tables, from the shards' stats."""
-    from ltsgen.stories.engine import generate_story
-    from ltsgen.stories.plan import target_words
+    """``manifest.extra`` of a story build: the card's text and statistics tables, from the shards' stats
+    (the variety table's n-grams from the text of the first stories, which the shards kept)."""
     from ltsgen.stories.statistics import fact_tables, variety_table
     from ltsgen.tinystories_reference import REFERENCE_SHA256
 
     total = merge_stats([result.stats for result in results])
-    seed, low, high = arguments["seed"], arguments["min_words"], arguments["max_words"]
-    distances, per_thousand = recall_arguments(arguments)
-    texts = (  # the first stories again, for the variety sample (a few hundred thousand words at most)
-        generate_story(index, seed, target_words(index, seed, low, high), distances, per_thousand)["text"]
-        for index in range(arguments["num_stories"])
-    )
+    texts = [text for _, text in sorted(total.pop("variety_sample", []))]
     stories = total["stories"]
     statistics = {
         "Variety: this build and real TinyStories at equal size": variety_table(
