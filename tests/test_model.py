@@ -156,6 +156,24 @@ def test_biased_attention_kernel_matches_sdpa_math_path(rows, causal):
     assert float(ours_grads[3][0][:, future].abs().max()) < 1e-30  # masked keys: probability below 1e-37
 
 
+def test_biased_attention_kernel_with_a_fixed_bias_matches_explicit_softmax_over_kernel_blocks():
+    # ALiBi's training path: a bias without gradient, a square causal block longer than the kernel's blocks
+    torch.manual_seed(0)
+    batch, heads, length, dim = 2, 4, 150, 16
+    q, k, v = (torch.randn(batch, heads, length, dim, requires_grad=True) for _ in range(3))
+    positions = torch.arange(length)
+    future = positions[None, :] > positions[:, None]
+    bias = -alibi_slopes(heads)[:, None, None] * (positions[:, None] - positions[None, :]).clamp(min=0)
+    mask = bias.float().masked_fill(future, float("-inf"))[None]
+    grad_out = torch.randn(batch, heads, length, dim)
+    ours = _CPUBiasedAttention.apply(q, k, v, mask, dim**-0.5, True)
+    reference = torch.softmax(q @ k.transpose(-1, -2) * dim**-0.5 + mask, dim=-1) @ v
+    torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-5)
+    ours_grads = torch.autograd.grad(ours, (q, k, v), grad_out)
+    for a, b in zip(ours_grads, torch.autograd.grad(reference, (q, k, v), grad_out), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_attend_scales_logits_by_the_encodings_logit_scale():
     from ltsgen.encodings import build
 

@@ -1,0 +1,151 @@
+"""Induction probe: does a model copy from its context? The skill a cued recall needs, measured without text.
+
+The probe is 128 sequences of 32 random tokens (ids 256 and up of the vocabulary) repeated once; its score
+is the share of the repeat's tokens 2-32 predicted top-1 (the first repeated token is not predictable).
+
+    python benchmarks/induction.py --run runs/rope runs/alibi     # probe trained runs' checkpoints
+    python benchmarks/induction.py --run runs/rope --data lts     # and the recalls' value-token loss
+    python benchmarks/induction.py --copy --encoding rope         # the control: train on the copy task alone
+
+``--copy`` trains ltsgen's own model (the same class, initialisation and optimizer as ``ltsgen train``) on
+the copy task only (loss on the repeat), printing the probe every 100 steps with the CPU time: whether the
+model and its encoding can learn to copy at all, apart from what the training text teaches.
+
+With ``--data``, each run is also read on the cued recalls within their own training-length window (the
+first 64 validation documents of at least 512 tokens, as ``ltsgen evaluate`` reads them): the mean loss of
+the value tokens beside its control, paired by recall (Wilcoxon signed-rank), and the share of value tokens
+predicted top-1 -- what the context changes before any whole value is recalled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+from pathlib import Path
+
+import torch
+from scipy.stats import wilcoxon
+
+from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.data import load_eval_sets
+from ltsgen.training.evaluate import build_model, load_run, token_scores
+from ltsgen.training.model import ModelConfig, TransformerLM
+from ltsgen.training.recall import window_set
+
+HALF = 32
+FIRST_ID = 256  # above a byte-level BPE's single bytes
+
+
+def random_repeats(count: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
+    """``[count, 2 * HALF]``: random token ids, each row's first half repeated once."""
+    half = torch.randint(FIRST_ID, vocab_size, (count, HALF), generator=generator)
+    return torch.cat([half, half], dim=1)
+
+
+@torch.no_grad()
+def probe(model: TransformerLM) -> float:
+    """Share of the repeat's tokens 2..HALF that are the model's top-1 prediction (fixed probe set)."""
+    model.eval()
+    ids = random_repeats(128, model.config.vocab_size, torch.Generator().manual_seed(123))
+    predicted = model(ids[:, :-1]).argmax(dim=-1)
+    model.train()
+    return (predicted[:, HALF:] == ids[:, HALF + 1 :]).float().mean().item()
+
+
+def probe_run(run: Path) -> None:
+    config = ModelConfig.from_dict(json.loads((run / "config.json").read_text())["model"])
+    state = load_checkpoint(run / "checkpoint.pt")
+    model = TransformerLM(config)
+    model.load_state_dict(state["model"])
+    print(f"{run}: {config.encoding}, step {state['step']}, induction {probe(model):.3f}")
+
+
+def value_losses(run: Path, data: Path) -> None:
+    """Value-token loss and top-1 share of the within-window cued recalls beside their controls."""
+    model_config, weights, config, tokenizer = load_run(run)
+    length = config["train"]["train_length"]
+    model = build_model(model_config, weights, torch.device("cpu"))
+    model.set_eval_length(length)
+    eval_set = load_eval_sets(data, [512], tokenizer, 64).sets[512]
+    if eval_set.recalls is None:
+        raise SystemExit(f"{data}: its validation documents carry no cued recalls")
+    windows = window_set(eval_set.recalls, eval_set.input_ids, length)
+    batch = max(1, 16384 // length)
+    loss, correct = token_scores(model, windows.input_ids, torch.device("cpu"), batch, "float32")
+    control_loss, control_correct = token_scores(
+        model, windows.recalls.control_ids, torch.device("cpu"), batch, "float32"
+    )
+    recalls = windows.recalls.recalls
+    if not recalls:
+        raise SystemExit(f"{data}: no cued recall lies within its own {length}-token window")
+    own = [loss[r.row, r.start - 1 : r.end - 1].mean().item() for r in recalls]
+    other = [
+        control_loss[r.control_row, r.control_start - 1 : r.control_end - 1].mean().item() for r in recalls
+    ]
+    top1 = sum(correct[r.row, r.start - 1 : r.end - 1].float().mean().item() for r in recalls)
+    top1_control = sum(
+        control_correct[r.control_row, r.control_start - 1 : r.control_end - 1].float().mean().item()
+        for r in recalls
+    )
+    count = len(recalls)
+    print(
+        f"{run}: {count} recalls within {length} tokens; value-token loss {sum(own) / count:.3f}, control "
+        f"{sum(other) / count:.3f} nats (lower in {sum(a < b for a, b in zip(own, other, strict=True))} of {count}; "
+        f"Wilcoxon p = {wilcoxon(own, other).pvalue:.2g}); value tokens top-1 {top1 / count:.3f}, control "
+        f"{top1_control / count:.3f}"
+    )
+
+
+def train_copy(args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    config = ModelConfig(args.vocab_size, args.d_model, args.n_layers, args.n_heads, args.encoding)
+    model = TransformerLM(config)
+    optimizer = model.configure_optimizer(args.lr, 0.1, (0.9, 0.95), fused=False)
+    generator = torch.Generator().manual_seed(args.seed)
+    for step in range(args.steps + 1):
+        if step % 100 == 0:
+            cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+            print(f"{args.encoding} step {step}: induction {probe(model):.3f} ({cpu:.0f} s CPU)", flush=True)
+        if step == args.steps:
+            break
+        ids = random_repeats(args.batch_size, args.vocab_size, generator)
+        targets = ids[:, 1:].clone()
+        targets[:, : HALF - 1] = -100  # the first half is random: loss on the repeat only
+        _, loss = model(ids[:, :-1], targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--run", type=Path, nargs="+", help="run folders written by `ltsgen train`")
+    parser.add_argument("--data", type=Path, help="with --run: the dataset whose cued recalls to read")
+    parser.add_argument("--copy", action="store_true", help="train on the copy task alone (the control)")
+    parser.add_argument("--encoding", default="rope")
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--vocab-size", type=int, default=512)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--n-layers", type=int, default=2)
+    parser.add_argument("--n-heads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    if not args.copy and not args.run:
+        parser.error("give --run RUN... or --copy")
+    torch.set_num_threads(args.threads)
+    for run in args.run or []:
+        probe_run(run)
+        if args.data:
+            value_losses(run, args.data)
+    if args.copy:
+        train_copy(args)
+
+
+if __name__ == "__main__":
+    main()
