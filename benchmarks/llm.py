@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
     server = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "openai_server.py"), "--latency", str(latency)],
+        [sys.executable, str(REPO / "tests" / "support" / "openai_server.py"), "--latency", str(latency)],
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -2,7 +2,7 @@
 local counterparts and peers, in one run.
 
 Each measurement is one function below; ``--only NAME`` runs one of them. Every contestant runs in a fresh
-process, as a user runs it; the S3 server is the one the tests use (``tests/s3_server.py``: moto's
+process, as a user runs it; the S3 server is the one the tests use (``tests/support/s3_server.py``: moto's
 standalone server on 127.0.0.1), in its own process.
 
 Builds (``--rounds`` round-robin rounds, since shared machines are noisy; the tables give medians; wall
@@ -61,7 +61,7 @@ C4 = REPO / "tests" / "fixtures" / "c4_en" / "c4-train.00000-of-01024.first400.j
 RATE = re.compile(r"shards written at ([\d,]+) words/s")
 SYSTEMS = ("ltsgen-cache", "ltsgen-nocache", "mosaicml")
 
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 from s3_server import S3Server  # noqa: E402
 
 # ------------------------------------------------------------------ builds: the Ray engine and object storage

@@ -6,7 +6,7 @@ Provenance: ``tinystories_validation_head.txt`` (794,375 bytes, sha256
 ``tests/fixtures/tinystories/``), the first stories of the Hugging Face ``roneneldan/TinyStories``
 validation split (Eldan & Li 2023, CDLA-Sharing-1.0), each written as ``text.strip() + "\\n\\n"``.
 Computed with ``ltsgen.stories.variety.reference_stats(path, max_words=n)`` and
-``reference_reuse(path, stories=n)``; ``tests/test_card.py`` recomputes every value from the file.
+``reference_reuse(path, stories=n)``; ``tests/builders/test_card.py`` recomputes every value from the file.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from ltsgen.stories.vocabulary import FEATURES
 
 MAX_WORDS = 32_000  # the longest story target
 # The shortest target the built-in engine lands within 5% of (its setup and ending need this many words);
-# tests/test_story_engine.py checks that every story of this target does.
+# tests/builders/test_story_engine.py checks that every story of this target does.
 MIN_TARGET_WORDS = 100
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Quickstart"
 LOADERS = "## Loaders in your own training code"
 BIN = Path(sys.executable).parent

@@ -18,7 +18,7 @@ import pytest
 
 from ltsgen.cli import main as ltsgen
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SMALL = "SEQ_LEN, BATCH, STEPS = 32, 2, 3"
 
 

@@ -12,14 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from engine_jobs import fail_on, square, wait_for_flag  # worker processes import these by name
+from process_tools import children, still_alive
 
 from ltsgen.engines import EngineError, ProcessEngine, RemoteTraceback, SerialEngine, make_engine
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import ContractError
-
-sys.path.insert(0, str(Path(__file__).parent))  # worker processes import this module's jobs by name
-from engine_jobs import fail_on, square, wait_for_flag  # noqa: E402
-from process_tools import children, still_alive  # noqa: E402
 
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 
@@ -92,7 +90,7 @@ for _ in engine.map(sleep_forever, range(2)):
 
 
 def test_workers_exit_when_the_parent_is_killed():
-    script = textwrap.dedent(PARENT.format(here=str(Path(__file__).parent)))
+    script = textwrap.dedent(PARENT.format(here=str(Path(__file__).resolve().parents[1] / "support")))
     parent = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 60

@@ -22,7 +22,7 @@ from ltsgen.loaders import ContractError, StreamingDataset
 from ltsgen.loaders.cache import PART_SUFFIX, CacheError, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
 
-HERE = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [14, 9, 17, 12, 6, 15]  # 73 records in 6 shards
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -161,7 +161,7 @@ def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
 def _cached_process(url: str, cache: Path, out: Path) -> subprocess.Popen:
     out.mkdir()
     return subprocess.Popen(
-        [sys.executable, str(HERE / "loader_procs.py"), "cached", url, str(cache), str(out)],
+        [sys.executable, str(SUPPORT / "loader_procs.py"), "cached", url, str(cache), str(out)],
         env=subprocess_env(),
         stderr=subprocess.PIPE,
         start_new_session=True,

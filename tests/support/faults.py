@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from process_tools import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
 WORDS = (

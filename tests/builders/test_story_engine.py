@@ -303,7 +303,7 @@ def test_wheel_ships_the_engine_data(tmp_path):
     import shutil
     import zipfile
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     source = tmp_path / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):

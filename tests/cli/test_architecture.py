@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FOLDERS = {"ltsgen": "ltsgen", "loaders": "ltsgen.loaders", "encodings": "ltsgen.encodings",
            "training": "ltsgen.training"}  # fmt: skip
 # part -> the parts it may import besides itself

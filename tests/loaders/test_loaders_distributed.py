@@ -16,7 +16,7 @@ from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED
 
 from ltsgen.loaders import StreamingDataset
 
-HERE = Path(__file__).resolve().parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [17, 1, 9, 30, 4, 12, 1, 22, 6, 3]  # 105 records: 17 global batches of 6, 3 left over
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -44,7 +44,7 @@ def _launch(
 ) -> list[subprocess.Popen]:
     out.mkdir()
     port = str(_free_port())
-    args = [sys.executable, str(HERE / "loader_procs.py"), "ranks", str(directory), str(out)]
+    args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(directory), str(out)]
     args += [str(resume)] if resume else []
     return [
         subprocess.Popen(
@@ -115,7 +115,7 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
         target = seen + rng.randint(1, 4)
         args = [
             sys.executable,
-            str(HERE / "loader_procs.py"),
+            str(SUPPORT / "loader_procs.py"),
             "train",
             str(directory),
             str(checkpoint),

@@ -21,7 +21,7 @@ from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.formats import read_shard
 from ltsgen.tokenizer import load_tokenizer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LENGTHS = "256,512,1024,2048,4096"
 EVAL_N = 8
 # the arguments of the reference C4 build that the other tests compare against

@@ -7,7 +7,7 @@ holds the variables that point every S3 client of this process and of its childr
 server receives while a block runs (moto's request recorder). ``stop()`` ends the server.
 
 ``start_listening`` (a server command on a free port, waited for) serves the other local servers of the
-tests too. Run standalone (for benchmarks): ``python tests/s3_server.py``; it prints the endpoint.
+tests too. Run standalone (for benchmarks): ``python tests/support/s3_server.py``; it prints the endpoint.
 """
 
 from __future__ import annotations

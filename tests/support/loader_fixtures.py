@@ -74,7 +74,7 @@ def make_dataset(
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment of a child process running ``tests/loader_procs.py``: one torch thread, this folder
+    """The environment of a child process running ``tests/support/loader_procs.py``: one torch thread, this folder
     on the path (and no empty entry: the repository's ``encodings/`` would shadow the package)."""
     here = str(Path(__file__).resolve().parent)
     paths = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]

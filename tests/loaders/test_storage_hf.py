@@ -1,6 +1,6 @@
 """hf:// end to end, read-only, against a local HTTP server on 127.0.0.1 that speaks the part of the Hugging
 Face Hub's HTTP API that ``huggingface_hub.HfFileSystem`` calls (repository info, tree listing,
-``resolve`` downloads with Range; ``tests/hub_server.py``). It is not the Hub: it serves
+``resolve`` downloads with Range; ``tests/support/hub_server.py``). It is not the Hub: it serves
 folders of this machine as dataset repositories. The client side is the real one: the commands run in
 subprocesses with ``HF_ENDPOINT`` pointing at the server and ``HF_HUB_OFFLINE=0``.
 

@@ -18,7 +18,7 @@ Answers follow the prompts of ``ltsgen.stories.llm.recipe``: an outline request 
 one line per chapter; a summary request a short summary; a chapter request about the number of words it
 asks for, cut (``finish_reason="length"``) at ``max_tokens`` words. Usage counts one token per word.
 
-Run standalone (for benchmarks): ``python tests/openai_server.py --latency 0.05``; it prints its base URL.
+Run standalone (for benchmarks): ``python tests/support/openai_server.py --latency 0.05``; it prints its base URL.
 """
 
 from __future__ import annotations

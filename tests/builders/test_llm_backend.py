@@ -19,7 +19,7 @@ from ltsgen.outputs import STATE_PATH
 from ltsgen.stories.llm.cache import ResponseCache
 from ltsgen.stories.llm.recipe import RECIPE_VERSION, clean_answer, story_seed
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: str) -> list[str]:
