@@ -47,29 +47,39 @@ def built_files(directory: Path) -> set[str]:
     return shards | {"manifest.json"} | card
 
 
-def test_overwrite_keeps_every_file_no_build_wrote(tmp_path):
+def refused_here(capsys, *args: str) -> str:
+    """The one stderr line of ``ltsgen stories ARGS`` run in this process, refused with exit status 2."""
+    capsys.readouterr()
+    assert main(list(args)) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ltsgen stories: error: "), lines
+    return lines[0]
+
+
+def test_overwrite_keeps_every_file_no_build_wrote(tmp_path, capsys):
+    """In this process (the console script's refusals are the full-disk and kill tests' below)."""
     out = tmp_path / "X"
     put(out, USER_FILES)
-    refused = one_line_error(ltsgen(*STORIES, "--out", out), "stories")
+    refused = refused_here(capsys, *STORIES, "--out", str(out))
     assert (
         "holds no ltsgen build" in refused
         and "--overwrite to build beside its files (they are kept)" in refused
     )
     assert sorted(tree(out, state=True)) == sorted(USER_FILES)  # a refused build writes nothing
 
-    beside = ltsgen(*STORIES, "--out", out, "--overwrite")
-    assert beside.returncode == 0, beside.stderr
+    assert main([*STORIES, "--out", str(out), "--overwrite"]) == 0
     assert holds(out, USER_FILES)
-    assert f"{out / 'README.md'} was not written by ltsgen; the card was not written" in beside.stdout
+    assert (
+        f"{out / 'README.md'} was not written by ltsgen; the card was not written" in capsys.readouterr().out
+    )
     assert set(tree(out)) == set(USER_FILES) | built_files(out)
 
     # a user's file inside an existing build, then the build replaced by one with other arguments
     put(out, {"analysis/README.md": b"results\n"})
     first_shards = {s.path for shards in read_manifest(out).splits.values() for s in shards}
-    refused = one_line_error(ltsgen(*STORIES, "--out", out, "--seed", "1"), "stories")
+    refused = refused_here(capsys, *STORIES, "--out", str(out), "--seed", "1")
     assert "seed 0 -> 1" in refused and "removes only the files that build wrote" in refused
-    replaced = ltsgen(*STORIES, "--out", out, "--seed", "1", "--overwrite")
-    assert replaced.returncode == 0, replaced.stderr
+    assert main([*STORIES, "--out", str(out), "--seed", "1", "--overwrite"]) == 0
     assert holds(out, {**USER_FILES, "analysis/README.md": b"results\n"})
     assert read_manifest(out).builder["arguments"]["seed"] == 1
     assert set(tree(out)) == set(USER_FILES) | {"analysis/README.md"} | built_files(out)
