@@ -239,7 +239,7 @@ def test_full_disk_while_saving_a_tokenizer_is_one_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
-def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path):
+def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path, capsys):
     corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=150)
     out = tmp_path / "buckets"
     args = ["buckets", "--source", "c4", "--input", corpus, "--tokenizer", tokenizer, "--out", out]
@@ -247,9 +247,9 @@ def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(
     kill_when(start(*args), lambda: (out / "manifest.json").exists())  # the card (matplotlib) comes next
     chunks = out / STATE_DIR / "chunks"
     assert any(chunks.glob("chunk-*.arrow"))
-    rerun = ltsgen(*args)
-    assert rerun.returncode == 0, rerun.stderr
-    assert "nothing to do" in rerun.stdout
+    capsys.readouterr()
+    assert main(list(map(str, args))) == 0  # the rerun, in this process
+    assert "nothing to do" in capsys.readouterr().out
     assert not chunks.exists()
     assert (out / "README.md").exists()
     assert json.loads((out / STATE_DIR / "outputs.json").read_text()).keys() >= {
@@ -278,12 +278,13 @@ sys.addaudithook(kill_after_a_publish)
 """
 
 
-def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_resumes(tmp_path):
+def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_resumes(tmp_path, capsys):
+    """The killed process is a real ``ltsgen tokenizer``; the uninterrupted reference and the rerun run here."""
     data, whole = tmp_path / "killed", tmp_path / "whole"
     assert main([*STORIES, "--out", str(data), "--samples-per-shard", "5"]) == 0
     shutil.copytree(data, whole)
     attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
-    assert ltsgen(*attach, whole).returncode == 0
+    assert main([*attach, str(whole)]) == 0
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -298,8 +299,9 @@ def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_res
     journal = (data / STATE_DIR / "tokens.jsonl").read_text().splitlines()
     finished = {s.path for line in journal if '"job"' in line for s in JobResult.from_json(line).shards}
     assert len(published) == 2 and len(finished) == 1 and finished < published  # the second not journaled
-    rerun = ltsgen(*attach, data)
-    assert rerun.returncode == 0, rerun.stderr
-    assert rerun.stdout.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), rerun.stdout
+    capsys.readouterr()
+    assert main([*attach, str(data)]) == 0
+    said = capsys.readouterr().out
+    assert said.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), said
     assert not (data / STATE_DIR / "tokens.jsonl").exists()
     assert tree(data) == tree(whole)  # token shards, tokenizer and manifest byte for byte
