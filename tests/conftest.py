@@ -30,6 +30,36 @@ def real_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
+    """(tokenizer, build): a 512-token BPE trained on the C4 sample and its ``ltsgen buckets`` build, both
+    made locally: the reference that the builds on S3 and on Ray must equal. Read it, never write into it."""
+    from test_remote_builds import BUCKETS, C4_GZ
+
+    from ltsgen.cli import main
+
+    local = tmp_path_factory.mktemp("c4-reference")
+    tokenizer, reference = local / "tok.json", local / "buckets"
+    train = ["tokenizer", "--source", "c4", "--vocab-size", "512", "--input", str(real_data / C4_GZ)]
+    assert main([*train, "--out", str(tokenizer)]) == 0
+    argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(tokenizer)]
+    assert main([*argv, "--out", str(reference)]) == 0
+    return tokenizer, reference
+
+
+@pytest.fixture(scope="session")
+def killed_reference(tmp_path_factory) -> Path:
+    """The stories build that the kill -9 tests on S3 and on Ray interrupt (``KILLED``), built locally
+    without a kill: what their resumed builds must equal. Read it, never write into it."""
+    from test_remote_builds import KILLED
+
+    from ltsgen.cli import main
+
+    reference = tmp_path_factory.mktemp("killed-reference") / "lts"
+    assert main(["stories", "--out", str(reference), *KILLED]) == 0
+    return reference
+
+
+@pytest.fixture(scope="session")
 def s3_server():
     """moto's S3-compatible server on 127.0.0.1 (a random free port), for the whole session. Its
     ``AWS_*`` variables are set in this process (and so in every child), so no S3 client can reach a real

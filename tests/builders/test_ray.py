@@ -28,25 +28,22 @@ def ray_runtime(s3_server):
     ray.shutdown()
 
 
-def test_buckets_on_ray_into_s3_equal_the_local_engine(ray_runtime, s3_server, real_data, tmp_path):
-    tokenizer = tmp_path / "tok.json"
-    train = ["tokenizer", "--source", "c4", "--input", str(real_data / C4_GZ), "--vocab-size", "512"]
-    assert main([*train, "--out", str(tokenizer)]) == 0
+def test_buckets_on_ray_into_s3_equal_the_local_engine(
+    ray_runtime, s3_server, real_data, c4_buckets_reference
+):
+    tokenizer, local = c4_buckets_reference  # the local engine's build of the same arguments
     argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(tokenizer)]
-    assert main([*argv, "--out", str(tmp_path / "local")]) == 0
     bucket = s3_server.bucket()
     # both passes as Ray tasks; the chunks between them go through the store, as on a cluster
     assert main([*argv, "--out", f"s3://{bucket}/ray", "--engine", "ray"]) == 0
     fs = s3_server.client()
-    assert remote_tree(fs, f"{bucket}/ray") == local_tree(tmp_path / "local")
+    assert remote_tree(fs, f"{bucket}/ray") == local_tree(local)
     assert not fs.find(f"{bucket}/ray/.ltsgen/chunks")
 
 
-def test_a_killed_ray_driver_resumes_from_the_journal(ray_runtime, s3_server, tmp_path):
+def test_a_killed_ray_driver_resumes_from_the_journal(ray_runtime, s3_server, killed_reference):
     """Its resumed build (a driver joining a running cluster with --ray-address) equals the local engine's
     build, byte for byte."""
-    reference = tmp_path / "reference"
-    assert main(["stories", "--out", str(reference), *KILLED]) == 0
     bucket = s3_server.bucket()
     url, prefix = f"s3://{bucket}/lts", f"{bucket}/lts"
     fs = s3_server.client()
@@ -66,7 +63,7 @@ def test_a_killed_ray_driver_resumes_from_the_journal(ray_runtime, s3_server, tm
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
     assert "kept from an earlier run" in rerun.stdout
-    assert remote_tree(fs, prefix) == local_tree(reference)
+    assert remote_tree(fs, prefix) == local_tree(killed_reference)
 
 
 def test_ray_tasks_see_the_commands_storage_options(ray_runtime, monkeypatch):

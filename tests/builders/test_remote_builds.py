@@ -96,9 +96,7 @@ def test_bad_storage_options_and_urls_are_one_line(s3_server, capsys):
         assert message in error and error.count("\n") == 1, error
 
 
-def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, capsys):
-    reference = tmp_path / "reference"
-    assert main(["stories", "--out", str(reference), *KILLED, "--workers", "2"]) == 0
+def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, killed_reference, capsys):
     bucket = s3_server.bucket()
     url, prefix = f"s3://{bucket}/lts", f"{bucket}/lts"
     fs = s3_server.client()
@@ -114,7 +112,7 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, tmp_path, cap
         if build.poll() is None:
             build.kill()
             build.wait()
-    expected = local_tree(reference)
+    expected = local_tree(killed_reference)  # a build's bytes do not depend on its workers
     left = remote_tree(fs, prefix)
     assert "manifest.json" not in left and left, "the build should have been killed mid-way"
     assert all(expected[name] == digest for name, digest in left.items())  # no partial object visible
@@ -129,32 +127,29 @@ BUCKETS += ["--eval-sequences", "4", "--shard-tokens", "4000", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
-def c4_on_s3(s3_server, real_data, tmp_path_factory):
-    """The C4 sample in a bucket, a tokenizer trained on it there, and the local reference build."""
+def c4_on_s3(s3_server, real_data):
+    """The C4 sample in a bucket and a tokenizer trained on it there (at the bucket's tok.json)."""
     bucket = s3_server.bucket()
     s3_server.client().put_file(str(real_data / C4_GZ), f"{bucket}/corpora/c4/part-0.json.gz")
-    local = tmp_path_factory.mktemp("local")
     train = ["tokenizer", "--source", "c4", "--vocab-size", "512"]
-    assert main([*train, "--input", str(real_data / C4_GZ), "--out", str(local / "tok.json")]) == 0
     assert main([*train, "--input", f"s3://{bucket}/corpora/c4/", "--out", f"s3://{bucket}/tok.json"]) == 0
-    reference = local / "buckets"
-    argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(local / "tok.json")]
-    assert main([*argv, "--out", str(reference)]) == 0
-    return bucket, local, reference
+    return bucket
 
 
-def test_tokenizer_from_and_to_s3_equals_the_local_one(s3_server, c4_on_s3, local_small, remote_small):
-    bucket, local, _ = c4_on_s3
+def test_tokenizer_from_and_to_s3_equals_the_local_one(
+    s3_server, c4_on_s3, c4_buckets_reference, local_small, remote_small, tmp_path
+):
+    bucket, (tokenizer, _) = c4_on_s3, c4_buckets_reference
     fs = s3_server.client()
-    assert fs.cat_file(f"{bucket}/tok.json") == (local / "tok.json").read_bytes()
+    assert fs.cat_file(f"{bucket}/tok.json") == tokenizer.read_bytes()
     from_data = ["tokenizer", "--vocab-size", "300"]
     assert main([*from_data, "--data", remote_small[1], "--out", f"s3://{bucket}/lts-tok.json"]) == 0
-    assert main([*from_data, "--data", str(local_small), "--out", str(local / "lts-tok.json")]) == 0
-    assert fs.cat_file(f"{bucket}/lts-tok.json") == (local / "lts-tok.json").read_bytes()
+    assert main([*from_data, "--data", str(local_small), "--out", str(tmp_path / "lts-tok.json")]) == 0
+    assert fs.cat_file(f"{bucket}/lts-tok.json") == (tmp_path / "lts-tok.json").read_bytes()
 
 
-def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3):
-    bucket, local, reference = c4_on_s3
+def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3, c4_buckets_reference):
+    bucket, (_, reference) = c4_on_s3, c4_buckets_reference
     url = f"s3://{bucket}/c4-buckets"
     argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
     assert main([*argv, "--tokenizer", f"s3://{bucket}/tok.json", "--out", url]) == 0  # everything remote

@@ -47,29 +47,39 @@ def built_files(directory: Path) -> set[str]:
     return shards | {"manifest.json"} | card
 
 
-def test_overwrite_keeps_every_file_no_build_wrote(tmp_path):
+def refused_here(capsys, *args: str) -> str:
+    """The one stderr line of ``ltsgen stories ARGS`` run in this process, refused with exit status 2."""
+    capsys.readouterr()
+    assert main(list(args)) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ltsgen stories: error: "), lines
+    return lines[0]
+
+
+def test_overwrite_keeps_every_file_no_build_wrote(tmp_path, capsys):
+    """In this process (the console script's refusals are the full-disk and kill tests' below)."""
     out = tmp_path / "X"
     put(out, USER_FILES)
-    refused = one_line_error(ltsgen(*STORIES, "--out", out), "stories")
+    refused = refused_here(capsys, *STORIES, "--out", str(out))
     assert (
         "holds no ltsgen build" in refused
         and "--overwrite to build beside its files (they are kept)" in refused
     )
     assert sorted(tree(out, state=True)) == sorted(USER_FILES)  # a refused build writes nothing
 
-    beside = ltsgen(*STORIES, "--out", out, "--overwrite")
-    assert beside.returncode == 0, beside.stderr
+    assert main([*STORIES, "--out", str(out), "--overwrite"]) == 0
     assert holds(out, USER_FILES)
-    assert f"{out / 'README.md'} was not written by ltsgen; the card was not written" in beside.stdout
+    assert (
+        f"{out / 'README.md'} was not written by ltsgen; the card was not written" in capsys.readouterr().out
+    )
     assert set(tree(out)) == set(USER_FILES) | built_files(out)
 
     # a user's file inside an existing build, then the build replaced by one with other arguments
     put(out, {"analysis/README.md": b"results\n"})
     first_shards = {s.path for shards in read_manifest(out).splits.values() for s in shards}
-    refused = one_line_error(ltsgen(*STORIES, "--out", out, "--seed", "1"), "stories")
+    refused = refused_here(capsys, *STORIES, "--out", str(out), "--seed", "1")
     assert "seed 0 -> 1" in refused and "removes only the files that build wrote" in refused
-    replaced = ltsgen(*STORIES, "--out", out, "--seed", "1", "--overwrite")
-    assert replaced.returncode == 0, replaced.stderr
+    assert main([*STORIES, "--out", str(out), "--seed", "1", "--overwrite"]) == 0
     assert holds(out, {**USER_FILES, "analysis/README.md": b"results\n"})
     assert read_manifest(out).builder["arguments"]["seed"] == 1
     assert set(tree(out)) == set(USER_FILES) | {"analysis/README.md"} | built_files(out)
@@ -229,7 +239,7 @@ def test_full_disk_while_saving_a_tokenizer_is_one_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]
 
 
-def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path):
+def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(tmp_path, capsys):
     corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=150)
     out = tmp_path / "buckets"
     args = ["buckets", "--source", "c4", "--input", corpus, "--tokenizer", tokenizer, "--out", out]
@@ -237,9 +247,9 @@ def test_kill_just_after_the_manifest_then_rerun_removes_the_intermediate_files(
     kill_when(start(*args), lambda: (out / "manifest.json").exists())  # the card (matplotlib) comes next
     chunks = out / STATE_DIR / "chunks"
     assert any(chunks.glob("chunk-*.arrow"))
-    rerun = ltsgen(*args)
-    assert rerun.returncode == 0, rerun.stderr
-    assert "nothing to do" in rerun.stdout
+    capsys.readouterr()
+    assert main(list(map(str, args))) == 0  # the rerun, in this process
+    assert "nothing to do" in capsys.readouterr().out
     assert not chunks.exists()
     assert (out / "README.md").exists()
     assert json.loads((out / STATE_DIR / "outputs.json").read_text()).keys() >= {
@@ -268,12 +278,13 @@ sys.addaudithook(kill_after_a_publish)
 """
 
 
-def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_resumes(tmp_path):
+def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_resumes(tmp_path, capsys):
+    """The killed process is a real ``ltsgen tokenizer``; the uninterrupted reference and the rerun run here."""
     data, whole = tmp_path / "killed", tmp_path / "whole"
     assert main([*STORIES, "--out", str(data), "--samples-per-shard", "5"]) == 0
     shutil.copytree(data, whole)
     attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
-    assert ltsgen(*attach, whole).returncode == 0
+    assert main([*attach, str(whole)]) == 0
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
@@ -288,9 +299,10 @@ def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_res
     journal = (data / STATE_DIR / "tokens.jsonl").read_text().splitlines()
     finished = {s.path for line in journal if '"job"' in line for s in JobResult.from_json(line).shards}
     assert len(published) == 2 and len(finished) == 1 and finished < published  # the second not journaled
-    rerun = ltsgen(*attach, data)
-    assert rerun.returncode == 0, rerun.stderr
-    assert rerun.stdout.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), rerun.stdout
+    capsys.readouterr()
+    assert main([*attach, str(data)]) == 0
+    said = capsys.readouterr().out
+    assert said.rstrip().endswith(" tokens, 1 of them kept from an interrupted run)"), said
     assert not (data / STATE_DIR / "tokens.jsonl").exists()
     assert tree(data) == tree(whole)  # token shards, tokenizer and manifest byte for byte
 

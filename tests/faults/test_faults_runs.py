@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from faults import hold_lock, kill_when, ltsgen, one_line_error, start, tree
+from faults import hold_lock, kill_when, start, tree
 from process_tools import wait_until
 from test_training import tiny_config, write_tiny_dataset
 
@@ -289,7 +289,11 @@ def test_a_run_folder_keeps_files_of_yours_and_a_folder_made_before_the_mark_res
     assert sorted(p.name for p in other.iterdir()) == [".draft.md.x1.tmp", ".ltsgen", "notes.txt"]
 
 
-def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_lock_is_free(data, tmp_path):
+def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_lock_is_free(
+    data, tmp_path, capsys
+):
+    """The running run is a real ``ltsgen train`` process, killed with kill -9; the refused second run and
+    the run after the kill are started in this process (the lock is the other process's either way)."""
     run = tmp_path / "run"
     first = start("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
     lock = run / LOCK_PATH
@@ -297,15 +301,14 @@ def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_
         wait_until(
             first, lambda: lock.is_file() and lock.read_text().startswith(f"process {first.pid} "), 120
         )
-        second = ltsgen("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
-        assert one_line_error(second, "train").startswith(
+        assert main(["train", "--data", str(data), "--out", str(run), "--steps", "100000", *TINY]) == 2
+        assert one_line(capsys, "train").startswith(
             f"ltsgen train: error: {run}: another ltsgen process is writing there (held by process {first.pid} on "
         )
     finally:
         kill_when(first, lambda: True)
     assert not (run / "checkpoint.pt").exists()  # killed before its first checkpoint
-    again = ltsgen("train", "--data", data, "--out", run, "--steps", "2", *TINY)
-    assert again.returncode == 0, again.stderr
+    assert main(["train", "--data", str(data), "--out", str(run), "--steps", "2", *TINY]) == 0
     assert json.loads((run / SUMMARY_NAME).read_text())["step"] == 2
 
 
