@@ -33,7 +33,7 @@ def real_data() -> Path:
 def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
     """(tokenizer, build): a 512-token BPE trained on the C4 sample and its ``ltsgen buckets`` build, both
     made locally: the reference that the builds on S3 and on Ray must equal. Read it, never write into it."""
-    from test_remote_builds import BUCKETS, C4_GZ
+    from remote_fixtures import BUCKETS, C4_GZ
 
     from ltsgen.cli import main
 
@@ -50,7 +50,7 @@ def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
 def killed_reference(tmp_path_factory) -> Path:
     """The stories build that the kill -9 tests on S3 and on Ray interrupt (``KILLED``), built locally
     without a kill: what their resumed builds must equal. Read it, never write into it."""
-    from test_remote_builds import KILLED
+    from remote_fixtures import KILLED
 
     from ltsgen.cli import main
 

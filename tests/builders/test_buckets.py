@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_fixtures import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 from faults import end
 from process_tools import kill_9, wait_until
-from test_corpora import ARXIV, C4_GZ, C4_JSONL, json_lines, write_pile_zst
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import parse_bucket_name, read_manifest

@@ -10,7 +10,7 @@ from itertools import accumulate
 from pathlib import Path
 
 import pytest
-from openai_server import MODEL, ScriptedOpenAIServer
+from openai_server import MODEL, ScriptedOpenAIServer, stories_args
 from process_tools import wait_until
 
 from ltsgen.cli import main
@@ -20,32 +20,6 @@ from ltsgen.stories.llm.cache import ResponseCache
 from ltsgen.stories.llm.recipe import RECIPE_VERSION, clean_answer, story_seed
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: str) -> list[str]:
-    return [
-        "stories",
-        "--backend", "openai",
-        "--base-url", server.base_url,
-        "--model", MODEL,
-        "--out", str(out),
-        "--cache-dir", str(cache),
-        "--num-stories", "8",
-        "--seed", "3",
-        "--min-words", "150",
-        "--max-words", "1200",
-        "--chapter-words", "300",
-        "--max-tokens", "250",  # shorter than a chapter: answers end with finish_reason=length
-        "--samples-per-shard", "2",
-        "--splits", "train=1.0",
-        "--concurrency", "3",
-        "--retry-backoff", "0.01",
-        "--request-timeout", "30",
-        "--input-price", "2",
-        "--output-price", "8",
-        "--no-progress",
-        *extra,
-    ]  # fmt: skip
 
 
 def cache_entries(cache: Path) -> list[dict]:

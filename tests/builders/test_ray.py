@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 from process_tools import kill_9, wait_until
-from test_remote_builds import BUCKETS, C4_GZ, KILLED, LTSGEN, local_tree, remote_tree
-from test_training import write_tiny_dataset
+from remote_fixtures import BUCKETS, C4_GZ, KILLED, LTSGEN, local_tree, remote_tree
+from training_fixtures import write_tiny_dataset
 
 from ltsgen.cli import main
 

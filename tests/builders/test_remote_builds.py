@@ -3,45 +3,17 @@ same resume after kill -9, the same refusals; every command that takes a path ta
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from process_tools import kill_9, wait_until
+from remote_fixtures import BUCKETS, C4_GZ, DEAD_ENDPOINT, KILLED, LTSGEN, SMALL, local_tree, remote_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
-
-LTSGEN = str(Path(sys.executable).parent / "ltsgen")
-SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
-SMALL += ["--samples-per-shard", "4", "--no-progress"]
-# small stories in many shards: uploads take long enough that a kill lands mid-build
-KILLED = ["--num-stories", "60", "--min-words", "100", "--max-words", "900", "--seed", "5"]
-KILLED += ["--samples-per-shard", "2", "--no-progress"]
-# where AWS_ENDPOINT_URL points while only --storage-options name the server: nothing listens there, so an
-# option that did not arrive fails here instead of reaching a cloud endpoint
-DEAD_ENDPOINT = "http://127.0.0.1:9"
-
-
-def local_tree(directory: Path) -> dict[str, str]:
-    """sha256 of every file a build publishes (its .ltsgen/ bookkeeping aside)."""
-    return {
-        path.relative_to(directory).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(directory.rglob("*"))
-        if path.is_file() and ".ltsgen" not in path.relative_to(directory).parts
-    }
-
-
-def remote_tree(fs, prefix: str) -> dict[str, str]:
-    return {
-        name[len(prefix) + 1 :]: hashlib.sha256(fs.cat_file(name)).hexdigest()
-        for name in sorted(fs.find(prefix))
-        if "/.ltsgen/" not in name[len(prefix) :]
-    }
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +93,6 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, killed_refere
     assert remote_tree(fs, prefix) == expected
 
 
-C4_GZ = "c4_en/c4-train.00000-of-01024.first400.json.gz"
-BUCKETS = ["--source", "c4", "--bucket-lengths", "64,128,256", "--eval-lengths", "64,128"]
-BUCKETS += ["--eval-sequences", "4", "--shard-tokens", "4000", "--no-progress"]
-
-
 @pytest.fixture(scope="module")
 def c4_on_s3(s3_server, real_data):
     """The C4 sample in a bucket and a tokenizer trained on it there (at the bucket's tok.json)."""
@@ -172,7 +139,7 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3, c4_bu
 def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):
     """train, evaluate and compare (its runs in worker processes) with the server named by --storage-options
     alone give what they give from the local folder."""
-    from test_training import write_tiny_dataset
+    from training_fixtures import write_tiny_dataset
 
     data = write_tiny_dataset(tmp_path / "lts")
     bucket = s3_server.bucket()

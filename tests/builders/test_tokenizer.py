@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_corpora import ARXIV, C4_GZ, CODE, json_lines
+from corpus_fixtures import ARXIV, C4_GZ, CODE, json_lines
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import ContractError, read_manifest

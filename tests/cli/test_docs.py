@@ -109,7 +109,8 @@ def test_the_tests_the_documents_cite_exist():
     missing = [
         f"{document}: {path}::{name}"
         for document, path, name in sorted(cited)
-        if path not in files or not re.search(rf"^def {name}\(", files[path].read_text(encoding="utf-8"), re.M)
+        if path not in files
+        or not re.search(rf"^def {name}\(", files[path].read_text(encoding="utf-8"), re.M)
     ]
     assert cited and missing == []
 

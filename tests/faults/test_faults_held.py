@@ -15,9 +15,8 @@ import warnings
 import pytest
 from faults import ENV, LTSGEN, REPO, end
 from loader_fixtures import make_dataset
-from openai_server import ScriptedOpenAIServer
-from test_llm_backend import stories_args
-from test_training import metrics, tiny_config, write_tiny_dataset
+from openai_server import ScriptedOpenAIServer, stories_args
+from training_fixtures import metrics, tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
 from ltsgen.loaders import StreamingDataset

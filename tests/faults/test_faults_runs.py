@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from faults import hold_lock, kill_when, start, tree
 from process_tools import wait_until
-from test_training import tiny_config, write_tiny_dataset
+from training_fixtures import tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest, write_manifest

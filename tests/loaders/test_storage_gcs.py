@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 from loader_fixtures import make_dataset
-from test_remote_builds import SMALL, local_tree, remote_tree
+from remote_fixtures import SMALL, local_tree, remote_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders import StreamingDataset

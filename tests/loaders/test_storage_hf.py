@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from hub_server import HubServer
 from loader_fixtures import make_dataset
-from test_remote_builds import BUCKETS, C4_GZ, LTSGEN, local_tree
+from remote_fixtures import BUCKETS, C4_GZ, LTSGEN, local_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders import StreamingDataset
@@ -123,7 +123,7 @@ def test_buckets_from_hf_equal_the_local_build(hub, real_data, tmp_path):
 
 
 def test_evaluate_reads_its_data_from_hf_named_by_storage_options(hub, tmp_path):
-    from test_training import write_tiny_dataset
+    from training_fixtures import write_tiny_dataset
 
     server, _ = hub
     data = write_tiny_dataset(tmp_path / "lts")

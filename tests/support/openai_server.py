@@ -31,6 +31,7 @@ import threading
 import time
 from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 MODEL = "scripted-model"
@@ -289,6 +290,33 @@ def _handler(server: ScriptedOpenAIServer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+def stories_args(server: ScriptedOpenAIServer, out: Path, cache: Path, *extra: str) -> list[str]:
+    """``ltsgen stories`` arguments for 8 stories through ``server``, with its answers cached in ``cache``."""
+    return [
+        "stories",
+        "--backend", "openai",
+        "--base-url", server.base_url,
+        "--model", MODEL,
+        "--out", str(out),
+        "--cache-dir", str(cache),
+        "--num-stories", "8",
+        "--seed", "3",
+        "--min-words", "150",
+        "--max-words", "1200",
+        "--chapter-words", "300",
+        "--max-tokens", "250",  # shorter than a chapter: answers end with finish_reason=length
+        "--samples-per-shard", "2",
+        "--splits", "train=1.0",
+        "--concurrency", "3",
+        "--retry-backoff", "0.01",
+        "--request-timeout", "30",
+        "--input-price", "2",
+        "--output-price", "8",
+        "--no-progress",
+        *extra,
+    ]  # fmt: skip
 
 
 def main() -> None:

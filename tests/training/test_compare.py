@@ -9,7 +9,7 @@ import math
 import pickle
 
 import pytest
-from test_training import write_tiny_dataset
+from training_fixtures import write_tiny_dataset
 
 from ltsgen.cli import build_parser
 from ltsgen.cli import main as ltsgen

@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from test_training import tiny_config, tiny_story, write_tiny_dataset
+from training_fixtures import tiny_config, tiny_story, write_tiny_dataset
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_training import metrics, tiny_config, write_tiny_dataset
+from training_fixtures import metrics, tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.tokenizer import train_tokenizer
