@@ -9,8 +9,9 @@ import os
 import subprocess
 
 import pytest
+from corpus_fixtures import C4_GZ
 from process_tools import kill_9, wait_until
-from remote_fixtures import BUCKETS, C4_GZ, KILLED, LTSGEN, local_tree, remote_tree
+from remote_fixtures import BUCKETS, KILLED, LTSGEN, local_tree, remote_tree
 from training_fixtures import write_tiny_dataset
 
 from ltsgen.cli import main

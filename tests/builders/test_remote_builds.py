@@ -9,8 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from corpus_fixtures import C4_GZ
 from process_tools import kill_9, wait_until
-from remote_fixtures import BUCKETS, C4_GZ, DEAD_ENDPOINT, KILLED, LTSGEN, SMALL, local_tree, remote_tree
+from remote_fixtures import BUCKETS, DEAD_ENDPOINT, KILLED, LTSGEN, SMALL, local_tree, remote_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus_fixtures import C4_GZ
 from hub_server import HubServer
 from loader_fixtures import make_dataset
-from remote_fixtures import BUCKETS, C4_GZ, LTSGEN, local_tree
+from remote_fixtures import BUCKETS, LTSGEN, local_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders import StreamingDataset

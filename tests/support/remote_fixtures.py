@@ -7,8 +7,6 @@ import hashlib
 import sys
 from pathlib import Path
 
-from corpus_fixtures import C4_GZ  # noqa: F401 - the C4 sample the bucket builds read
-
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
 SMALL += ["--samples-per-shard", "4", "--no-progress"]
