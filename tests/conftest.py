@@ -33,7 +33,8 @@ def real_data() -> Path:
 def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
     """(tokenizer, build): a 512-token BPE trained on the C4 sample and its ``ltsgen buckets`` build, both
     made locally: the reference that the builds on S3 and on Ray must equal. Read it, never write into it."""
-    from remote_fixtures import BUCKETS, C4_GZ
+    from corpus_fixtures import C4_GZ
+    from remote_fixtures import BUCKETS
 
     from ltsgen.cli import main
 
