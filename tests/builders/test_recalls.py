@@ -11,7 +11,7 @@ import re
 import pytest
 from scipy.stats import kstest
 
-from ltsgen.stories.answerable import content_words, evidence, recall_answers
+from ltsgen.stories.answerable import content_words, evidence, recall_answers, value_offsets
 from ltsgen.stories.engine import generate_story
 from ltsgen.stories.engine.banks import PLANTED_VALUES, WORLD, bank_words
 from ltsgen.stories.plan import target_words
@@ -141,6 +141,29 @@ def test_the_oracle_needs_the_cue_to_name_the_right_value_alone():
     assert answers == [(0, 0, True), (0, 1, False), (1, 1, False)]
     assert evidence(text, text.index("749")) == "On the red door there was the number "
     assert content_words("Do you remember the number on the old gate?") == {"number", "old", "gate"}
+
+
+def test_one_pass_value_search_finds_what_the_search_of_each_value_finds(stories):
+    text = 'Zeedle, Zee and "Zee." red door, red doorbell; é-Zee漢 Zeedles aaa a-a x1 x12\nZee'
+    values = {"Zee", "Zeedle", "red", "red door", "door", "a", "aa", "漢", "é", "x1", "1", ""}
+    found = value_offsets(text, values)
+    assert found == {value: occurrences(text, value) for value in values if value} | {"": []}
+    assert found["Zee"] == [8, 17, len(text) - 3]  # not before "漢", a letter
+    assert found["red door"] == [23] and found["a"] == [66, 68] and found["aa"] == []
+    for record in stories[:6]:
+        planted_values = {fact["value"] for fact in record["meta"]["facts"]}
+        assert value_offsets(record["text"], planted_values) == {
+            value: occurrences(record["text"], value) for value in planted_values
+        }
+
+
+def test_evidence_starts_after_the_last_sentence_end():
+    text = 'He said, "Go." Then she ran! Is it? "Yes!” The\nold gate with the 951'
+    assert evidence(text, len(text) - 3) == "old gate with the "
+    assert evidence(text, text.index("The")) == ""
+    assert evidence(text, text.index("Yes")) == '"'
+    assert evidence(text, text.index("ran")) == "Then she "
+    assert evidence("x" * 300, 250) == "x" * 200
 
 
 def test_recalls_read_as_story_text(stories):
