@@ -151,6 +151,7 @@ class StreamingDataset(IterableDataset):
         self._partial = 0  # items of this rank's slice of batch _consumed already yielded
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
+        self._served_windows: list[int] | None = None  # a loader worker's windows (None: every window)
         self._witness = WorkerWitness()
 
     def _read_manifest(self) -> None:
@@ -392,6 +393,23 @@ class StreamingDataset(IterableDataset):
         if batches is not None:
             return batches
         return worker_batches(self.num_batches, self._consumed, self._anchor, worker, self._workers)
+
+    def _home_windows(self, start: int) -> np.ndarray | None:
+        """The window holding the first item (or block's first token) of this rank's slice of each global
+        batch from ``start`` on; None with several streams (``by_bucket``), whose batches alternate."""
+        if len(self.streams) > 1:
+            return None
+        order = self._orders()[0]
+        batches = np.arange(start, self.num_batches, dtype=np.int64)
+        positions = (batches * self.global_batch_size + self.rank * self.batch_size) % self.plans[0].total
+        if self.seq_len is None:
+            return np.searchsorted(order.window_starts, positions, side="right") - 1
+        starts = self._process_state().token_starts(0, order)
+        return np.searchsorted(starts, positions * (self.seq_len + 1), side="right") - 1
+
+    def _serve_windows(self, windows: Iterable[int]) -> None:
+        """Decode in the background only ``windows`` (a loader worker's) and what its batches reach."""
+        self._served_windows = sorted(set(windows))
 
     def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -643,6 +661,10 @@ class StreamingMixture(StreamingDataset):
         """The first source's tokenizer (packing checked that the sources share it)."""
         return self.sources[0].tokenizer
 
+    def _home_windows(self, start: int) -> None:
+        """None: a mixture's batches draw from every source's windows."""
+        return None
+
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``Mixture.locate``: the source, source epoch and position each global position reads."""
         return self.mixture.locate(positions)
@@ -707,9 +729,11 @@ class _ProcessState:
         local = order.window_shards(window).tolist()
         members = self.dataset.streams[stream]
         decoded = self.reader.get(members[s] for s in local)
-        self.pending = [members[s] for s in local]
-        if window + 1 < order.num_windows:
-            self.pending += [members[s] for s in order.window_shards(window + 1).tolist()]
+        served = self.dataset._served_windows
+        self.pending = [members[s] for s in local] if served is None or window in served else []
+        later = [w for w in (served or [window + 1]) if w > window]
+        if later and later[0] < order.num_windows:
+            self.pending += [members[s] for s in order.window_shards(later[0]).tolist()]
         return {s: decoded[members[s]] for s in local}
 
     def prefetch(self) -> None:
