@@ -395,17 +395,17 @@ class StreamingDataset(IterableDataset):
         return worker_batches(self.num_batches, self._consumed, self._anchor, worker, self._workers)
 
     def _home_windows(self, start: int) -> np.ndarray | None:
-        """The window holding the first item (or block's first token) of this rank's slice of each global
-        batch from ``start`` on; None with several streams (``by_bucket``), whose batches alternate."""
-        if len(self.streams) > 1:
+        """The window holding the first token of this rank's slice of each global batch from ``start`` on,
+        for packed blocks of one stream; else None: records are decoded a whole shard at a time (a batch
+        crossing into the next window would decode all of it) and may carry a transform, whose work runs
+        in turns better, and the batches of several streams (``by_bucket``) alternate."""
+        if self.seq_len is None or len(self.streams) > 1:
             return None
         order = self._orders()[0]
         batches = np.arange(start, self.num_batches, dtype=np.int64)
-        positions = (batches * self.global_batch_size + self.rank * self.batch_size) % self.plans[0].total
-        if self.seq_len is None:
-            return np.searchsorted(order.window_starts, positions, side="right") - 1
+        blocks = (batches * self.global_batch_size + self.rank * self.batch_size) % self.plans[0].total
         starts = self._process_state().token_starts(0, order)
-        return np.searchsorted(starts, positions * (self.seq_len + 1), side="right") - 1
+        return np.searchsorted(starts, blocks * (self.seq_len + 1), side="right") - 1
 
     def _serve_windows(self, windows: Iterable[int]) -> None:
         """Decode in the background only ``windows`` (a loader worker's) and what its batches reach."""

@@ -22,9 +22,9 @@ class _Batches(IterableDataset):
 
     In the main process each run is one batch. A worker sends runs of consecutive batches, one DataLoader
     message each (its queues, pickling and the pipe are paid once per run), of at most ``RUN_ITEMS`` items.
-    When each batch has one home window, each worker serves whole windows in turns (``order.window_runs``)
-    and decodes only those; ``StreamingLoader`` puts the batches back in order. Otherwise the runs are dealt
-    in turns (``order.worker_runs``).
+    For packed blocks of one stream each worker serves whole windows in turns (``order.window_runs``) and
+    decodes only those; ``StreamingLoader`` puts the batches back in order. Otherwise (records, by_bucket,
+    mixtures) the runs are dealt in turns (``order.worker_runs``).
     """
 
     def __init__(self, dataset: IterableDataset) -> None:
