@@ -152,6 +152,7 @@ class StreamingDataset(IterableDataset):
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
         self._served_windows: list[int] | None = None  # a loader worker's windows (None: every window)
+        self._first_window = 0  # with _served_windows: the window of the loader's first batch
         self._witness = WorkerWitness()
 
     def _read_manifest(self) -> None:
@@ -407,9 +408,10 @@ class StreamingDataset(IterableDataset):
         starts = self._process_state().token_starts(0, order)
         return np.searchsorted(starts, blocks * (self.seq_len + 1), side="right") - 1
 
-    def _serve_windows(self, windows: Iterable[int]) -> None:
-        """Decode in the background only ``windows`` (a loader worker's) and what its batches reach."""
-        self._served_windows = sorted(set(windows))
+    def _serve_windows(self, windows: Iterable[int], first: int) -> None:
+        """Decode in the background only ``windows`` (a loader worker's) and what its batches reach; read
+        remote shards by range only in window ``first`` (the loader's first batch), else whole."""
+        self._served_windows, self._first_window = sorted(set(windows)), first
 
     def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -728,8 +730,9 @@ class _ProcessState:
         """The decoded shards of a window by their index in the stream (token ids decoded as reached)."""
         local = order.window_shards(window).tolist()
         members = self.dataset.streams[stream]
-        decoded = self.reader.get(members[s] for s in local)
         served = self.dataset._served_windows
+        ranged = served is None or window == self.dataset._first_window
+        decoded = self.reader.get((members[s] for s in local), by_range=ranged)
         self.pending = [members[s] for s in local] if served is None or window in served else []
         later = [w for w in (served or [window + 1]) if w > window]
         if later and later[0] < order.num_windows:

@@ -57,7 +57,7 @@ class _Batches(IterableDataset):
         if homes is None:
             return worker_runs(ds.num_batches, start, worker, num_workers, self.longest)
         runs = window_runs(homes, start, worker, num_workers, self.longest)
-        ds._serve_windows(int(homes[run[0] - start]) for run in runs)
+        ds._serve_windows((int(homes[run[0] - start]) for run in runs), int(homes[0]) if len(homes) else 0)
         return runs
 
     def __len__(self) -> int:
