@@ -151,6 +151,8 @@ class StreamingDataset(IterableDataset):
         self._partial = 0  # items of this rank's slice of batch _consumed already yielded
         self._anchor = 0  # the global batch where the current worker rotation started
         self._workers = 1
+        self._served_windows: list[int] | None = None  # a loader worker's windows (None: every window)
+        self._first_window = 0  # with _served_windows: the window of the loader's first batch
         self._witness = WorkerWitness()
 
     def _read_manifest(self) -> None:
@@ -392,6 +394,24 @@ class StreamingDataset(IterableDataset):
         if batches is not None:
             return batches
         return worker_batches(self.num_batches, self._consumed, self._anchor, worker, self._workers)
+
+    def _home_windows(self, start: int) -> np.ndarray | None:
+        """The window holding the first token of this rank's slice of each global batch from ``start`` on,
+        for packed blocks of one stream; else None: records are decoded a whole shard at a time (a batch
+        crossing into the next window would decode all of it) and may carry a transform, whose work runs
+        in turns better, and the batches of several streams (``by_bucket``) alternate."""
+        if self.seq_len is None or len(self.streams) > 1:
+            return None
+        order = self._orders()[0]
+        batches = np.arange(start, self.num_batches, dtype=np.int64)
+        blocks = (batches * self.global_batch_size + self.rank * self.batch_size) % self.plans[0].total
+        starts = self._process_state().token_starts(0, order)
+        return np.searchsorted(starts, blocks * (self.seq_len + 1), side="right") - 1
+
+    def _serve_windows(self, windows: Iterable[int], first: int) -> None:
+        """Decode in the background only ``windows`` (a loader worker's) and what its batches reach; read
+        remote shards by range only in window ``first`` (the loader's first batch), else whole."""
+        self._served_windows, self._first_window = sorted(set(windows)), first
 
     def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
@@ -643,6 +663,10 @@ class StreamingMixture(StreamingDataset):
         """The first source's tokenizer (packing checked that the sources share it)."""
         return self.sources[0].tokenizer
 
+    def _home_windows(self, start: int) -> None:
+        """None: a mixture's batches draw from every source's windows."""
+        return None
+
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``Mixture.locate``: the source, source epoch and position each global position reads."""
         return self.mixture.locate(positions)
@@ -706,10 +730,13 @@ class _ProcessState:
         """The decoded shards of a window by their index in the stream (token ids decoded as reached)."""
         local = order.window_shards(window).tolist()
         members = self.dataset.streams[stream]
-        decoded = self.reader.get(members[s] for s in local)
-        self.pending = [members[s] for s in local]
-        if window + 1 < order.num_windows:
-            self.pending += [members[s] for s in order.window_shards(window + 1).tolist()]
+        served = self.dataset._served_windows
+        ranged = served is None or window == self.dataset._first_window
+        decoded = self.reader.get((members[s] for s in local), by_range=ranged)
+        self.pending = [members[s] for s in local] if served is None or window in served else []
+        later = [w for w in (served or [window + 1]) if w > window]
+        if later and later[0] < order.num_windows:
+            self.pending += [members[s] for s in order.window_shards(later[0]).tolist()]
         return {s: decoded[members[s]] for s in local}
 
     def prefetch(self) -> None:

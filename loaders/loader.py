@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ltsgen.errors import LtsgenError, UsageError
 
-from .order import worker_runs
+from .order import window_runs, worker_runs
 
 RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
 
@@ -20,9 +20,11 @@ RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one mess
 class _Batches(IterableDataset):
     """A dataset's per-rank batches as runs of ``(global batch, data)`` (for ``DataLoader(batch_size=None)``).
 
-    In the main process each run is one batch. A worker sends runs of consecutive batches
-    (``order.worker_runs``): the DataLoader's per-message cost (its queues, pickling and the pipe) is paid
-    once per run, and a run holds at most ``RUN_ITEMS`` items, so a worker's memory in flight stays bounded.
+    In the main process each run is one batch. A worker sends runs of consecutive batches, one DataLoader
+    message each (its queues, pickling and the pipe are paid once per run), of at most ``RUN_ITEMS`` items.
+    For packed blocks of one stream each worker serves whole windows in turns (``order.window_runs``) and
+    decodes only those; ``StreamingLoader`` puts the batches back in order. Otherwise (records, by_bucket,
+    mixtures) the runs are dealt in turns (``order.worker_runs``).
     """
 
     def __init__(self, dataset: IterableDataset) -> None:
@@ -36,36 +38,47 @@ class _Batches(IterableDataset):
             for batch in ds._whole_batches():
                 yield [batch]
             return
-        runs = worker_runs(ds.num_batches, ds._consumed, info.id, info.num_workers, self.longest)
-        batches = ds._whole_batches(itertools.chain.from_iterable(runs))
-        done: list = []
+        done, run = [], range(ds._consumed, ds._consumed + 1)
         try:
+            runs = self._runs(info.id, info.num_workers)
+            batches = ds._whole_batches(itertools.chain.from_iterable(runs))
             for run in runs:
                 done = []
                 for _ in run:
                     done.append(next(batches))
                 yield done
         except LtsgenError as error:  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
-            failure = _WorkerFailure(error)
-            yield [*done, failure]  # in the failing run's turn, after the batches made before it
+            yield [*done, _WorkerFailure(error, run[len(done)])]  # after the batches made before it
+
+    def _runs(self, worker: int, num_workers: int) -> list[range]:
+        """This worker's runs of batches from the dataset's position on."""
+        ds, start = self.dataset, self.dataset._consumed
+        homes = ds._home_windows(start)
+        if homes is None:
+            return worker_runs(ds.num_batches, start, worker, num_workers, self.longest)
+        runs = window_runs(homes, start, worker, num_workers, self.longest)
+        ds._serve_windows((int(homes[run[0] - start]) for run in runs), int(homes[0]) if len(homes) else 0)
+        return runs
 
     def __len__(self) -> int:
         return self.dataset.num_batches
 
 
 class _WorkerFailure:
-    """An ``LtsgenError`` raised in a worker, sent as an item so that the loader raises it as it was."""
+    """An ``LtsgenError`` raised in a worker while making global batch ``batch``, sent as an item so that
+    the loader raises it as it was, in that batch's turn."""
 
-    def __init__(self, error: LtsgenError) -> None:
-        self.error = error
+    def __init__(self, error: LtsgenError, batch: int) -> None:
+        self.error, self.batch = error, batch
 
 
 class StreamingLoader(DataLoader):
     """The DataLoader of ``StreamingDataset.loader()``: whole batches in global order for any worker count.
 
     Workers send compact arrays through the pipe (no shared-memory segment per batch), in runs of
-    consecutive batches (one message per run), and the LongTensors are made here. Each batch carries its global index, so the dataset in this process always stands after
-    the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
+    consecutive batches (one message per run), and the LongTensors are made here. Each batch carries its
+    global index: batches that come before their turn (a worker serving a later window) wait here, at most
+    about a window per worker, and the dataset in this process always stands after the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
     state taken with any world size or worker count (the global batch size must be the same). Workers start
     from the dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
     """
@@ -85,12 +98,18 @@ class StreamingLoader(DataLoader):
         self.streaming = dataset
 
     def __iter__(self):
+        waiting: dict[int, Any] = {}  # batches (or a failure) that came before their turn
+        turn = self.streaming._consumed
         for run in super().__iter__():
             for item in run:
-                if isinstance(item, _WorkerFailure):
-                    raise item.error from None  # its one line, as without workers
-                batch, data = item
-                self.streaming._seek(batch + 1)
+                batch, data = (item.batch, item) if isinstance(item, _WorkerFailure) else item
+                waiting[batch] = data
+            while turn in waiting:
+                data = waiting.pop(turn)
+                if isinstance(data, _WorkerFailure):
+                    raise data.error from None  # its one line, as without workers
+                turn += 1
+                self.streaming._seek(turn)
                 yield {
                     k: torch.from_numpy(v.astype(np.int64)) if isinstance(v, np.ndarray) else v
                     for k, v in data.items()

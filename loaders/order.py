@@ -10,8 +10,9 @@ any rank, worker or resumed process computes the same answer without talking to 
 - Rank ``r`` of ``world`` takes positions ``[r * b, (r + 1) * b)`` of each global batch (``G = b * world``);
   DataLoader worker ``w`` of ``k`` takes the global batches ``anchor + w, anchor + w + k, ...`` (the
   DataLoader interleaves its workers round-robin, so the rank still sees global batches in order). The
-  workers of ``StreamingDataset.loader()`` take runs of consecutive batches in turns instead
-  (``worker_runs``), one message through the DataLoader's pipe per run.
+  workers of ``StreamingDataset.loader()`` send runs of consecutive batches instead, one message through
+  the DataLoader's pipe per run: of whole shuffle windows in turns when each batch has one home window
+  (``window_runs``, so that a worker decodes only the windows it serves), else in turns (``worker_runs``).
 """
 
 from __future__ import annotations
@@ -214,4 +215,30 @@ def worker_runs(num_batches: int, start: int, worker: int, num_workers: int, lon
         if index % num_workers == worker:
             runs.append(range(first, stop))
         first, size, index = stop, min(longest, 2 * size), index + 1
+    return runs
+
+
+def window_runs(homes: np.ndarray, start: int, worker: int, num_workers: int, longest: int) -> list[range]:
+    """The runs of consecutive global batches left for one worker, whole windows to each worker in turns.
+
+    The batches from ``start`` on are grouped by their home window (``homes[i]`` is batch ``start + i``'s,
+    ascending): group ``g`` goes to worker ``g % num_workers``, which thus decodes only its windows. Each
+    group is cut into runs of 1, 2, 4, ... batches, then ``longest`` each.
+
+    Args:
+        homes: the home window of each batch from ``start`` on, non-decreasing.
+        start: the first batch not yet yielded.
+        worker, num_workers: this worker and how many there are.
+        longest: the most batches in a run (at least 1).
+
+    Returns:
+        This worker's runs, ascending.
+    """
+    bounds = [0, *(np.flatnonzero(np.diff(homes)) + 1).tolist(), len(homes)]
+    runs = []
+    for group in range(worker, len(bounds) - 1, num_workers):
+        first, stop, size = start + bounds[group], start + bounds[group + 1], 1
+        while first < stop:
+            runs.append(range(first, min(stop, first + size)))
+            first, size = first + size, min(longest, 2 * size)
     return runs

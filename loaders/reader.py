@@ -86,16 +86,17 @@ class ShardReader:
         self._decoded: OrderedDict[int, Future] = OrderedDict()
         self._pool = _DaemonPool(threads)
 
-    def get(self, indices: Iterable[int]) -> dict[int, Any]:
+    def get(self, indices: Iterable[int], by_range: bool = True) -> dict[int, Any]:
         """The decoded shards ``indices`` (None for one skipped as corrupt), decoded in parallel.
 
         Args:
             indices: shard indices into ``shards``.
+            by_range: a remote shard decoded lazily is read by range (a first batch), else fetched whole.
 
         Returns:
             index -> what ``convert`` keeps of the shard, or None when it was skipped.
         """
-        futures = {index: self._submit(index, self.lazy, by_range=True) for index in indices}
+        futures = {index: self._submit(index, self.lazy, by_range=by_range) for index in indices}
         results = {index: future.result() for index, future in futures.items()}
         for index, result in results.items():
             where = self._where(self.shards[index])

@@ -78,6 +78,23 @@ def test_workers_runs_of_batches_keep_the_order_and_resume_inside_a_run(parquet_
         assert head + [key(b) for b in restored] == full
 
 
+@pytest.mark.parametrize("seq_len", [3, 7])
+def test_workers_serving_whole_windows_keep_the_order_and_resume_inside_a_window(parquet_dir, seq_len):
+    def make():  # windows of 2 shards: 4 windows, each served whole by one worker
+        return StreamingDataset(parquet_dir, seed=5, batch_size=2, seq_len=seq_len, shuffle_window=2)
+
+    full = [key(b) for b in make().loader()]
+    assert len(full) >= 12 and len(set(full)) == len(full)
+    for workers, stop, other in ((1, 3, 2), (2, 5, 3), (3, 9, 0), (2, 2, 1)):
+        assert [key(b) for b in make().loader(num_workers=workers)] == full
+        loader = make().loader(num_workers=workers)
+        head = head_of(loader, stop)  # inside a window (and a run) served by one worker
+        for count in (workers, other):
+            restored = make().loader(num_workers=count)
+            restored.load_state_dict(loader.state_dict())
+            assert head + [key(b) for b in restored] == full
+
+
 def test_dataset_state_follows_its_loaders_workers(parquet_dir):
     dataset = StreamingDataset(parquet_dir, seed=3, batch_size=2)
     full = [key(b) for b in StreamingDataset(parquet_dir, seed=3, batch_size=2).loader()]

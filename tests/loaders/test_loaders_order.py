@@ -11,6 +11,7 @@ from ltsgen.loaders.order import (
     EpochOrder,
     batch_in_stream,
     bucket_schedule,
+    window_runs,
     worker_batches,
     worker_runs,
 )
@@ -147,3 +148,34 @@ def test_bucket_schedule_uses_each_bucket_batch_once(batches, seed):
     for stream, count in enumerate(batches):
         assert sorted(index[schedule == stream].tolist()) == list(range(count))
     assert np.array_equal(schedule, bucket_schedule(batches, seed, epoch=1, shuffle=True))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    windows=st.lists(st.integers(0, 30), min_size=0, max_size=8),
+    start=st.integers(0, 60),
+    workers=st.integers(1, 5),
+    longest=st.integers(1, 9),
+)
+def test_window_runs_give_each_worker_whole_windows_and_every_batch_once(windows, start, workers, longest):
+    homes = np.repeat(np.arange(len(windows)), windows)  # batches of each window, some windows empty
+    start = min(start, len(homes))
+    homes_left = homes[start:]
+    per_worker = [window_runs(homes_left, start, w, workers, longest) for w in range(workers)]
+    served = sorted(b for runs in per_worker for run in runs for b in run)
+    assert served == list(range(start, len(homes)))  # every batch from the start once
+    for runs in per_worker:
+        for run in runs:
+            assert 1 <= len(run) <= longest and len({int(homes[b]) for b in run}) == 1
+    owner = {int(homes[b]): w for w, runs in enumerate(per_worker) for run in runs for b in run}
+    for w, runs in enumerate(per_worker):  # a window is served by one worker alone, in turns
+        assert all(owner[int(homes[b])] == w for run in runs for b in run)
+    groups = list(dict.fromkeys(homes_left.tolist()))
+    assert [owner[g] for g in groups] == [i % workers for i in range(len(groups))]
+    assert window_runs(np.array([0] * 10 + [1] * 3), 0, 0, 2, 4) == [
+        range(0, 1),
+        range(1, 3),
+        range(3, 7),
+        range(7, 10),
+    ]
+    assert window_runs(np.array([0] * 10 + [1] * 3), 0, 1, 2, 4) == [range(10, 11), range(11, 13)]
