@@ -1,4 +1,5 @@
-"""Real processes: gloo ranks at world sizes 1-3 with 0-3 DataLoader workers, elastic 2 -> 3 ranks, kill -9."""
+"""Real processes: gloo ranks at world sizes 1-3 with 0-3 DataLoader workers, a mixture over ranks, elastic 2 -> 3
+ranks, kill -9."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
-from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED
+from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED, train
 
 from ltsgen.loaders import StreamingDataset
 
@@ -39,19 +40,15 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(
-    world: int, directory: Path | str, out: Path, resume: Path | None = None, **env: str
-) -> list[subprocess.Popen]:
+def _launch(world: int, out: Path, jobs: dict[str, dict]) -> list[subprocess.Popen]:
+    """The ``world`` ranks of one gloo group, running ``jobs`` (see ``loader_procs.py``) one after the other."""
     out.mkdir()
     port = str(_free_port())
-    args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(directory), str(out)]
-    args += [str(resume)] if resume else []
+    args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(out), json.dumps(jobs)]
     return [
         subprocess.Popen(
             args,
-            env=subprocess_env(
-                RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port, **env
-            ),
+            env=subprocess_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
@@ -65,46 +62,61 @@ def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
 
 
 def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory, global_order, tmp_path):
+    """One gloo group per world size (1, 2, 3) runs both datasets, so each rank process starts once:
+    - one dataset at 1, 2 and 3 ranks with 0-3 workers: equal batch counts on every rank, the single process's
+      global batches, each sample once; a 2-rank run stopped after 5 steps resumes on 3 ranks with nothing
+      lost or repeated;
+    - a mixture (3 to 1 of two datasets, parquet beside webdataset) split over 2 ranks with 2 workers and over
+      3 ranks with 1 worker gives its single-process order, and resumes from 2 to 3 ranks the same way."""
     assert len(global_order) == 17 and len({i for b in global_order for i in b}) == 102
-    one_and_two = _launch(1, directory, tmp_path / "w1") + _launch(2, directory, tmp_path / "w2")
+    other = make_dataset(tmp_path / "other", [7, 5, 8], "parquet", first_index=400)
+    mixture = {str(directory): 0.75, str(other): 0.25}
+    mixture_order = [
+        list(b["id"]) for b in StreamingDataset(mixture, seed=SEED, batch_size=GLOBAL_BATCH).loader()
+    ]
+    assert len(mixture_order) == (105 + 20) // GLOBAL_BATCH
+    assert sum(int(i.split("-")[1]) >= 400 for b in mixture_order for i in b) == 30  # a quarter of 120
+    plain = {"source": str(directory), "workers": [0, 1, 2, 3]}
+    one_and_two = _launch(1, tmp_path / "w1", {"plain": plain}) + _launch(
+        2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]}}
+    )
     wait_all(one_and_two, timeout=120)
-    three = _launch(3, directory, tmp_path / "w3", resume=tmp_path / "w2" / "state.json")
+    three = _launch(
+        3,
+        tmp_path / "w3",
+        {
+            "plain": {**plain, "resume": str(tmp_path / "w2" / "plain-state.json")},
+            "mixture": {
+                "source": mixture,
+                "workers": [1],
+                "resume": str(tmp_path / "w2" / "mixture-state.json"),
+            },
+        },
+    )
     wait_all(three, timeout=120)
+
+    def results(world: int, job: str) -> list[dict]:
+        return [
+            json.loads((tmp_path / f"w{world}" / f"{job}-rank{r}.json").read_text()) for r in range(world)
+        ]
+
     for world in (1, 2, 3):
-        results = [json.loads((tmp_path / f"w{world}" / f"rank{r}.json").read_text()) for r in range(world)]
         for workers in ("0", "1", "2", "3"):
-            per_rank = [result[workers] for result in results]
+            per_rank = [result[workers] for result in results(world, "plain")]
             assert {len(batches) for batches in per_rank} == {17}  # equal counts on every rank
             assert all(len(b) == GLOBAL_BATCH // world for batches in per_rank for b in batches)
             assert merged(per_rank) == global_order, (world, workers)  # same global batches, each sample once
-    head = merged(
-        [json.loads((tmp_path / "w2" / f"rank{r}.json").read_text())["elastic_head"] for r in range(2)]
-    )
-    tail = merged(
-        [json.loads((tmp_path / "w3" / f"rank{r}.json").read_text())["elastic_tail"] for r in range(3)]
-    )
+    head = merged([r["elastic_head"] for r in results(2, "plain")])
+    tail = merged([r["elastic_tail"] for r in results(3, "plain")])
     assert len(head) == ELASTIC_STOP
     assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
 
-
-def test_a_mixture_splits_over_gloo_ranks_and_resumes_from_2_to_3_ranks(directory, tmp_path):
-    other = make_dataset(tmp_path / "other", [7, 5, 8], "parquet", first_index=400)
-    mixture = {str(directory): 0.75, str(other): 0.25}
-    reference = StreamingDataset(mixture, seed=SEED, batch_size=GLOBAL_BATCH)
-    global_order = [list(batch["id"]) for batch in reference.loader()]
-    assert len(global_order) == (105 + 20) // GLOBAL_BATCH
-    assert sum(int(i.split("-")[1]) >= 400 for b in global_order for i in b) == 30  # a quarter of 120
-    spec = json.dumps(mixture)
-    wait_all(_launch(2, spec, tmp_path / "w2", WORKERS="2"), timeout=120)
-    wait_all(
-        _launch(3, spec, tmp_path / "w3", resume=tmp_path / "w2" / "state.json", WORKERS="1"), timeout=120
-    )
-    w2 = [json.loads((tmp_path / "w2" / f"rank{r}.json").read_text()) for r in range(2)]
-    w3 = [json.loads((tmp_path / "w3" / f"rank{r}.json").read_text()) for r in range(3)]
-    assert merged([result["2"] for result in w2]) == global_order
-    assert merged([result["1"] for result in w3]) == global_order
+    w2, w3 = results(2, "mixture"), results(3, "mixture")
+    assert merged([result["2"] for result in w2]) == mixture_order
+    assert merged([result["1"] for result in w3]) == mixture_order
     head, tail = merged([r["elastic_head"] for r in w2]), merged([r["elastic_tail"] for r in w3])
-    assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
+    assert len(head) == ELASTIC_STOP
+    assert head + tail == mixture_order  # the mixture, 2 ranks -> 3 ranks: nothing lost, nothing repeated
 
 
 def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(directory, global_order, tmp_path):
@@ -131,7 +143,6 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
             assert process.poll() is None, process.stderr.read().decode()[-3000:]
         finally:
             kill_group(process)  # the process and its DataLoader workers, mid-run
-    process = subprocess.run(args, env=subprocess_env(), capture_output=True, timeout=120)
-    assert process.returncode == 0, process.stderr.decode()[-3000:]
+    train(str(directory), str(checkpoint), workers)  # the last kill's resume, to the end, in this process
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order

@@ -1,8 +1,9 @@
 """Real processes for the loader tests: one rank of a gloo job, or a training loop that can be killed.
 
-python loader_procs.py ranks DIR OUT [RESUME_STATE]   (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set; DIR may
-                                                      be a mixture as JSON {"DIR": proportion, ...}; WORKERS:
-                                                      the worker counts to run, default 0,1,2,3)
+python loader_procs.py ranks OUT JOBS                  (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set; JOBS:
+                                                      JSON {NAME: {"source": DIR or {"DIR": proportion, ...},
+                                                      "workers": [counts], "resume": STATE or null}}; writes
+                                                      OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2 ranks)
 python loader_procs.py train DIR CHECKPOINT WORKERS
 python loader_procs.py cached URL CACHE_DIR OUT        (reads every record through the cache; OUT/ready, then
                                                       waits for OUT/go; writes OUT/ids.json)
@@ -35,34 +36,35 @@ def lockstep(loader) -> list[list[str]]:
     return batches
 
 
-def ranks(directory: str, out: str, resume: str | None) -> None:
+def ranks(out: str, jobs: dict[str, dict]) -> None:
+    """Run every job on the ranks of one gloo group: its worker counts in lockstep, at 2 ranks an interrupted
+    run whose loader state rank 0 saves, and with ``resume`` the rest of such a run on this world size."""
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    results: dict[str, object] = {}
+    for name, job in jobs.items():
+        results: dict[str, object] = {}
 
-    source = json.loads(directory) if directory.startswith("{") else directory
+        def dataset(source=job["source"]) -> StreamingDataset:
+            return StreamingDataset(source, seed=SEED, batch_size=GLOBAL_BATCH // world)
 
-    def dataset() -> StreamingDataset:
-        return StreamingDataset(source, seed=SEED, batch_size=GLOBAL_BATCH // world)
-
-    for workers in map(int, os.environ.get("WORKERS", "0,1,2,3").split(",")):
-        results[str(workers)] = lockstep(dataset().loader(num_workers=workers))
-    if world == 2:  # interrupt a 2-rank run; rank 0 keeps the loader state
-        loader = dataset().loader(num_workers=1)
-        head = []
-        for batch in loader:
-            head.append(list(batch["id"]))
-            dist.all_reduce(torch.ones(1))
-            if len(head) == ELASTIC_STOP:
-                break
-        results["elastic_head"] = head
-        if rank == 0:
-            Path(out, "state.json").write_text(json.dumps(loader.state_dict()))
-    if resume:  # continue that run on this world size
-        resumed = dataset()
-        resumed.load_state_dict(json.loads(Path(resume).read_text()))
-        results["elastic_tail"] = lockstep(resumed.loader(num_workers=2))
-    Path(out, f"rank{rank}.json").write_text(json.dumps(results))
+        for workers in job["workers"]:
+            results[str(workers)] = lockstep(dataset().loader(num_workers=workers))
+        if world == 2:  # interrupt a 2-rank run; rank 0 keeps the loader state
+            loader = dataset().loader(num_workers=1)
+            head = []
+            for batch in loader:
+                head.append(list(batch["id"]))
+                dist.all_reduce(torch.ones(1))
+                if len(head) == ELASTIC_STOP:
+                    break
+            results["elastic_head"] = head
+            if rank == 0:
+                Path(out, f"{name}-state.json").write_text(json.dumps(loader.state_dict()))
+        if job.get("resume"):  # continue that run on this world size
+            resumed = dataset()
+            resumed.load_state_dict(json.loads(Path(job["resume"]).read_text()))
+            results["elastic_tail"] = lockstep(resumed.loader(num_workers=2))
+        Path(out, f"{name}-rank{rank}.json").write_text(json.dumps(results))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -98,7 +100,7 @@ def cached(url: str, cache_dir: str, out: str) -> None:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     if sys.argv[1] == "ranks":
-        ranks(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+        ranks(sys.argv[2], json.loads(sys.argv[3]))
     elif sys.argv[1] == "cached":
         cached(sys.argv[2], sys.argv[3], sys.argv[4])
     else:

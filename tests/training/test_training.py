@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -254,29 +256,35 @@ def test_config_records_resolved_encoding_options_and_the_summary_what_was_learn
     assert len(kerple["learned"]) == 1 and len(kerple["learned"][0]["r1"]) == 2  # shared: one entry, per head
 
 
-def _limited(command: list[str], max_bytes: int) -> subprocess.CompletedProcess:
-    """``command`` with every file it writes limited to ``max_bytes`` (``ulimit -f``): writes beyond fail."""
-    import resource
-
-    def limit():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
-
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+@contextlib.contextmanager
+def _file_size_limit(max_bytes: int):
+    """Every file this process writes limited to ``max_bytes`` (``ulimit -f``; Python ignores SIGXFSZ, so a write
+    beyond fails with EFBIG, "File too large"), the previous limit restored after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_nothing_half_written(
-    tiny_data, tokenizer_path, tmp_path
+    tiny_data, tokenizer_path, tmp_path, capsys
 ):
+    """``ltsgen train`` (run in this process) under a file size limit that the checkpoint exceeds: a new run
+    fails with one line and exit status 2 and removes its folder; a resumed run fails the same way and
+    leaves the previous checkpoint whole, no temporary file and no summary, and resumes once space is back."""
     run = tmp_path / "run"
-    args = [sys.executable, "-m", "ltsgen", "train", "--data", str(tiny_data), "--encoding", "alibi",
-            "--train-length", "32", "--steps", "4", "--lr", "0.003", "--batch-size", "4", "--d-model", "32", "--n-layers", "2",
-            "--n-heads", "2", "--tokenizer", str(tokenizer_path), "--device", "cpu", "--no-progress",
-            "--out", str(run)]  # fmt: skip
+    args = ["train", "--data", str(tiny_data), "--encoding", "alibi", "--train-length", "32", "--steps", "4",
+            "--lr", "0.003", "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2",
+            "--tokenizer", str(tokenizer_path), "--device", "cpu", "--no-progress", "--out", str(run)]  # fmt: skip
+    capsys.readouterr()
     # a new run whose first checkpoint cannot be written: one line, exit 2, the run folder gone
-    done = _limited(args, 100_000)  # the checkpoint needs about 450 kB, every other file a few kB
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip().splitlines() == [
+    with _file_size_limit(100_000):  # the checkpoint needs about 450 kB, every other file a few kB
+        status = ltsgen(args)
+    err = capsys.readouterr().err
+    assert status == 2, err[-2000:]
+    assert err.strip().splitlines() == [
         f"ltsgen train: error: {run / CHECKPOINT_NAME}: cannot write the checkpoint (File too large)"
     ]
     assert not run.exists()
@@ -284,9 +292,12 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_nothing_half_wri
     config = tiny_config(tiny_data, run, "alibi", steps=4, tokenizer=str(tokenizer_path), log_every=10)
     train(config, stop_after=2, progress=False)
     before = (run / CHECKPOINT_NAME).read_bytes()
-    done = _limited([*args, "--resume"], 100_000)
-    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
-    assert "cannot write the checkpoint (File too large)" in done.stderr
+    capsys.readouterr()
+    with _file_size_limit(100_000):
+        status = ltsgen([*args, "--resume"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert "cannot write the checkpoint (File too large)" in err
     assert (run / CHECKPOINT_NAME).read_bytes() == before and load_checkpoint(run / CHECKPOINT_NAME)[
         "step"
     ] == 2
