@@ -39,6 +39,7 @@ def test_buckets_on_ray_into_s3_equal_the_local_engine(
     assert main([*argv, "--out", f"s3://{bucket}/ray", "--engine", "ray"]) == 0
     fs = s3_server.client()
     assert remote_tree(fs, f"{bucket}/ray") == local_tree(local)
+    assert len(fs.glob(f"{bucket}/ray/train/256-inf/shard-*")) > 1  # the tasks' shards rolled over in order
     assert not fs.find(f"{bucket}/ray/.ltsgen/chunks")
 
 

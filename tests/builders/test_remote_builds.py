@@ -128,6 +128,7 @@ def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3, c4_bu
     card = s3_server.client().cat_file(f"{bucket}/c4-buckets/README.md").decode()
     assert f"--input 's3://{bucket}/corpora/c4/*.json.gz' --tokenizer s3://{bucket}/tok.json" in card
     assert built == expected  # every shard, the tokenizer and the plots
+    assert sum(name.startswith("train/256-inf/shard-") for name in built) > 1  # shards rolled over
     manifest, local_manifest = read_manifest(url), read_manifest(reference)
     assert manifest.splits == local_manifest.splits and manifest.extra["eval"] == local_manifest.extra["eval"]
     size = local_manifest.builder["arguments"]["inputs"][0]["bytes"]
