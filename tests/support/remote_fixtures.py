@@ -11,7 +11,7 @@ LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 SMALL = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "3"]
 SMALL += ["--samples-per-shard", "4", "--no-progress"]
 # small stories in many shards: uploads take long enough that a kill lands mid-build
-KILLED = ["--num-stories", "60", "--min-words", "100", "--max-words", "900", "--seed", "5"]
+KILLED = ["--num-stories", "40", "--min-words", "100", "--max-words", "900", "--seed", "5"]
 KILLED += ["--samples-per-shard", "2", "--no-progress"]
 # where AWS_ENDPOINT_URL points while only --storage-options name the server: nothing listens there, so an
 # option that did not arrive fails here instead of reaching a cloud endpoint
