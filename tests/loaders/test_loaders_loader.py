@@ -3,6 +3,8 @@ moment, elastic in workers), a plain DataLoader refused where it would reorder, 
 
 from __future__ import annotations
 
+import multiprocessing
+import traceback
 import warnings
 from pathlib import Path
 
@@ -145,8 +147,15 @@ def test_a_plain_dataloader_with_workers_gives_the_loaders_order_or_is_refused(p
         records, batch_size=4, num_workers=2, collate_fn=collate_records
     )
     assert [key(b) for b in plain_records] == [key(b) for b in records.loader()]
-    with pytest.raises(UsageError, match=r"pass the same batch_size .* dataset.loader\(num_workers=2\)"):
+    with pytest.raises(
+        UsageError, match=r"pass the same batch_size .* dataset.loader\(num_workers=2\)"
+    ) as refused:
         list(torch.utils.data.DataLoader(make(), batch_size=8, num_workers=2))
+    # The raised error's frames hold the failed DataLoader iterator in a reference cycle. Left to the cycle
+    # collector, its queues are closed before its __del__ asks the workers to stop, so it waits 5 s for each
+    # worker and then kills it. Freed now, it stops them at once.
+    traceback.clear_frames(refused.tb)
+    assert multiprocessing.active_children() == []
     one_worker = torch.utils.data.DataLoader(make(), batch_size=8, num_workers=1)  # one stream: in order
     in_order = torch.stack([item["input_ids"] for item in make()])
     assert torch.equal(torch.cat([b["input_ids"] for b in one_worker]), in_order)
