@@ -209,13 +209,11 @@ def worker_runs(num_batches: int, start: int, worker: int, num_workers: int, lon
     Returns:
         Run ``worker``, ``worker + num_workers``, ... of that layout.
     """
-    runs, first, size, index = [], start, 1, 0
-    while first < num_batches:
-        stop = min(num_batches, first + size)
-        if index % num_workers == worker:
-            runs.append(range(first, stop))
-        first, size, index = stop, min(longest, 2 * size), index + 1
-    return runs
+    return [
+        run
+        for index, run in enumerate(_doubling_runs(start, num_batches, longest))
+        if index % num_workers == worker
+    ]
 
 
 def window_runs(homes: np.ndarray, start: int, worker: int, num_workers: int, longest: int) -> list[range]:
@@ -235,10 +233,14 @@ def window_runs(homes: np.ndarray, start: int, worker: int, num_workers: int, lo
         This worker's runs, ascending.
     """
     bounds = [0, *(np.flatnonzero(np.diff(homes)) + 1).tolist(), len(homes)]
-    runs = []
-    for group in range(worker, len(bounds) - 1, num_workers):
-        first, stop, size = start + bounds[group], start + bounds[group + 1], 1
-        while first < stop:
-            runs.append(range(first, min(stop, first + size)))
-            first, size = first + size, min(longest, 2 * size)
+    groups = range(worker, len(bounds) - 1, num_workers)
+    return [run for g in groups for run in _doubling_runs(start + bounds[g], start + bounds[g + 1], longest)]
+
+
+def _doubling_runs(first: int, stop: int, longest: int) -> list[range]:
+    """Batches ``first`` to ``stop`` cut into runs of 1, 2, 4, ... batches, then ``longest`` each."""
+    runs, size = [], 1
+    while first < stop:
+        runs.append(range(first, min(stop, first + size)))
+        first, size = first + size, min(longest, 2 * size)
     return runs
