@@ -24,7 +24,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from ltsgen.build import BuildError, end_torn_line, verified_journal
+from ltsgen.build import BuildError, build_running, end_torn_line, verified_journal
 from ltsgen.corpora.readers import MAX_DOC_CHARS
 from ltsgen.loaders.contract import (
     TOKENIZER_NAME,
@@ -136,7 +136,7 @@ def attach_tokenizer(
             store.remove_log(TOKENS_JOURNAL_PATH)
             store.remove_log(WRITING_PATH)
     except LockHeld as error:
-        raise BuildError(f"{store}: another build is running there ({error.reason})") from None
+        raise build_running(store, error.reason) from None
     except StorageError as error:
         raise BuildError(f"{store}: cannot write there ({error.reason})") from None
     except OSError as error:  # a shard, the tokenizer, the manifest or the outputs record

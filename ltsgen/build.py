@@ -301,12 +301,12 @@ def claim(
                 raise BuildError(f"{store}: exists and is not a directory")
             held = store.lock_holder(LOCK_PATH)
             if held is not None:  # first: a running build's directory is half written
-                raise BuildError(f"{store}: another build is running there ({held})")
+                raise build_running(store, held)
             _refuse(store, wanted, overwrite, writes)
             try:
                 stack.enter_context(store.lock(LOCK_PATH))
             except LockHeld as error:
-                raise BuildError(f"{store}: another build is running there ({error.reason})") from None
+                raise build_running(store, error.reason) from None
             _refuse(store, wanted, overwrite, writes)
             previous = _previous_builder(store)
             if previous is not None and previous != wanted:
@@ -322,6 +322,11 @@ def claim(
         except OSError as error:
             raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
         yield
+
+
+def build_running(store: Storage, reason: str) -> BuildError:
+    """The refusal of a directory whose lock another build holds (``reason``: who, as the lock says)."""
+    return BuildError(f"{store}: another build is running there ({reason})")
 
 
 def _refuse(
