@@ -48,6 +48,35 @@ def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def small_reference(tmp_path_factory) -> Path:
+    """The small stories build (``SMALL``) that the builds on S3 and on GCS must equal, built locally once.
+    Read it, never write into it."""
+    from remote_fixtures import SMALL
+
+    from ltsgen.cli import main
+
+    reference = tmp_path_factory.mktemp("small-reference") / "lts"
+    assert main(["stories", "--out", str(reference), *SMALL]) == 0
+    return reference
+
+
+@pytest.fixture(scope="session")
+def c4_on_s3(s3_server, real_data) -> str:
+    """A bucket holding the C4 sample (``corpora/c4/part-0.json.gz``) and a tokenizer trained on it there
+    (``tok.json``, input and output both on S3), for the S3 tests and the Ray build that reads its inputs
+    from the store."""
+    from corpus_fixtures import C4_GZ
+
+    from ltsgen.cli import main
+
+    bucket = s3_server.bucket()
+    s3_server.client().put_file(str(real_data / C4_GZ), f"{bucket}/corpora/c4/part-0.json.gz")
+    train = ["tokenizer", "--source", "c4", "--vocab-size", "512"]
+    assert main([*train, "--input", f"s3://{bucket}/corpora/c4/", "--out", f"s3://{bucket}/tok.json"]) == 0
+    return bucket
+
+
+@pytest.fixture(scope="session")
 def killed_reference(tmp_path_factory) -> Path:
     """The stories build that the kill -9 tests on S3 and on Ray interrupt (``KILLED``), built locally
     without a kill: what their resumed builds must equal. Read it, never write into it."""

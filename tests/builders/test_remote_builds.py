@@ -1,27 +1,21 @@
 """Builds on an object store (the real moto S3 server on 127.0.0.1): the same bytes as a local build, the
-same resume after kill -9, the same refusals; every command that takes a path takes an s3:// URL."""
+same resume after kill -9, the same refusals; every command that takes a path takes an s3:// URL.
+
+``ltsgen buckets`` from and to S3 runs in tests/builders/test_ray.py, where the same build also runs as Ray
+tasks: one C4 build covers both."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
-from corpus_fixtures import C4_GZ
 from process_tools import kill_9, wait_until
-from remote_fixtures import BUCKETS, DEAD_ENDPOINT, KILLED, LTSGEN, SMALL, local_tree, remote_tree
+from remote_fixtures import DEAD_ENDPOINT, KILLED, LTSGEN, SMALL, local_tree, remote_tree
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
-
-
-@pytest.fixture(scope="module")
-def local_small(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("local") / "lts"
-    assert main(["stories", "--out", str(out), *SMALL]) == 0
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +30,13 @@ def remote_small(s3_server) -> tuple[str, str, str]:
     return bucket, url, options
 
 
-def test_stories_on_s3_equal_the_local_build(s3_server, local_small, remote_small, tmp_path, capsys):
+def test_stories_on_s3_equal_the_local_build(s3_server, small_reference, remote_small, tmp_path, capsys):
     bucket, url, options = remote_small
     fs = s3_server.client()
-    assert remote_tree(fs, f"{bucket}/lts") == local_tree(local_small)  # shards, manifest, card, plot
+    assert remote_tree(fs, f"{bucket}/lts") == local_tree(small_reference)  # shards, manifest, card, plot
     manifest = read_manifest(url)
     assert [s.sha256 for split in manifest.splits.values() for s in split] == [
-        s.sha256 for split in read_manifest(local_small).splits.values() for s in split
+        s.sha256 for split in read_manifest(small_reference).splits.values() for s in split
     ]
     assert not fs.exists(f"{bucket}/lts/.ltsgen/lock")  # the lease is given back at the end
     capsys.readouterr()
@@ -52,7 +46,7 @@ def test_stories_on_s3_equal_the_local_build(s3_server, local_small, remote_smal
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AWS_ENDPOINT_URL", DEAD_ENDPOINT)
         assert main(["card", url, "--output", str(copy), "--storage-options", options]) == 0
-    assert copy.read_text() == (local_small / "README.md").read_text().replace(
+    assert copy.read_text() == (small_reference / "README.md").read_text().replace(
         "](length_histogram.png)", "](card_length_histogram.png)"
     )
 
@@ -94,48 +88,16 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, killed_refere
     assert remote_tree(fs, prefix) == expected
 
 
-@pytest.fixture(scope="module")
-def c4_on_s3(s3_server, real_data):
-    """The C4 sample in a bucket and a tokenizer trained on it there (at the bucket's tok.json)."""
-    bucket = s3_server.bucket()
-    s3_server.client().put_file(str(real_data / C4_GZ), f"{bucket}/corpora/c4/part-0.json.gz")
-    train = ["tokenizer", "--source", "c4", "--vocab-size", "512"]
-    assert main([*train, "--input", f"s3://{bucket}/corpora/c4/", "--out", f"s3://{bucket}/tok.json"]) == 0
-    return bucket
-
-
 def test_tokenizer_from_and_to_s3_equals_the_local_one(
-    s3_server, c4_on_s3, c4_buckets_reference, local_small, remote_small, tmp_path
+    s3_server, c4_on_s3, c4_buckets_reference, small_reference, remote_small, tmp_path
 ):
     bucket, (tokenizer, _) = c4_on_s3, c4_buckets_reference
     fs = s3_server.client()
     assert fs.cat_file(f"{bucket}/tok.json") == tokenizer.read_bytes()
     from_data = ["tokenizer", "--vocab-size", "300"]
     assert main([*from_data, "--data", remote_small[1], "--out", f"s3://{bucket}/lts-tok.json"]) == 0
-    assert main([*from_data, "--data", str(local_small), "--out", str(tmp_path / "lts-tok.json")]) == 0
+    assert main([*from_data, "--data", str(small_reference), "--out", str(tmp_path / "lts-tok.json")]) == 0
     assert fs.cat_file(f"{bucket}/lts-tok.json") == (tmp_path / "lts-tok.json").read_bytes()
-
-
-def test_buckets_from_and_to_s3_equal_the_local_build(s3_server, c4_on_s3, c4_buckets_reference):
-    bucket, (_, reference) = c4_on_s3, c4_buckets_reference
-    url = f"s3://{bucket}/c4-buckets"
-    argv = ["buckets", *BUCKETS, "--input", f"s3://{bucket}/corpora/c4/*.json.gz"]
-    assert main([*argv, "--tokenizer", f"s3://{bucket}/tok.json", "--out", url]) == 0  # everything remote
-    built = remote_tree(s3_server.client(), f"{bucket}/c4-buckets")
-    expected = local_tree(reference)
-    assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
-    assert built.pop("README.md") and expected.pop("README.md")  # the card quotes the command
-    card = s3_server.client().cat_file(f"{bucket}/c4-buckets/README.md").decode()
-    assert f"--input 's3://{bucket}/corpora/c4/*.json.gz' --tokenizer s3://{bucket}/tok.json" in card
-    assert built == expected  # every shard, the tokenizer and the plots
-    assert sum(name.startswith("train/256-inf/shard-") for name in built) > 1  # shards rolled over
-    manifest, local_manifest = read_manifest(url), read_manifest(reference)
-    assert manifest.splits == local_manifest.splits and manifest.extra["eval"] == local_manifest.extra["eval"]
-    size = local_manifest.builder["arguments"]["inputs"][0]["bytes"]
-    assert manifest.builder["arguments"]["inputs"] == [
-        {"path": f"s3://{bucket}/corpora/c4/part-0.json.gz", "bytes": size}
-    ]
-    assert not s3_server.client().find(f"{bucket}/c4-buckets/.ltsgen/chunks")  # removed at the end
 
 
 def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):

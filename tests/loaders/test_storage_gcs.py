@@ -24,9 +24,8 @@ def shard_digests(directory) -> list[tuple[str, str, int]]:
     return [(s.path, s.sha256, s.bytes) for split in read_manifest(directory).splits.values() for s in split]
 
 
-def test_stories_on_gs_equal_the_local_build(gcs_server, tmp_path, capsys):
-    local = tmp_path / "lts"
-    assert main(["stories", "--out", str(local), *SMALL]) == 0
+def test_stories_on_gs_equal_the_local_build(gcs_server, small_reference, capsys):
+    local = small_reference  # SMALL, built locally once for the session
     bucket = gcs_server.bucket()
     url = f"gs://{bucket}/lts"
     assert main(["stories", "--out", url, *SMALL]) == 0  # the server named by STORAGE_EMULATOR_HOST

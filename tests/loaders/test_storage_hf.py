@@ -94,17 +94,15 @@ def test_loader_over_hf_yields_exactly_the_local_samples(hub, tmp_path):
     assert server.unserved == []
 
 
-def test_buckets_from_hf_equal_the_local_build(hub, real_data, tmp_path):
+def test_buckets_from_hf_equal_the_local_build(hub, real_data, c4_buckets_reference, tmp_path):
+    """The session's local build of the C4 sample (its tokenizer and arguments) is the reference."""
     server, _ = hub
-    tokenizer = tmp_path / "tok.json"
-    train = ["tokenizer", "--source", "c4", "--vocab-size", "512", "--input", str(real_data / C4_GZ)]
-    assert main([*train, "--out", str(tokenizer)]) == 0
+    tokenizer, reference = c4_buckets_reference
     argv = ["buckets", *BUCKETS, "--tokenizer", str(tokenizer)]
-    assert main([*argv, "--input", str(real_data / C4_GZ), "--out", str(tmp_path / "local")]) == 0
     url = "hf://datasets/someone/c4/en/*.json.gz"
     process = run(server, [LTSGEN, *argv, "--input", url, "--out", str(tmp_path / "hf")])
     assert process.returncode == 0, process.stderr
-    built, expected = local_tree(tmp_path / "hf"), local_tree(tmp_path / "local")
+    built, expected = local_tree(tmp_path / "hf"), local_tree(reference)
     assert built.pop("manifest.json") and expected.pop("manifest.json")  # it names its inputs
     assert built.pop("README.md") and expected.pop("README.md")  # the card quotes the command
     assert built == expected and any(name.endswith(".parquet") for name in built)
