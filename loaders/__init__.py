@@ -20,11 +20,12 @@ Public names:
 - ``collate_records``, ``PadCollate(pad_id)``: collate functions for whole records and length buckets.
 - ``load_eval_set(path_or_url, length)``: an exact-length evaluation set as LongTensor [n, length].
 - ``read_shard(path_or_url, fmt, columns=None)``: the records of one shard in stored order.
-- ``ContractError``: every data problem, as one line naming the file; ``StateError``: a state that is
-  malformed or does not fit the dataset it is loaded into, naming the field.
+- ``LoaderError``: every problem of the loaders, as one line naming the file or field: a dataset or shard
+  that breaks the contract, a state that is malformed or does not fit the dataset it is loaded into, a file
+  or cache folder that cannot be read or written (``storage.StorageError``, its one subclass).
 
-Modules: ``files`` (atomic local writes and checksums), ``contract`` (the dataset-directory contract),
-``storage`` (paths and URLs as filesystems), ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache``
+Modules: ``errors`` (``LoaderError``), ``files`` (atomic local writes and checksums), ``contract`` (the
+dataset-directory contract), ``storage`` (paths and URLs as filesystems), ``sources`` (bytes from paths, URLs and ``pipe:``), ``cache``
 (the node-local shard cache), ``formats`` (shard decoders), ``reader`` (shards decoded in threads, the next
 window prefetched), ``order`` (the stateless epoch order), ``packing``, ``buckets``, ``state`` (a loader
 state checked field by field), ``mixture`` (weights, schedule, the mixture's items from its sources),
@@ -36,12 +37,11 @@ Submodules load on first use, so importing ``ltsgen.loaders.contract`` (as the b
 from importlib import import_module
 
 _HOMES = {
-    "ContractError": "contract",
+    "LoaderError": "errors",
     "PadCollate": "buckets",
     "StreamingDataset": "dataset",
     "StreamingLoader": "loader",
     "StreamingMixture": "dataset",
-    "StateError": "state",
     "collate_records": "loader",
     "dataset_state": "state",
     "load_eval_set": "buckets",

@@ -11,7 +11,8 @@ import os
 import numpy as np
 import torch
 
-from .contract import EVAL_SPLIT, ContractError
+from .contract import EVAL_SPLIT
+from .errors import LoaderError
 
 
 class PadCollate:
@@ -50,7 +51,7 @@ def load_eval_set(
         allow_pipe: read through a ``pipe:`` template.
 
     Returns:
-        LongTensor [n, length]; ``ContractError`` when a sequence has another length.
+        LongTensor [n, length]; ``LoaderError`` when a sequence has another length.
     """
     from .dataset import StreamingDataset
 
@@ -60,7 +61,7 @@ def load_eval_set(
     rows = [record["input_ids"] for record in dataset]
     bad = [i for i, row in enumerate(rows) if len(row) != length]
     if bad:
-        raise ContractError(
+        raise LoaderError(
             f"{dataset.root}: {split}/{length} sequence {bad[0]} has {len(rows[bad[0]])} tokens, not {length}"
         )
     return torch.from_numpy(np.stack(rows).astype(np.int64))

@@ -17,7 +17,7 @@ meets a stale copy, and two datasets sharing a shard share its file). Reading a 
 Nothing outlives a process but finished shards: the kernel drops a dead process's locks, a ``.part`` left
 by a kill -9 is taken over by the next download of that shard (or removed by the next process that opens
 the cache and finds it unlocked), and no shared memory or lock file is used. A cache folder that cannot
-be created or written (read-only, full) is a one-line ``CacheError`` naming it. Record locks are per process
+be created or written (read-only, full) is a one-line ``StorageError`` naming it. Record locks are per process
 (not inherited by DataLoader workers across fork); threads of one process share a lock per shard name.
 """
 
@@ -33,17 +33,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ltsgen.errors import LtsgenError
-
-from .contract import ContractError, ShardInfo
+from .contract import ShardInfo
+from .errors import LoaderError
+from .storage import StorageError
 
 PART_SUFFIX = ".part"
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
-
-
-class CacheError(LtsgenError):
-    """A cache folder that cannot be created or written; the message names it and the reason."""
 
 
 def parse_size(limit: int | str | None) -> int | None:
@@ -57,11 +53,11 @@ def parse_size(limit: int | str | None) -> int | None:
     """
     if limit is None or (isinstance(limit, int) and not isinstance(limit, bool)):
         if limit is not None and limit < 0:
-            raise ContractError(f"cache_limit must not be negative, not {limit}")
+            raise LoaderError(f"cache_limit must not be negative, not {limit}")
         return limit
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(limit))
     if match is None or match.group(2).lower() not in _UNITS:
-        raise ContractError(f"cache_limit {limit!r} is not a size such as 500MB or 2GiB")
+        raise LoaderError(f"cache_limit {limit!r} is not a size such as 500MB or 2GiB")
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
@@ -97,7 +93,7 @@ class ShardCache:
         """Whether the shard is in the cache now (whole: a download is renamed into place when complete).
 
         Args:
-            info, url: as for ``read``; a folder that cannot be created is a ``CacheError``, as there.
+            info, url: as for ``read``; a folder that cannot be created is a ``StorageError``, as there.
         """
         self._open()
         try:
@@ -198,7 +194,7 @@ class ShardCache:
                     if info.sha256 is not None:
                         digest = hashlib.sha256(data).hexdigest()
                         if digest != info.sha256:
-                            raise ContractError(
+                            raise LoaderError(
                                 f"{url}: sha256 {digest[:16]}... does not match the manifest's "
                                 f"{info.sha256[:16]}... (corrupt or changed shard)"
                             )
@@ -293,9 +289,10 @@ def _same_file(fd: int, path: Path) -> bool:
     return (named.st_ino, named.st_dev) == (mine.st_ino, mine.st_dev)
 
 
-def _cache_error(path: Path, problem: str, error: OSError) -> CacheError:
-    return CacheError(
-        f"cache_dir: {path} {problem} ({error.strerror or error}): free space, or give a writable cache_dir"
+def _cache_error(path: Path, problem: str, error: OSError) -> StorageError:
+    reason = error.strerror or str(error)
+    return StorageError(
+        f"cache_dir: {path} {problem} ({reason}): free space, or give a writable cache_dir", reason
     )
 
 

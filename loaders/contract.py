@@ -47,8 +47,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ltsgen.errors import LtsgenError
-
+from .errors import LoaderError
 from .storage import Storage, StorageError, as_storage
 
 FORMAT_VERSION = 1
@@ -73,10 +72,6 @@ EVAL_SPLIT = "eval"
 EVAL_CONCAT_SPLIT = "eval_concat"
 # split names of earlier versions that Hugging Face datasets refuses -> their current names
 LEGACY_SPLITS = {"eval-concat": EVAL_CONCAT_SPLIT}
-
-
-class ContractError(LtsgenError, ValueError):
-    """A dataset directory or shard that breaks the contract; the message names the file."""
 
 
 def count_words(text: str) -> int:
@@ -213,10 +208,10 @@ class Manifest:
             bucket: only this length bucket's shards (None: all).
 
         Returns:
-            The entries; ``ContractError`` when the split does not exist.
+            The entries; ``LoaderError`` when the split does not exist.
         """
         if split not in self.splits:
-            raise ContractError(f"{MANIFEST_NAME}: no split {split!r} (has {sorted(self.splits)})")
+            raise LoaderError(f"{MANIFEST_NAME}: no split {split!r} (has {sorted(self.splits)})")
         shards = self.splits[split]
         return shards if bucket is None else [s for s in shards if s.bucket == bucket]
 
@@ -274,7 +269,7 @@ def read_manifest(directory: str | os.PathLike | Storage) -> Manifest:
         directory: the dataset directory, a path, URL or ``Storage``.
 
     Returns:
-        The manifest; a one-line ``ContractError`` naming the file when it is missing or malformed.
+        The manifest; a one-line ``LoaderError`` naming the file when it is missing or malformed.
     """
     store = as_storage(directory)
     where = store.location(MANIFEST_NAME)
@@ -282,8 +277,8 @@ def read_manifest(directory: str | os.PathLike | Storage) -> Manifest:
         return parse_manifest(store.read_bytes(MANIFEST_NAME), where)
     except StorageError as error:
         if error.reason == "not found":
-            raise ContractError(f"{where}: not found (is {store} an ltsgen dataset directory?)") from None
-        raise ContractError(str(error)) from None
+            raise LoaderError(f"{where}: not found (is {store} an ltsgen dataset directory?)") from None
+        raise LoaderError(str(error)) from None  # a dataset that cannot be read, not a folder to write
 
 
 def parse_manifest(raw: bytes, where: str) -> Manifest:
@@ -297,25 +292,25 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
         The manifest, every field of the expected type and range and every path inside the directory.
 
     Raises:
-        ContractError: one line naming the file and the field, e.g.
+        LoaderError: one line naming the file and the field, e.g.
             ``DIR/manifest.json: splits.train[3].samples must be a non-negative integer, not '20'``.
     """
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-        raise ContractError(f"{where}: not valid JSON ({error})") from None
+        raise LoaderError(f"{where}: not valid JSON ({error})") from None
     if not isinstance(data, dict) or "splits" not in data:
-        raise ContractError(f"{where}: not an ltsgen manifest (no 'splits')")
+        raise LoaderError(f"{where}: not an ltsgen manifest (no 'splits')")
     check = _Checker(where)
     version = data.get("format_version", FORMAT_VERSION)
     check.field("format_version", version, _is_count(version) and version >= 1, f"a positive {COUNT}")
     if version > FORMAT_VERSION:
-        raise ContractError(
+        raise LoaderError(
             f"{where}: format version {version} is newer than this ltsgen reads ({FORMAT_VERSION})"
         )
     check.field("source", data.get("source"), isinstance(data.get("source"), str), "a string")
     if data.get("format") not in FORMATS:
-        raise ContractError(
+        raise LoaderError(
             f"{where}: unknown shard format {data.get('format')!r} (one of {', '.join(FORMATS)})"
         )
     for name in ("builder", "extra"):
@@ -332,9 +327,7 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
             check.optional(tokenizer, "tokenizer", name, _is_token_count, f"a non-negative {TOKEN_COUNT}")
         vocab, eos = tokenizer.get("vocab_size"), tokenizer.get("eos_id")
         if vocab is not None and eos is not None and eos >= vocab:
-            raise ContractError(
-                f"{where}: tokenizer.eos_id {eos} is outside the vocabulary of {vocab} tokens"
-            )
+            raise LoaderError(f"{where}: tokenizer.eos_id {eos} is outside the vocabulary of {vocab} tokens")
         _check_token_shards(check, tokenizer.get("shards"))
     splits = data["splits"]
     check.field("splits", splits, isinstance(splits, dict), "an object of split name -> list of shards")
@@ -425,10 +418,10 @@ def check_relpath(path: Any, where: str, name: str = "path") -> None:
         name: the field, for the message.
     """
     if not isinstance(path, str):
-        raise ContractError(f"{where}: {name} must be a relative path (a string), not {_shown(path)}")
+        raise LoaderError(f"{where}: {name} must be a relative path (a string), not {_shown(path)}")
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts) or _UNSAFE_PATH.search(path):
-        raise ContractError(f"{where}: {name} {path!r} is not a relative path inside the dataset directory")
+        raise LoaderError(f"{where}: {name} {path!r} is not a relative path inside the dataset directory")
 
 
 # absolute or drive paths, URLs, Windows separators, control characters, URL query and escape marks
@@ -443,7 +436,7 @@ class _Checker:
 
     def field(self, name: str, value: Any, ok: bool, expected: str) -> None:
         if not ok:
-            raise ContractError(f"{self.where}: {name} must be {expected}, not {_shown(value)}")
+            raise LoaderError(f"{self.where}: {name} must be {expected}, not {_shown(value)}")
 
     def optional(self, record: dict, prefix: str, key: str, kind: Any, expected: str) -> None:
         value = record.get(key)

@@ -25,15 +25,8 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ltsgen.errors import UsageError
 
 from .cache import ShardCache
-from .contract import (
-    MANIFEST_NAME,
-    TRAIN_SPLIT,
-    ContractError,
-    Manifest,
-    ShardInfo,
-    parse_bucket_name,
-    parse_manifest,
-)
+from .contract import MANIFEST_NAME, TRAIN_SPLIT, Manifest, ShardInfo, parse_bucket_name, parse_manifest
+from .errors import LoaderError
 from .formats import ShardColumns, TokenColumn
 from .loader import StreamingLoader, collate_records
 from .mixture import Mixture, resolve_weights, source_seed
@@ -41,12 +34,12 @@ from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_sc
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
-from .state import STATE_FORMAT, StateError, WorkerWitness, check_state, dataset_state, mixture_text
+from .state import STATE_FORMAT, WorkerWitness, check_state, dataset_state, mixture_text
 from .stored_ids import stored_token_shards
 
 ON_ERROR = ("raise", "skip")
 MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
-__all__ = ["StateError", "StreamingDataset", "StreamingMixture", "dataset_state"]
+__all__ = ["LoaderError", "StreamingDataset", "StreamingMixture", "dataset_state"]
 
 
 class StreamingDataset(IterableDataset):
@@ -165,10 +158,10 @@ class StreamingDataset(IterableDataset):
             which = f"split {self.split!r}" + (
                 f" bucket {self.bucket!r} (buckets: {have})" if self.bucket else ""
             )
-            raise ContractError(f"{where}: {which} has no shards")
+            raise LoaderError(f"{where}: {which} has no shards")
         unverifiable = [s.path for s in self.shards if s.sha256 is None]
         if self.verify and unverifiable:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: shard {unverifiable[0]} has no sha256 to verify it against "
                 f"({len(unverifiable)} shards without one; verify=False reads them unverified)"
             )
@@ -193,7 +186,7 @@ class StreamingDataset(IterableDataset):
             return
         where = join(self.root, MANIFEST_NAME)
         if not self.tokenized and self._tokenizer is None and not self.manifest.tokenizer:
-            raise ContractError(f"{where}: the data is not tokenized and no tokenizer was given or stored")
+            raise LoaderError(f"{where}: the data is not tokenized and no tokenizer was given or stored")
         if self.eos_id is None:
             stored = (self.manifest.tokenizer or {}).get("eos_id")
             self.eos_id = stored if stored is not None else _eos_id(self.tokenizer, where)
@@ -210,7 +203,7 @@ class StreamingDataset(IterableDataset):
         if self.num_batches == 0:
             if self.skipped:
                 raise self._skipped_error(f"split {self.split!r} has too few items left for one global batch")
-            raise ContractError(
+            raise LoaderError(
                 f"{join(self.root, MANIFEST_NAME)}: split {self.split!r} has too few items for one global "
                 f"batch of {self.global_batch_size}"
             )
@@ -253,7 +246,7 @@ class StreamingDataset(IterableDataset):
             raw = self._read(location)
             expected = None if self._tokenizer else stored.get("sha256")
             if self.verify and expected and hashlib.sha256(raw).hexdigest() != expected:
-                raise ContractError(
+                raise LoaderError(
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
             self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
@@ -278,11 +271,11 @@ class StreamingDataset(IterableDataset):
 
         Returns:
             A small JSON-ready dict: (seed, epoch, samples consumed), plus the identity of what it resumes
-            (``state.IDENTITY_KEYS``). A ``StateError`` when DataLoader worker processes iterate this dataset
+            (``state.IDENTITY_KEYS``). A ``LoaderError`` when DataLoader worker processes iterate this dataset
             outside ``loader()``: this process's copy cannot know where they stand.
         """
         if self._witness.raised and get_worker_info() is None:
-            raise StateError(
+            raise LoaderError(
                 "state_dict() of a StreamingDataset that a DataLoader's worker processes iterate cannot say "
                 "where they stand: use dataset.loader(num_workers=N) and its state_dict(), or torchdata's "
                 "StatefulDataLoader"
@@ -305,7 +298,7 @@ class StreamingDataset(IterableDataset):
         Args:
             state: ``state_dict()`` of this dataset or its loader, on any rank, or a torchdata
                 ``StatefulDataLoader.state_dict()``; every field is checked (``state.check_state``), and a
-                ``StateError`` names the one that is malformed or differs (the global batch size, the
+                ``LoaderError`` names the one that is malformed or differs (the global batch size, the
                 identity of the dataset, tokenizer, ``seq_len`` or mixture) before anything changes. A state
                 of the released ``ltsgen.loaders/1`` format resumes when its fingerprint is this dataset's;
                 it recorded no tokenizer, so the tokenizer could not be checked.
@@ -438,7 +431,7 @@ class StreamingDataset(IterableDataset):
             return [list(range(len(self.shards)))]
         names = {s.bucket for s in self.shards}
         if None in names:
-            raise ContractError(f"{self.root}: by_bucket needs a bucketed split, {self.split!r} is not")
+            raise LoaderError(f"{self.root}: by_bucket needs a bucketed split, {self.split!r} is not")
         order = [b for b in self.manifest.buckets or [] if b in names]
         order += sorted(names - set(order), key=_bucket_key)
         return [[i for i, s in enumerate(self.shards) if s.bucket == name] for name in order]
@@ -496,11 +489,11 @@ class StreamingDataset(IterableDataset):
         dtype = np.uint16 if self.tokenizer.get_vocab_size() <= 2**16 else np.uint32
         return tokenize_column(shard.fields["text"], self.tokenizer, dtype)
 
-    def _skipped_error(self, what: str) -> ContractError:
+    def _skipped_error(self, what: str) -> LoaderError:
         """``what`` happened because shards were skipped as corrupt: one line naming them and why."""
         reasons = list(self.skipped.values())
         more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
-        return ContractError(f"{self.root}: {what}: skipped as corrupt: {'; '.join(reasons[:3])}{more}")
+        return LoaderError(f"{self.root}: {what}: skipped as corrupt: {'; '.join(reasons[:3])}{more}")
 
     def _identity(self) -> dict[str, Any]:
         """What a state of this dataset resumes (``state.IDENTITY_KEYS``; ``mixture`` is None here)."""
@@ -647,7 +640,7 @@ class StreamingMixture(StreamingDataset):
         self.epoch_items = self.mixture.epoch_items
         self.plans = [BatchPlan(self.epoch_items, self.global_batch_size, remainder)]
         if self.num_batches == 0:
-            raise ContractError(
+            raise LoaderError(
                 f"{self.root}: {self.epoch_items} items in all, too few for one global batch of "
                 f"{self.global_batch_size}"
             )
@@ -784,7 +777,7 @@ class _ProcessState:
                 background=self.reader.background,
             )
             if len(valid) == len(shards) and packed.total != nominal:
-                raise ContractError(
+                raise LoaderError(
                     f"{ds.root}: a window packs to {packed.total} tokens, the manifest counts {nominal}"
                 )
             return packed
@@ -880,7 +873,7 @@ def _eos_id(tokenizer, where: str) -> int:
         token_id = tokenizer.token_to_id(token)
         if token_id is not None:
             return token_id
-    raise ContractError(f"{where}: the tokenizer has no end-of-text token; pass eos_id")
+    raise LoaderError(f"{where}: the tokenizer has no end-of-text token; pass eos_id")
 
 
 def _bucket_key(name: str) -> tuple[int, float]:

@@ -6,7 +6,7 @@ shard whose bytes were verified, row group by row group as they are first needed
 each row group read and checked on its own where the footer lists their sha256: ``indexed.py``); a
 webdataset tar is walked by a small header parser (no ``tarfile`` objects per member) and its ``.npy``
 members are parsed from their fixed header; a jsonl.zst shard is decompressed as a stream, a line at a
-time, and only the wanted fields of each record are kept. Every failure is a ``ContractError`` that names the shard.
+time, and only the wanted fields of each record are kept. Every failure is a ``LoaderError`` that names the shard.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from .contract import FORMATS, TAR_FIELDS_EXT, TAR_IDS_EXT, TAR_TEXT_EXT, ContractError
+from .contract import FORMATS, TAR_FIELDS_EXT, TAR_IDS_EXT, TAR_TEXT_EXT
+from .errors import LoaderError
 from .sources import read_bytes
 
 RECORD_ORDER = ("id", "text", "source", "num_words", "num_tokens", "input_ids", "meta")
@@ -109,7 +110,7 @@ class RowGroupTokens(TokenColumn):
         counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
         self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         if self._group_starts[-1] != len(offsets) - 1:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: {len(offsets) - 1} token counts for {self._group_starts[-1]} records"
             )
         self._loaded = np.zeros(len(counts), dtype=bool)
@@ -163,16 +164,16 @@ class RowGroupTokens(TokenColumn):
             try:
                 table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
             except Exception as error:  # pyarrow's own error on corrupt bytes
-                raise ContractError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
+                raise LoaderError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
             decoded = _arrow_token_column(table.column(0), where)
             lo, hi = int(self._group_starts[group]), int(self._group_starts[group + 1])
             start, stop = int(self.offsets[lo]), int(self.offsets[hi])
             if len(decoded) != hi - lo or not np.array_equal(
                 decoded.offsets, self.offsets[lo : hi + 1] - start
             ):
-                raise ContractError(f"{where}: the lengths of input_ids differ from num_tokens")
+                raise LoaderError(f"{where}: the lengths of input_ids differ from num_tokens")
             if decoded.values.dtype != self.values.dtype:
-                raise ContractError(
+                raise LoaderError(
                     f"{where}: input_ids are {decoded.values.dtype}, the schema says {self.values.dtype}"
                 )
             self.values[start:stop] = decoded.values
@@ -233,7 +234,7 @@ def read_shard(
         allow_pipe: run a ``pipe:`` command.
 
     Returns:
-        An iterator of records (``input_ids`` as a numpy array when present); ``ContractError`` names the
+        An iterator of records (``input_ids`` as a numpy array when present); ``LoaderError`` names the
         shard when it is corrupt or cannot be read.
     """
     data = read_bytes(path_or_url, allow_pipe=allow_pipe)
@@ -260,10 +261,10 @@ def decode_shard(
             manifest, since a row group that fails to decode is then found only when it is reached.
 
     Returns:
-        The decoded columns; ``ContractError`` naming the shard when the bytes are corrupt.
+        The decoded columns; ``LoaderError`` naming the shard when the bytes are corrupt.
     """
     if fmt not in FORMATS:
-        raise ContractError(f"{where}: unknown shard format {fmt!r} (one of {', '.join(FORMATS)})")
+        raise LoaderError(f"{where}: unknown shard format {fmt!r} (one of {', '.join(FORMATS)})")
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
@@ -275,10 +276,10 @@ def decode_shard(
         if "meta" in shard.fields:
             shard.fields["meta"] = [_meta(value, where) for value in shard.fields["meta"]]
         return shard
-    except ContractError:
+    except LoaderError:
         raise
     except Exception as error:  # a decoder's own error on corrupt bytes
-        raise ContractError(f"{where}: corrupt {fmt} shard ({type(error).__name__}: {error})") from None
+        raise LoaderError(f"{where}: corrupt {fmt} shard ({type(error).__name__}: {error})") from None
 
 
 def _meta(value: str | dict | None, where: str) -> dict | None:
@@ -287,7 +288,7 @@ def _meta(value: str | dict | None, where: str) -> dict | None:
         return value
     meta = json.loads(value)
     if not isinstance(meta, dict):
-        raise ContractError(f"{where}: meta must be a JSON object, not {type(meta).__name__}")
+        raise LoaderError(f"{where}: meta must be a JSON object, not {type(meta).__name__}")
     return meta
 
 
@@ -321,17 +322,17 @@ def _row_group_tokens(parquet, num_tokens, ids_type, where: str) -> RowGroupToke
     """The lazily decoded ``input_ids`` of a parquet shard, laid out by its ``num_tokens`` column."""
     counts = num_tokens.combine_chunks() if num_tokens.num_chunks != 1 else num_tokens.chunk(0)
     if counts.null_count or str(counts.type) != "int64":
-        raise ContractError(f"{where}: num_tokens must be int64 without nulls, not {counts.type}")
+        raise LoaderError(f"{where}: num_tokens must be int64 without nulls, not {counts.type}")
     lengths = np.frombuffer(counts.buffers()[1], np.int64, len(counts), counts.offset * 8)
     if (lengths < 0).any():
-        raise ContractError(f"{where}: num_tokens has negative counts")
+        raise LoaderError(f"{where}: num_tokens has negative counts")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return RowGroupTokens(parquet, offsets, ids_dtype(ids_type, where), where)
 
 
 def ids_dtype(ids_type, where: str) -> np.dtype:
-    """The numpy dtype of an ``input_ids`` column's arrow type (``ContractError`` unless a list of integers).
+    """The numpy dtype of an ``input_ids`` column's arrow type (``LoaderError`` unless a list of integers).
 
     Args:
         ids_type: the column's pyarrow type.
@@ -345,14 +346,14 @@ def ids_dtype(ids_type, where: str) -> np.dtype:
     if not (pa.types.is_list(ids_type) or pa.types.is_large_list(ids_type)) or not pa.types.is_integer(
         ids_type.value_type
     ):
-        raise ContractError(f"{where}: input_ids must be a list of integers, not {ids_type}")
+        raise LoaderError(f"{where}: input_ids must be a list of integers, not {ids_type}")
     return np.dtype(str(ids_type.value_type))
 
 
 def _arrow_token_column(column, where: str) -> TokenColumn:
     array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if array.null_count:
-        raise ContractError(f"{where}: input_ids has {array.null_count} null rows")
+        raise LoaderError(f"{where}: input_ids has {array.null_count} null rows")
     # straight from the Arrow buffers: pyarrow's to_numpy() imports pandas, which costs ~0.5 s once
     offsets_dtype = np.int64 if str(array.type).startswith("large_list") else np.int32
     buffers = array.buffers()
@@ -362,7 +363,7 @@ def _arrow_token_column(column, where: str) -> TokenColumn:
     child = array.values
     dtype = np.dtype(str(child.type))
     if dtype.kind not in "ui":
-        raise ContractError(f"{where}: input_ids must hold integers, not {child.type}")
+        raise LoaderError(f"{where}: input_ids must hold integers, not {child.type}")
     values = np.frombuffer(child.buffers()[1], dtype, len(child) + child.offset)[child.offset :]
     offsets = offsets.astype(np.int64)
     return TokenColumn(values[offsets[0] : offsets[-1]], offsets - offsets[0])
@@ -384,17 +385,17 @@ def _tar_members(view: memoryview, where: str) -> Iterator[tuple[str, int, int]]
     pending_size: int | None = None
     while True:
         if pos + _BLOCK > size_total:
-            raise ContractError(f"{where}: truncated tar (no end-of-archive marker)")
+            raise LoaderError(f"{where}: truncated tar (no end-of-archive marker)")
         header = view[pos : pos + _BLOCK]
         if header[0] == 0 and not any(header):
             return
         if header[257:262] != b"ustar":
-            raise ContractError(f"{where}: corrupt tar header at byte {pos}")
+            raise LoaderError(f"{where}: corrupt tar header at byte {pos}")
         size = pending_size if pending_size is not None else _tar_number(header[124:136], where, pos)
         start = pos + _BLOCK
         pos = start + -(-size // _BLOCK) * _BLOCK
         if pos > size_total:
-            raise ContractError(f"{where}: truncated tar (member at byte {start - _BLOCK} runs past the end)")
+            raise LoaderError(f"{where}: truncated tar (member at byte {start - _BLOCK} runs past the end)")
         kind = bytes(header[156:157])
         if kind in (b"x", b"L", b"g"):
             content = view[start : start + size]
@@ -411,7 +412,7 @@ def _tar_members(view: memoryview, where: str) -> Iterator[tuple[str, int, int]]
             continue
         _check_member_name(name, where)
         if kind not in _REGULAR:
-            raise ContractError(f"{where}: tar member {name!r} is a link or special file; refused")
+            raise LoaderError(f"{where}: tar member {name!r} is a link or special file; refused")
         yield name, start, size
 
 
@@ -422,7 +423,7 @@ def _tar_number(field: memoryview, where: str, pos: int) -> int:
     try:
         return int(raw.rstrip(b"\0 ").strip() or b"0", 8)
     except ValueError:
-        raise ContractError(f"{where}: corrupt tar header at byte {pos} (size field {raw!r})") from None
+        raise LoaderError(f"{where}: corrupt tar header at byte {pos} (size field {raw!r})") from None
 
 
 def _tar_name(header: memoryview) -> str:
@@ -449,7 +450,7 @@ def _pax_records(raw: bytes, where: str) -> dict[str, str]:
 def _check_member_name(name: str, where: str) -> None:
     parts = name.split("/")
     if name.startswith("/") or ".." in parts or "\\" in name:
-        raise ContractError(f"{where}: tar member {name!r} escapes the archive; refused")
+        raise LoaderError(f"{where}: tar member {name!r} escapes the archive; refused")
 
 
 def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
@@ -466,7 +467,7 @@ def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumn
         slash = name.rfind("/")
         dot = name.find(".", slash + 1)
         if dot < 0:
-            raise ContractError(f"{where}: tar member {name!r} has no extension")
+            raise LoaderError(f"{where}: tar member {name!r} has no extension")
         key, ext = name[:dot], name[dot + 1 :]
         if not keys or keys[-1] != key:
             keys.append(key)
@@ -493,7 +494,7 @@ def _decode_tar(data: bytes, where: str, wanted: set[str] | None) -> ShardColumn
     if want_ids and any(a is not None for a in arrays):
         missing = [keys[i] for i, a in enumerate(arrays) if a is None]
         if missing:
-            raise ContractError(f"{where}: record {missing[0]!r} has no .{TAR_IDS_EXT} member")
+            raise LoaderError(f"{where}: record {missing[0]!r} has no .{TAR_IDS_EXT} member")
         shard.tokens = TokenColumn.from_arrays(arrays)
     return shard
 
@@ -534,14 +535,14 @@ def _npy_at(octets: np.ndarray, view: memoryview, start: int, size: int, where: 
 def _load_npy(raw: memoryview, where: str) -> np.ndarray:
     array = np.load(io.BytesIO(bytes(raw)), allow_pickle=False)
     if array.ndim != 1 or array.dtype.kind not in "ui":
-        raise ContractError(f"{where}: token ids must be a 1-D integer array, got {array.dtype}{array.shape}")
+        raise LoaderError(f"{where}: token ids must be a 1-D integer array, got {array.dtype}{array.shape}")
     return array
 
 
 def _npy_layout(raw: memoryview, where: str) -> tuple[np.dtype, int, int] | None:
     """``(dtype, count, body offset)`` of a 1-D ``.npy`` whose header has the usual fixed form, else None."""
     if bytes(raw[:6]) != b"\x93NUMPY":
-        raise ContractError(f"{where}: not a .npy array")
+        raise LoaderError(f"{where}: not a .npy array")
     major = raw[6]
     if major == 1:
         header_len, start = int.from_bytes(raw[8:10], "little"), 10
@@ -554,9 +555,7 @@ def _npy_layout(raw: memoryview, where: str) -> tuple[np.dtype, int, int] | None
     count = int(match.group(2))
     body = start + header_len
     if len(raw) - body != count * dtype.itemsize:
-        raise ContractError(
-            f"{where}: .npy body holds {len(raw) - body} bytes, header says {count} x {dtype}"
-        )
+        raise LoaderError(f"{where}: .npy body holds {len(raw) - body} bytes, header says {count} x {dtype}")
     return dtype, count, body
 
 
@@ -570,7 +569,7 @@ ZSTD_FEED = 1 << 10
 
 def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
     """The lines of concatenated zstd frames, decompressed a little at a time (``ZSTD_FEED``): memory holds
-    a line and one call's output, never the whole text; a corrupt or cut stream is a ``ContractError``."""
+    a line and one call's output, never the whole text; a corrupt or cut stream is a ``LoaderError``."""
     import zstandard
 
     decompressor = zstandard.ZstdDecompressor()
@@ -593,9 +592,9 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
                 if frame.eof:
                     frame, fed = decompressor.decompressobj(), False
     except zstandard.ZstdError as error:
-        raise ContractError(f"{where}: corrupt zstd stream ({error})") from None
+        raise LoaderError(f"{where}: corrupt zstd stream ({error})") from None
     if fed:
-        raise ContractError(f"{where}: truncated zstd stream")
+        raise LoaderError(f"{where}: truncated zstd stream")
     yield b"".join(parts)
 
 
@@ -611,7 +610,7 @@ def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> Shard
         try:
             row = json.loads(line)
         except ValueError as error:
-            raise ContractError(f"{where}: line {number}: malformed JSON ({error})") from None
+            raise LoaderError(f"{where}: line {number}: malformed JSON ({error})") from None
         for name in row.keys() - fields.keys() - {"input_ids"}:
             if wanted is None or name in wanted:
                 fields[name] = [None] * rows
@@ -626,7 +625,7 @@ def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> Shard
     shard.fields = {name: fields[name] for name in sorted(fields)}
     if any(array is not None for array in ids):
         if any(array is None for array in ids):
-            raise ContractError(f"{where}: some records have input_ids and some do not")
+            raise LoaderError(f"{where}: some records have input_ids and some do not")
         top = max((int(array.max()) for array in ids if array.size), default=0)
         dtype = np.uint16 if top < 2**16 else np.uint32
         shard.tokens = TokenColumn.from_arrays([array.astype(dtype, copy=False) for array in ids])

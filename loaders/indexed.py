@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .contract import ROW_GROUP_INDEX_KEY, ContractError
+from .contract import ROW_GROUP_INDEX_KEY
+from .errors import LoaderError
 from .formats import RowGroupTokens, ids_dtype
 
 # A request to an object store costs about as long as a few MiB take to arrive, so a remote shard is read
@@ -48,7 +49,7 @@ class RowGroupIndex:
 
     @classmethod
     def from_json(cls, raw: bytes | None, where: str, groups: int, rows: int) -> RowGroupIndex:
-        """Parse a footer entry (``ContractError`` naming the shard when it is missing or does not fit).
+        """Parse a footer entry (``LoaderError`` naming the shard when it is missing or does not fit).
 
         Args:
             raw: the entry, None when the footer has none.
@@ -59,7 +60,7 @@ class RowGroupIndex:
             The index.
         """
         if raw is None:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: the footer has no row group index, though the manifest lists its sha256"
             )
         try:
@@ -67,7 +68,7 @@ class RowGroupIndex:
             sha256, counts = data["sha256"], data.get("num_tokens")
             num_tokens = None if counts is None else np.frombuffer(base64.b64decode(counts), "<u4")
         except (ValueError, KeyError, TypeError) as error:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: unreadable row group index ({type(error).__name__}: {error})"
             ) from None
         if (
@@ -75,7 +76,7 @@ class RowGroupIndex:
             or len(sha256) != groups
             or (num_tokens is not None and len(num_tokens) != rows)
         ):
-            raise ContractError(f"{where}: the row group index does not fit the footer's {groups} row groups")
+            raise LoaderError(f"{where}: the row group index does not fit the footer's {groups} row groups")
         return cls(sha256, None if num_tokens is None else num_tokens.astype(np.int64))
 
 
@@ -127,7 +128,7 @@ class ShardBytes:
             try:
                 self.size = os.stat(path).st_size
             except FileNotFoundError:
-                raise ContractError(f"{where}: not found") from None
+                raise LoaderError(f"{where}: not found") from None
             self.buffer = np.zeros(self.size, np.uint8)
 
     def read(self, start: int, stop: int) -> memoryview:
@@ -151,12 +152,12 @@ class ShardBytes:
                 while done < len(view):
                     got = os.preadv(handle.fileno(), [view[done:]], start + done)
                     if not got:
-                        raise ContractError(
+                        raise LoaderError(
                             f"{self.where}: ends at byte {start + done}, not {self.size} (truncated)"
                         )
                     done += got
         except OSError as error:
-            raise ContractError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
+            raise LoaderError(f"{self.where}: cannot be read ({type(error).__name__}: {error})") from None
         return view
 
     def fetch(self, spans: list[tuple[int, int]]) -> None:
@@ -212,20 +213,20 @@ class IndexedParquet:
         source.fetch([(size - min(size, TAIL_READ), size)])  # the footer (a small shard whole), at once
         tail = bytes(source.read(size - 8, size)) if size >= 12 else b""
         if tail[-4:] != b"PAR1":
-            raise ContractError(f"{self.where}: not a parquet file (no footer)")
+            raise LoaderError(f"{self.where}: not a parquet file (no footer)")
         start = size - 8 - int.from_bytes(tail[:4], "little")
         if start < 4:
-            raise ContractError(f"{self.where}: corrupt parquet footer length")
+            raise LoaderError(f"{self.where}: corrupt parquet footer length")
         digest = hashlib.sha256(source.read(start, size)).hexdigest()
         if digest != footer_sha256:
-            raise ContractError(
+            raise LoaderError(
                 f"{self.where}: footer sha256 {digest[:16]}... does not match the manifest's "
                 f"{footer_sha256[:16]}... (corrupt or changed shard)"
             )
         try:
             self.parquet = pq.ParquetFile(pa.BufferReader(pa.py_buffer(source.buffer)))
         except Exception as error:
-            raise ContractError(f"{self.where}: corrupt parquet ({type(error).__name__}: {error})") from None
+            raise LoaderError(f"{self.where}: corrupt parquet ({type(error).__name__}: {error})") from None
         metadata = self.parquet.metadata
         self.num_rows = metadata.num_rows
         entry = (metadata.metadata or {}).get(ROW_GROUP_INDEX_KEY.encode())
@@ -234,7 +235,7 @@ class IndexedParquet:
     def tokens(self) -> RowGroupTokens:
         """The ``input_ids`` column, each row group checked when it is decoded."""
         if self.index.num_tokens is None or "input_ids" not in self.parquet.schema_arrow.names:
-            raise ContractError(f"{self.where}: not tokenized (no input_ids and token counts)")
+            raise LoaderError(f"{self.where}: not tokenized (no input_ids and token counts)")
         dtype = ids_dtype(self.parquet.schema_arrow.field("input_ids").type, self.where)
         offsets = np.zeros(self.num_rows + 1, dtype=np.int64)
         np.cumsum(self.index.num_tokens, out=offsets[1:])
@@ -259,7 +260,7 @@ class IndexedParquet:
         start, stop = row_group_span(self.parquet.metadata, group)
         digest = hashlib.sha256(self.source.read(start, stop)).hexdigest()
         if digest != self.index.sha256[group]:
-            raise ContractError(
+            raise LoaderError(
                 f"{self.where}: row group {group}: sha256 {digest[:16]}... does not match the footer's "
                 f"(corrupt or changed shard)"
             )

@@ -38,7 +38,8 @@ import numpy as np
 
 from ltsgen.errors import UsageError
 
-from .contract import TOKENIZER_NAME, ContractError
+from .contract import TOKENIZER_NAME
+from .errors import LoaderError
 from .sources import join
 
 RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
@@ -261,7 +262,7 @@ def _unrecorded_tokenizer(source: Any, stored: dict[str, Any]) -> str:
     """A tokenizer the manifest gives no sha256 for: its file's, or (no file) its vocabulary size."""
     try:
         raw = source._read(join(source.root, stored.get("path", TOKENIZER_NAME)))
-    except ContractError:
+    except LoaderError:
         return f"a tokenizer of {stored.get('vocab_size')} tokens without a file or sha256"
     return f"tokenizer sha256 {hashlib.sha256(raw).hexdigest()[:12]}"
 
@@ -280,7 +281,7 @@ def _check_shared_tokenizer(sources: list, given: Any) -> None:
         identities.append(f"{identity}, EOS {source.eos_id}")
     for source, identity in zip(sources[1:], identities[1:], strict=True):
         if identity != identities[0]:
-            raise ContractError(
+            raise LoaderError(
                 f"packing a mixture needs one tokenizer: {sources[0].root} has {identities[0]}, "
                 f"{source.root} has {identity}"
             )

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .contract import ContractError
+from .errors import LoaderError
 from .formats import TokenColumn
 
 
@@ -61,7 +61,7 @@ class PackedWindow:
         self.nominal = self.total if nominal is None else nominal
         dtype = self.values[0].dtype if columns else np.dtype(np.uint32)
         if not 0 <= eos_id <= np.iinfo(dtype).max:
-            raise ContractError(f"eos_id {eos_id} does not fit the token ids, stored as {dtype}")
+            raise LoaderError(f"eos_id {eos_id} does not fit the token ids, stored as {dtype}")
         self.eos = np.asarray([eos_id], dtype=dtype)
 
     def slice(self, lo: int, hi: int, positions: bool = False) -> tuple[np.ndarray, np.ndarray | None]:

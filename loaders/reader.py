@@ -26,9 +26,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from .contract import ContractError, ShardInfo
+from .contract import ShardInfo
+from .errors import LoaderError
 from .formats import ShardColumns, decode_shard
 from .indexed import IndexedParquet, ShardBytes
+from .storage import StorageError
 
 
 class ShardReader:
@@ -158,7 +160,9 @@ class ShardReader:
             if self.max_text_chars:
                 check_text_lengths(shard, self.max_text_chars, where)
             return self.convert(shard)
-        except ContractError as error:
+        except StorageError:  # a cache folder that cannot be written: the user's to fix, never a bad shard
+            raise
+        except LoaderError as error:
             if self.on_error == "raise":
                 raise
             self.skipped[where] = str(error)
@@ -184,7 +188,7 @@ class ShardReader:
                 return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
             source = ShardBytes(where, data=data)
         if source.size != info.bytes:
-            raise ContractError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
+            raise LoaderError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
         indexed = IndexedParquet(source, info.footer_sha256)
         if ranged:
             return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
@@ -197,7 +201,7 @@ class ShardReader:
         digest = hashlib.sha256(data).hexdigest()
         expected = self.shards[index].sha256
         if digest != expected:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: sha256 {digest[:16]}... does not match the manifest's {expected[:16]}... "
                 "(corrupt or changed shard)"
             )
@@ -228,9 +232,9 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         where: its path or URL, for the message.
     """
     if shard.num_rows != info.samples:
-        raise ContractError(f"{where}: holds {shard.num_rows} records, the manifest says {info.samples}")
+        raise LoaderError(f"{where}: holds {shard.num_rows} records, the manifest says {info.samples}")
     if shard.tokens is not None and info.tokens is not None and shard.tokens.offsets[-1] != info.tokens:
-        raise ContractError(
+        raise LoaderError(
             f"{where}: holds {int(shard.tokens.offsets[-1])} tokens, the manifest says {info.tokens}"
         )
 
@@ -252,7 +256,7 @@ def check_text_lengths(
     """
     for row, text in enumerate(shard.fields.get("text") or []):
         if text is not None and len(text) > limit:
-            raise ContractError(
+            raise LoaderError(
                 f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
                 f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
                 f"{', ' + remedy if remedy else ''})"

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from ltsgen.errors import LtsgenError
 
-from .contract import ContractError
+from .errors import LoaderError
 from .storage import filesystem
 
 PIPE_PREFIX = "pipe:"
@@ -45,7 +45,7 @@ def check_pipe(path_or_url: str | os.PathLike, allow_pipe: bool) -> None:
         allow_pipe: the caller's opt-in.
     """
     if str(path_or_url).startswith(PIPE_PREFIX) and not allow_pipe:
-        raise ContractError(
+        raise LoaderError(
             f"{path_or_url}: pipe: URLs run shell commands and are refused; pass allow_pipe=True to run it"
         )
 
@@ -61,7 +61,7 @@ def read_bytes(
         storage_options: keyword arguments for the URL's fsspec filesystem (credentials, endpoint, ...).
 
     Returns:
-        The bytes; a one-line ``ContractError`` names the file when it cannot be read.
+        The bytes; a one-line ``LoaderError`` names the file when it cannot be read.
     """
     text = str(path_or_url)
     check_pipe(text, allow_pipe)
@@ -73,11 +73,11 @@ def read_bytes(
             return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
         return filesystem(scheme, storage_options).cat_file(text)
     except FileNotFoundError:
-        raise ContractError(f"{text}: not found") from None
+        raise LoaderError(f"{text}: not found") from None
     except LtsgenError:  # a missing extra (MissingDependency) says which one
         raise
     except Exception as error:  # OSError, and network clients' own types (botocore, aiohttp, requests)
-        raise ContractError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
+        raise LoaderError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
 
 
 def read_ranges(
@@ -92,21 +92,21 @@ def read_ranges(
         storage_options: keyword arguments for the URL's fsspec filesystem.
 
     Returns:
-        The bytes of each range; a one-line ``ContractError`` names the file when they cannot be read.
+        The bytes of each range; a one-line ``LoaderError`` names the file when they cannot be read.
     """
     starts, stops = [start for start, _ in spans], [stop for _, stop in spans]
     try:
         fs = filesystem(urlsplit(url).scheme, storage_options)
         pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
     except FileNotFoundError:
-        raise ContractError(f"{url}: not found") from None
+        raise LoaderError(f"{url}: not found") from None
     except LtsgenError:
         raise
     except Exception as error:  # network clients' own types
-        raise ContractError(f"{url}: cannot be read ({type(error).__name__}: {error})") from None
+        raise LoaderError(f"{url}: cannot be read ({type(error).__name__}: {error})") from None
     for start, stop, data in zip(starts, stops, pieces, strict=True):
         if len(data) != stop - start:
-            raise ContractError(
+            raise LoaderError(
                 f"{url}: bytes {start}-{stop} came back as {len(data)} bytes (changed or truncated)"
             )
     return pieces
@@ -135,7 +135,7 @@ def _run_pipe(command: str) -> bytes:
     result = subprocess.run(command, shell=True, capture_output=True, check=False)
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ContractError(
+        raise LoaderError(
             f"pipe:{command}: exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
         )
     return result.stdout

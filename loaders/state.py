@@ -5,7 +5,7 @@ a batch, the worker rotation's anchor), the batch sizes it was taken with, and `
 resumes (the dataset's shards and options, the sha256 of the tokenizer that tokenizes on the fly,
 ``seq_len``, and ``mixture`` for a mixture of datasets). ``identity`` is a flat dict that can grow: a key
 absent from one side compares as None. Anything else in a state, or a field of the wrong type or range,
-is a ``StateError`` that names the field; a state is never applied in part. A state of the released format
+is a ``LoaderError`` that names the field; a state is never applied in part. A state of the released format
 ``ltsgen.loaders/1`` (a ``fingerprint`` where ``identity`` is now) resumes the one dataset it belongs to.
 
 ``WorkerWitness`` tells the main process that DataLoader worker processes iterate its dataset: its own
@@ -19,7 +19,7 @@ import multiprocessing
 from multiprocessing.context import get_spawning_popen
 from typing import Any
 
-from ltsgen.errors import LtsgenError
+from .errors import LoaderError
 
 STATE_FORMAT = "ltsgen.loaders/2"
 V1_FORMAT = "ltsgen.loaders/1"  # the released format, read for the states it saved
@@ -46,11 +46,6 @@ _CHANGED = {  # what a differing identity key means, for the message
 }
 
 
-class StateError(LtsgenError, ValueError):
-    """A loader state that is malformed or does not fit the dataset it is loaded into; the message names the
-    field."""
-
-
 def check_state(
     state: Any,
     identity: dict[str, Any],
@@ -70,21 +65,21 @@ def check_state(
             dataset carries; None for a mixture, which no such state resumes.
 
     Returns:
-        ``state``, or a v1 state as its v2 equivalent; ``StateError`` naming the first field that is
+        ``state``, or a v1 state as its v2 equivalent; ``LoaderError`` naming the first field that is
         malformed or does not fit.
     """
     if not isinstance(state, dict):
-        raise StateError(f"a loader state must be a dict, not {type(state).__name__}")
+        raise LoaderError(f"a loader state must be a dict, not {type(state).__name__}")
     v1 = state.get("format") == V1_FORMAT
     unknown = sorted(map(str, set(state) - set(_V1_FIELDS if v1 else _FIELDS)))
     if unknown:
-        raise StateError(
+        raise LoaderError(
             f"state.{unknown[0]}: not a field of an {V1_FORMAT if v1 else 'ltsgen loader'} state"
         )
     if v1:
         state = _from_v1(state, identity, v1_fingerprint)
     if state.get("format") != STATE_FORMAT:
-        raise StateError(
+        raise LoaderError(
             f"state.format: {_shown(state.get('format'))} is not {STATE_FORMAT!r} (not an ltsgen loader state, "
             "or one saved by another version)"
         )
@@ -95,36 +90,36 @@ def check_state(
         _count(state, name, 1)
     saved = state["global_batch_size"]
     if saved != global_batch_size:
-        raise StateError(
+        raise LoaderError(
             f"state.global_batch_size: the global batch size changed from {saved} to {global_batch_size}: "
             "resume needs the same "
             "batch_size * world_size"
         )
     if saved % state["batch_size"]:
-        raise StateError(f"state.batch_size: {state['batch_size']} does not divide the global batch {saved}")
+        raise LoaderError(f"state.batch_size: {state['batch_size']} does not divide the global batch {saved}")
     consumed, rest = divmod(state["samples_consumed"], saved)
     if rest:
-        raise StateError(
+        raise LoaderError(
             f"state.samples_consumed: {state['samples_consumed']} is not a whole number of global batches "
             f"of {saved}"
         )
     if consumed > num_batches:
-        raise StateError(
+        raise LoaderError(
             f"state.samples_consumed: {state['samples_consumed']} is past the epoch's "
             f"{num_batches * saved} samples"
         )
     if state["partial"]:
         if state["partial"] >= state["batch_size"]:
-            raise StateError(f"state.partial: {state['partial']} items of a batch of {state['batch_size']}")
+            raise LoaderError(f"state.partial: {state['partial']} items of a batch of {state['batch_size']}")
         if consumed == num_batches:
-            raise StateError("state.partial: inside a batch after the epoch's last one")
+            raise LoaderError("state.partial: inside a batch after the epoch's last one")
         if state["batch_size"] != batch_size:
-            raise StateError(
+            raise LoaderError(
                 "state.batch_size: a state taken inside a batch resumes only with the same per-rank "
                 f"batch size ({state['batch_size']}, not {batch_size})"
             )
     if state["anchor"] > consumed:
-        raise StateError(f"state.anchor: {state['anchor']} is past the batches consumed ({consumed})")
+        raise LoaderError(f"state.anchor: {state['anchor']} is past the batches consumed ({consumed})")
     return state
 
 
@@ -145,16 +140,16 @@ def _from_v1(state: dict[str, Any], identity: dict[str, Any], v1_fingerprint: st
         v1_fingerprint: the dataset's v1 fingerprint; None for a mixture.
 
     Returns:
-        The v2 state; ``StateError`` naming ``state.fingerprint`` when it is another dataset's.
+        The v2 state; ``LoaderError`` naming ``state.fingerprint`` when it is another dataset's.
     """
     if v1_fingerprint is None:
-        raise StateError(
+        raise LoaderError(
             f"state.fingerprint: an {V1_FORMAT} state resumes one dataset, not "
             f"{mixture_text(identity.get('mixture'))}"
         )
     saved = state.get("fingerprint")
     if saved != v1_fingerprint:
-        raise StateError(
+        raise LoaderError(
             f"state.fingerprint: the {V1_FORMAT} state resumes {_shown(saved)}, this dataset is "
             f"{v1_fingerprint!r} (another dataset, split, bucket, seq_len or order option)"
         )
@@ -164,17 +159,17 @@ def _from_v1(state: dict[str, Any], identity: dict[str, Any], v1_fingerprint: st
 
 def _check_identity(saved: Any, identity: dict[str, Any]) -> None:
     if not isinstance(saved, dict) or not all(isinstance(key, str) for key in saved):
-        raise StateError(f"state.identity: must be a dict of names, not {_shown(saved)}")
+        raise LoaderError(f"state.identity: must be a dict of names, not {_shown(saved)}")
     _check_mixture(saved.get("mixture"))
     if saved.get("mixture") != identity.get("mixture"):  # first: another mixture explains the other keys
-        raise StateError(
+        raise LoaderError(
             f"state.identity.mixture: the state was saved for {mixture_text(saved.get('mixture'))}, "
             f"not {mixture_text(identity.get('mixture'))}"
         )
     for key in sorted(set(saved) | set(identity)):
         if saved.get(key) != identity.get(key):
             why = _CHANGED.get(key, "another configuration")
-            raise StateError(
+            raise LoaderError(
                 f"state.identity.{key}: the state resumes {_shown(saved.get(key))}, this dataset is "
                 f"{_shown(identity.get(key))} ({why})"
             )
@@ -186,20 +181,22 @@ def _check_mixture(mixture: Any) -> None:
     if mixture is None:
         return
     if not isinstance(mixture, list) or not mixture:
-        raise StateError(
+        raise LoaderError(
             f"state.identity.mixture: must be None or a mixture's [[source, weight], ...], not {_shown(mixture)}"
         )
     for index, pair in enumerate(mixture):
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise StateError(f"state.identity.mixture[{index}]: must be [source, weight], not {_shown(pair)}")
+            raise LoaderError(
+                f"state.identity.mixture[{index}]: must be [source, weight], not {_shown(pair)}"
+            )
         weight = pair[1]
         if not (isinstance(weight, int) and not isinstance(weight, bool) and 1 <= weight < COUNT_LIMIT):
-            raise StateError(
+            raise LoaderError(
                 f"state.identity.mixture[{index}][1]: the weight must be an integer from 1 to 2**63 - 1, "
                 f"not {_shown(weight)}"
             )
     if len({source for source, _ in mixture}) < len(mixture):
-        raise StateError("state.identity.mixture: a source is given twice")
+        raise LoaderError("state.identity.mixture: a source is given twice")
 
 
 def mixture_text(mixture: list | None) -> str:
@@ -213,7 +210,7 @@ def mixture_text(mixture: list | None) -> str:
 def _count(state: dict[str, Any], name: str, lowest: int) -> None:
     value = state.get(name)
     if not (isinstance(value, int) and not isinstance(value, bool) and lowest <= value < COUNT_LIMIT):
-        raise StateError(f"state.{name}: must be an integer from {lowest} to 2**63 - 1, not {_shown(value)}")
+        raise LoaderError(f"state.{name}: must be an integer from {lowest} to 2**63 - 1, not {_shown(value)}")
 
 
 def dataset_state(state: Any) -> dict[str, Any]:
@@ -226,11 +223,11 @@ def dataset_state(state: Any) -> dict[str, Any]:
         state: the state dict.
 
     Returns:
-        The dataset state (checked further by ``check_state``); ``StateError`` when there is none, or it
+        The dataset state (checked further by ``check_state``); ``LoaderError`` when there is none, or it
         was taken inside a batch.
     """
     if not isinstance(state, dict):
-        raise StateError(f"a loader state must be a dict, not {type(state).__name__}")
+        raise LoaderError(f"a loader state must be a dict, not {type(state).__name__}")
     if "samples_consumed" in state or "format" in state:
         return state
     if state.get("dataset_state"):
@@ -243,15 +240,15 @@ def dataset_state(state: Any) -> dict[str, Any]:
         if isinstance(s, dict) and isinstance(s.get("dataset_state"), dict)
     ]
     if not found:
-        raise StateError("no ltsgen dataset state in this state dict")
+        raise LoaderError("no ltsgen dataset state in this state dict")
     for index, found_state in enumerate(found):
         for name in ("samples_consumed", "partial"):
             value = found_state.get(name)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise StateError(f"_worker_snapshots[{index}].dataset_state.{name}: must be an integer")
+                raise LoaderError(f"_worker_snapshots[{index}].dataset_state.{name}: must be an integer")
     best = max(found, key=lambda s: (s["samples_consumed"], s["partial"]))
     if best["partial"]:
-        raise StateError("the loader state was taken inside a batch; resume needs a batch boundary")
+        raise LoaderError("the loader state was taken inside a batch; resume needs a batch boundary")
     return best
 
 

@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 
 from ltsgen.errors import LtsgenError, require
 
+from .errors import LoaderError
 from .files import atomic_path
 
 # scheme -> (module, extra) for the filesystems that need an optional dependency
@@ -64,9 +65,14 @@ LEASE_RENEW_SECONDS = 30.0
 STAGING_DIR = "ltsgen-staging"
 
 
-class StorageError(LtsgenError):
+class StorageError(LoaderError):
     """A file or folder that cannot be read, written or claimed; the message is one line naming it, and
-    ``reason`` the cause alone (``"Permission denied"``, ``"not found"``)."""
+    ``reason`` the cause alone (``"Permission denied"``, ``"not found"``).
+
+    The loaders' one subclass, because callers act on it: builds, training runs and tokenizer writes say
+    "cannot write there (REASON)" (a bad manifest there is another message), ``read_manifest`` and the lease
+    read a missing file as absent, and a loader with ``on_error="skip"`` never skips a shard for it (a cache
+    folder that cannot be written is the user's to fix, not a bad shard)."""
 
     def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
@@ -74,7 +80,8 @@ class StorageError(LtsgenError):
 
 
 class LockHeld(StorageError):
-    """``lock`` found the claim held by another live process."""
+    """``lock`` found the claim held by another live process. Builds (``claim``, attach, the finishing
+    step) and training runs catch it to name the holder (``build_running``) or to leave the finishing to it."""
 
 
 def is_url(path_or_url: str | os.PathLike) -> bool:

@@ -28,13 +28,13 @@ from ltsgen.build import BuildError, build_running, end_torn_line, verified_jour
 from ltsgen.corpora.readers import MAX_DOC_CHARS
 from ltsgen.loaders.contract import (
     TOKENIZER_NAME,
-    ContractError,
     Manifest,
     ShardInfo,
     read_manifest,
     token_dtype,
     write_manifest,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.reader import check_text_lengths
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
@@ -72,7 +72,7 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
 
     Raises:
         TokenizerError: the records hold token ids, which only the directory's own tokenizer reads.
-        ContractError: the directory has no readable manifest.
+        LoaderError: the directory has no readable manifest.
         BuildError: a file attaching writes (``tokenizer.json`` and the files beside it) is not ltsgen's.
     """
     manifest = read_manifest(directory)
@@ -111,7 +111,7 @@ def attach_tokenizer(
         an interrupted earlier run had finished (kept, not tokenized again).
 
     Raises:
-        TokenizerError, ContractError: as ``attachable_manifest``, or a shard that does not match its
+        TokenizerError, LoaderError: as ``attachable_manifest``, or a shard that does not match its
         sha256 or holds a text over ``max_doc_chars``; BuildError: a build is running there, a file it
         would write is not ltsgen's, or a file cannot be written.
     """
@@ -191,7 +191,7 @@ def _write_token_shard(
     where = store.location(shard.path)
     data = store.read_bytes(shard.path)
     if shard.sha256 is not None and hashlib.sha256(data).hexdigest() != shard.sha256:
-        raise ContractError(f"{where}: sha256 does not match the manifest's (corrupt or changed shard)")
+        raise LoaderError(f"{where}: sha256 does not match the manifest's (corrupt or changed shard)")
     columns = decode_shard(data, fmt, where, ["id", "text", "source"])
     del data
     if max_doc_chars:

@@ -48,12 +48,12 @@ from ltsgen.loaders.contract import (
     FORMATS,
     MANIFEST_NAME,
     STANDARD_SPLITS,
-    ContractError,
     Manifest,
     ShardInfo,
     read_manifest,
     write_manifest,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.outputs import (
@@ -440,7 +440,7 @@ def _previous_builder(store: Storage) -> dict[str, Any] | None:
     if store.exists(MANIFEST_NAME):
         try:
             return json.loads(json.dumps(read_manifest(store).builder, sort_keys=True))
-        except ContractError as error:
+        except LoaderError as error:
             raise BuildError(str(error)) from None
     return None
 
@@ -465,7 +465,7 @@ def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) 
         return None
     try:
         manifest = read_manifest(store)
-    except ContractError:
+    except LoaderError:
         return None
     if json.loads(json.dumps(manifest.builder, sort_keys=True)) != json.loads(
         json.dumps(builder, sort_keys=True)

@@ -30,11 +30,11 @@ from ltsgen.loaders.contract import (
     FORMATS,
     MANIFEST_NAME,
     STANDARD_SPLITS,
-    ContractError,
     Manifest,
     ShardInfo,
     read_manifest,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path
 from ltsgen.loaders.storage import Storage, as_storage
 from ltsgen.outputs import CARD_FILES, TOKENS_PLOT, WORDS_PLOT, output_state, record_outputs
@@ -82,7 +82,7 @@ def card_conflict(directory: str | Path | Storage) -> str | None:
 def copy_card(directory: str | Path | Storage, output: str | Path) -> Path:
     """Copy ``DIR/README.md`` to the local file ``output`` with its plots beside it as
     ``<output stem>_<plot>``, each file atomically. It replaces an earlier copy of a card (and its plots),
-    never another file: ``ContractError`` naming it, before anything is written."""
+    never another file: ``LoaderError`` naming it, before anything is written."""
     store, output = as_storage(directory), Path(output)
     refuse_copy_over(output)
     text = store.read_text(CARD_NAME)
@@ -113,22 +113,22 @@ def refuse_copy_over(output: Path) -> None:
     """Refuse a card copy to ``output`` where it would replace a file that is not an earlier copy: a
     file at ``output`` that is no card, or plots at its names beside a new ``output``."""
     if output.exists() and not (output.is_file() and is_card(output)):
-        raise ContractError(f"{output}: exists and is not a data card; ltsgen does not write over it")
+        raise LoaderError(f"{output}: exists and is not a data card; ltsgen does not write over it")
     if not output.exists():
         for plot in (WORDS_PLOT, TOKENS_PLOT):
             beside = output.parent / f"{output.stem}_{plot}"
             if beside.exists():
-                raise ContractError(f"{beside}: exists beside no card copy; ltsgen does not write over it")
+                raise LoaderError(f"{beside}: exists beside no card copy; ltsgen does not write over it")
 
 
 def check_statistics(manifest: Manifest, where: str) -> None:
     """``manifest.extra["statistics"]`` is an object of tables the card can render (see the module
-    docstring); else ``ContractError`` naming the field."""
+    docstring); else ``LoaderError`` naming the field."""
     statistics = manifest.extra.get("statistics")
     if statistics is None:
         return
     if not isinstance(statistics, dict):
-        raise ContractError(
+        raise LoaderError(
             f"{where}: extra.statistics must be an object of tables, not {type(statistics).__name__}"
         )
     for title, table in statistics.items():
@@ -136,7 +136,7 @@ def check_statistics(manifest: Manifest, where: str) -> None:
             columns, rows = table["columns"], table["rows"]
             fits = isinstance(columns, list) and isinstance(rows, list)
             if not fits or not all(isinstance(row, list) and len(row) == len(columns) for row in rows):
-                raise ContractError(
+                raise LoaderError(
                     f"{where}: extra.statistics.{title} must have a list of columns and rows that are lists of "
                     "that many cells"
                 )

@@ -19,14 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ltsgen.loaders.contract import (
-    CARD_NAME,
-    MANIFEST_NAME,
-    TOKENIZER_NAME,
-    ContractError,
-    ShardInfo,
-    read_manifest,
-)
+from ltsgen.loaders.contract import CARD_NAME, MANIFEST_NAME, TOKENIZER_NAME, ShardInfo, read_manifest
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.loaders.storage import Storage, StorageError, as_storage
 
@@ -139,7 +133,7 @@ def written_files(directory: Path | str | Storage) -> set[str]:
     if MANIFEST_NAME in present:
         try:
             manifest = read_manifest(store)
-        except ContractError:
+        except LoaderError:
             manifest = None
         if manifest is not None:
             written.add(MANIFEST_NAME)

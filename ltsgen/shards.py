@@ -30,10 +30,10 @@ from ltsgen.loaders.contract import (
     TAR_FIELDS_EXT,
     TAR_IDS_EXT,
     TAR_TEXT_EXT,
-    ContractError,
     ShardInfo,
     count_words,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.indexed import RowGroupIndex, row_group_span
 from ltsgen.loaders.storage import Storage, as_storage
@@ -79,11 +79,11 @@ class ShardWriter:
         row_group_rows: int | None = None,
     ) -> None:
         if fmt not in FORMATS:
-            raise ContractError(f"{relpath}: unknown shard format {fmt!r} (choose from {', '.join(FORMATS)})")
+            raise LoaderError(f"{relpath}: unknown shard format {fmt!r} (choose from {', '.join(FORMATS)})")
         if not relpath.endswith("." + FORMATS[fmt]):
-            raise ContractError(f"{relpath}: a {fmt} shard must end in .{FORMATS[fmt]}")
+            raise LoaderError(f"{relpath}: a {fmt} shard must end in .{FORMATS[fmt]}")
         if token_dtype not in (None, *TOKEN_DTYPES):
-            raise ContractError(f"{relpath}: token dtype must be uint16 or uint32, not {token_dtype!r}")
+            raise LoaderError(f"{relpath}: token dtype must be uint16 or uint32, not {token_dtype!r}")
         self.storage = as_storage(directory)
         self.relpath = relpath
         self.fmt = fmt
@@ -133,7 +133,7 @@ class ShardWriter:
             zip(records, word_counts([r["text"] for r in records]), strict=True), first
         ):
             if record.setdefault("num_words", words) != words:
-                raise ContractError(
+                raise LoaderError(
                     f"{self.relpath}: record {number} ({record['id']}): num_words={record['num_words']} but "
                     f"the text has {words}"
                 )
@@ -184,31 +184,31 @@ class ShardWriter:
         where = f"{self.relpath}: record {self.samples}"
         key = record.get("id")
         if not isinstance(key, str) or not key or "." in key or "/" in key:
-            raise ContractError(f"{where}: id must be a non-empty string without '.' or '/', got {key!r}")
+            raise LoaderError(f"{where}: id must be a non-empty string without '.' or '/', got {key!r}")
         if key in self._ids:
-            raise ContractError(f"{where}: duplicate id {key!r} in one shard")
+            raise LoaderError(f"{where}: duplicate id {key!r} in one shard")
         if not isinstance(record.get("text"), str) or not isinstance(record.get("source"), str):
-            raise ContractError(f"{where} ({key}): 'text' and 'source' must be strings")
+            raise LoaderError(f"{where} ({key}): 'text' and 'source' must be strings")
         unknown = set(record) - {"id", "text", "source", "num_words", "num_tokens", "input_ids", "meta"}
         if unknown:
-            raise ContractError(f"{where} ({key}): fields outside the contract: {sorted(unknown)}")
+            raise LoaderError(f"{where} ({key}): fields outside the contract: {sorted(unknown)}")
         record = dict(record)
         record["meta"] = record.get("meta") or {}
         if not isinstance(record["meta"], dict):
-            raise ContractError(f"{where} ({key}): meta must be a dict")
+            raise LoaderError(f"{where} ({key}): meta must be a dict")
         if self.token_dtype is None:
             if "input_ids" in record or "num_tokens" in record:
-                raise ContractError(f"{where} ({key}): token ids given but the writer has no token_dtype")
+                raise LoaderError(f"{where} ({key}): token ids given but the writer has no token_dtype")
             return record
         if "input_ids" not in record:
-            raise ContractError(f"{where} ({key}): a tokenized shard needs input_ids in every record")
+            raise LoaderError(f"{where} ({key}): a tokenized shard needs input_ids in every record")
         ids = np.asarray(record["input_ids"])
         limit = np.iinfo(self.token_dtype).max
         if ids.ndim != 1 or (ids.size and (ids.min() < 0 or ids.max() > limit)):
-            raise ContractError(f"{where} ({key}): input_ids must be a 1-D array of ids in 0..{limit}")
+            raise LoaderError(f"{where} ({key}): input_ids must be a 1-D array of ids in 0..{limit}")
         record["input_ids"] = ids.astype(self.token_dtype)
         if record.setdefault("num_tokens", ids.size) != ids.size:
-            raise ContractError(f"{where} ({key}): num_tokens={record['num_tokens']} but {ids.size} ids")
+            raise LoaderError(f"{where} ({key}): num_tokens={record['num_tokens']} but {ids.size} ids")
         return record
 
 
@@ -395,7 +395,7 @@ class _ParquetEncoder(_Encoder):
         metadata = self.pq.read_metadata(self.pa.BufferReader(b"PAR1" + footer))
         found = [row_group_span(metadata, group) for group in range(metadata.num_row_groups)]
         if found != self.spans:  # the index hashed other bytes than the footer points at
-            raise ContractError(f"pyarrow wrote row groups at {found[:3]}..., not where they were hashed")
+            raise LoaderError(f"pyarrow wrote row groups at {found[:3]}..., not where they were hashed")
 
     def _written(self, start: int, stop: int) -> bytes:
         self.file.flush()

@@ -26,10 +26,10 @@ from ltsgen.loaders.contract import (
     TOKENIZER_NAME,
     TRAIN_SPLIT,
     VALIDATION_SPLIT,
-    ContractError,
     Manifest,
     parse_manifest,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
@@ -292,7 +292,7 @@ def load_eval_sets(
             found = _stored_eval_sets(data_dir, lengths, max_sequences, needed)
         else:
             found = _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, needed)
-    except ContractError as error:
+    except LoaderError as error:
         raise TrainingError(str(error)) from None
     if mixed:
         found.description = f"the mixture's first source {data_dir}: {found.description}"

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         refuse_copy_over,
         write_card,
     )
-    from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.errors import LoaderError
     from ltsgen.loaders.storage import Storage, StorageError
     from ltsgen.outputs import CARD_FILES, output_state
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         directory = Storage(args.directory, storage_options(args))
         for name in CARD_FILES:
             if output_state(directory, name) == "other":
-                raise ContractError(
+                raise LoaderError(
                     f"{directory.location(name)}: not written by ltsgen, and the card writes there; move it "
                     "away (ltsgen never writes over a file of yours)"
                 )

@@ -41,19 +41,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ltsgen.info import dataset_info
-    from ltsgen.loaders.contract import ContractError
+    from ltsgen.loaders.errors import LoaderError
     from ltsgen.loaders.storage import Storage
 
     try:
         info = dataset_info(
             Storage(args.directory, storage_options(args)), verify=args.verify, progress=not args.no_progress
         )
-    except ContractError as error:  # (a decoder's own message may span lines)
-        raise ContractError(" ".join(str(error).split())) from None
+    except LoaderError as error:  # (a decoder's own message may span lines)
+        raise LoaderError(" ".join(str(error).split())) from None
     print(json.dumps(info, indent=2) if args.json else describe(info))
     bad = info.get("mismatched")
     if bad:
-        raise ContractError(
+        raise LoaderError(
             f"{len(bad)} of {info['verified']} shards differ from their sha256 in {info['location']}/manifest.json"
             f": {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
         )

@@ -17,7 +17,7 @@ from process_tools import children, still_alive
 
 from ltsgen.engines import EngineError, ProcessEngine, RemoteTraceback, SerialEngine, make_engine
 from ltsgen.errors import UsageError
-from ltsgen.loaders.contract import ContractError
+from ltsgen.loaders import LoaderError
 
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 
@@ -42,7 +42,7 @@ def test_results_come_as_jobs_complete(tmp_path):
 
 def test_errors_come_back_as_raised():
     with ProcessEngine(2) as engine:
-        with pytest.raises(ContractError, match="^job 3 is bad$") as error:
+        with pytest.raises(LoaderError, match="^job 3 is bad$") as error:
             list(engine.map(fail_on, [(i, "contract") for i in range(6)]))
         assert error.value.__cause__ is None  # a user's error stays one line
         with pytest.raises(ZeroDivisionError) as error:

@@ -17,7 +17,8 @@ import webdataset as wds
 import zstandard
 
 import ltsgen.shards
-from ltsgen.loaders.contract import FORMATS, ROW_GROUP_INDEX_KEY, ContractError
+from ltsgen.loaders import LoaderError
+from ltsgen.loaders.contract import FORMATS, ROW_GROUP_INDEX_KEY
 from ltsgen.loaders.formats import read_shard
 from ltsgen.loaders.indexed import row_group_span
 from ltsgen.shards import ShardWriter
@@ -184,7 +185,7 @@ def test_failure_inside_block_leaves_no_file(tmp_path):
 def test_bad_records_are_refused(tmp_path, change, dtype, message):
     record = {**make_records(1, False)[0], **change}
     with (
-        pytest.raises(ContractError, match=message),
+        pytest.raises(LoaderError, match=message),
         ShardWriter(tmp_path, "t/shard-00000.tar", "webdataset", dtype) as w,
     ):
         w.write(record)
@@ -194,15 +195,15 @@ def test_bad_records_are_refused(tmp_path, change, dtype, message):
 def test_duplicate_ids_and_missing_tokens_are_refused(tmp_path):
     record = make_records(1, False)[0]
     with (
-        pytest.raises(ContractError, match="duplicate id"),
+        pytest.raises(LoaderError, match="duplicate id"),
         ShardWriter(tmp_path, "t/shard-00000.tar", "webdataset") as w,
     ):
         w.write(record)
         w.write(record)
-    with pytest.raises(ContractError, match="needs input_ids"):
+    with pytest.raises(LoaderError, match="needs input_ids"):
         with ShardWriter(tmp_path, "t/shard-00000.parquet", "parquet", "uint16") as w:
             w.write(record)
-    with pytest.raises(ContractError, match="must end in .tar"):
+    with pytest.raises(LoaderError, match="must end in .tar"):
         ShardWriter(tmp_path, "t/shard-00000.parquet", "webdataset")
 
 
@@ -238,9 +239,7 @@ def test_a_wrong_word_count_is_refused_naming_its_record_in_a_later_batch(tmp_pa
     records = make_records(ltsgen.shards.CHECK_RECORDS + 3, False)
     records[-2]["num_words"] = 1
     with (
-        pytest.raises(
-            ContractError, match=rf"^t/shard-00000.parquet: record {len(records) - 2} \(doc-\d+\): "
-        ),
+        pytest.raises(LoaderError, match=rf"^t/shard-00000.parquet: record {len(records) - 2} \(doc-\d+\): "),
         ShardWriter(tmp_path, "t/shard-00000.parquet", "parquet") as w,
     ):
         for record in records:

@@ -12,7 +12,8 @@ import torch
 from corpus_fixtures import ARXIV, C4_GZ, CODE, json_lines
 
 from ltsgen.cli import main
-from ltsgen.loaders.contract import ContractError, read_manifest
+from ltsgen.loaders import LoaderError
+from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.files import sha256_file
 from ltsgen.loaders.formats import read_shard
 from ltsgen.loaders.storage import Storage
@@ -136,7 +137,7 @@ def _ids(directory: Path, path: str, tokenizer) -> np.ndarray:
 def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
     from ltsgen.loaders import StreamingDataset
 
-    with pytest.raises(ContractError, match="not tokenized and no tokenizer was given or stored"):
+    with pytest.raises(LoaderError, match="not tokenized and no tokenizer was given or stored"):
         StreamingDataset(stories, seq_len=64)
     capsys.readouterr()
     assert main(["tokenizer", "--data", str(stories), "--vocab-size", "400", "--no-progress"]) == 0
@@ -331,7 +332,7 @@ def _texts(directory: Path) -> list[str]:
 
 def test_a_state_taken_while_tokenizing_resumes_on_the_stored_ids_of_that_tokenizer(small_stories, tmp_path):
     from ltsgen.attach import attach_tokenizer
-    from ltsgen.loaders import StateError, StreamingDataset
+    from ltsgen.loaders import StreamingDataset
     from ltsgen.tokenizer import save_tokenizer
 
     tokenizer = train_tokenizer(_texts(small_stories), 300)
@@ -353,7 +354,7 @@ def test_a_state_taken_while_tokenizing_resumes_on_the_stored_ids_of_that_tokeni
     assert all(torch.equal(a, b["input_ids"]) for a, b in zip(batches[2:], stored, strict=True))
 
     attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))
-    with pytest.raises(StateError, match=r"^state\.identity\.tokenizer_sha256: "):
+    with pytest.raises(LoaderError, match=r"^state\.identity\.tokenizer_sha256: "):
         StreamingDataset(small_stories, **options).load_state_dict(state)
 
 
@@ -370,7 +371,7 @@ def test_attaching_never_writes_over_files_of_yours_nor_tokenizes_a_text_over_ma
     sha = hashlib.sha256(tokenizer_bytes(tokenizer)).hexdigest()
     before = (small_stories / "manifest.json").read_bytes()
     with pytest.raises(
-        ContractError,
+        LoaderError,
         match=r"shard-00000.parquet: record 0 has [\d,]+ characters, over --max-doc-chars=10 \(tok.*0 for no limit\)$",
     ):
         attach_tokenizer(small_stories, tokenizer, max_doc_chars=10)

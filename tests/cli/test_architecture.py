@@ -218,7 +218,7 @@ def test_allowed_imports_pass():
             "from ltsgen.training import train\nfrom ltsgen import __version__\n",
             False,
         ),
-        "ltsgen.loaders": ("from .contract import ContractError\n", True),
+        "ltsgen.loaders": ("from .errors import LoaderError\n", True),
         "ltsgen.training.compare": ("from ltsgen.engines import Engine, SerialEngine\n", False),
         "ltsgen.corpora.pipeline": ("from ltsgen.engines import make_engine\n", False),
     }

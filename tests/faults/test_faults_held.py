@@ -19,8 +19,8 @@ from openai_server import ScriptedOpenAIServer, stories_args
 from training_fixtures import metrics, tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
-from ltsgen.loaders import StreamingDataset
-from ltsgen.loaders.contract import ContractError, read_manifest
+from ltsgen.loaders import LoaderError, StreamingDataset
+from ltsgen.loaders.contract import read_manifest
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import train
 
@@ -29,7 +29,7 @@ def test_a_deleted_shard_is_named_or_skipped_and_counted(tmp_path):
     directory = make_dataset(tmp_path / "d", [6, 6, 6, 6], "parquet")
     gone = read_manifest(directory).shards("train")[2].path
     (directory / gone).unlink()
-    with pytest.raises(ContractError, match=gone):
+    with pytest.raises(LoaderError, match=gone):
         list(StreamingDataset(directory, shuffle=False))
     dataset = StreamingDataset(directory, shuffle=False, on_error="skip")
     with warnings.catch_warnings():

@@ -14,7 +14,7 @@ import torch
 from loader_fixtures import EOS, subprocess_env
 
 from ltsgen.errors import LtsgenError
-from ltsgen.loaders import ContractError, StreamingDataset
+from ltsgen.loaders import LoaderError, StreamingDataset
 from ltsgen.loaders.contract import Manifest, write_manifest
 from ltsgen.shards import ShardWriter
 
@@ -102,7 +102,7 @@ def test_a_20_mb_document_to_tokenize_is_refused_or_skipped_in_bounded_memory(tm
 
 def test_max_doc_chars_is_checked_and_bounds_only_what_is_tokenized(tmp_path):
     directory = text_dataset(tmp_path / "d", 5000)
-    with pytest.raises(ContractError, match=r"shard-00002.parquet: record 8 has 5,000 characters"):
+    with pytest.raises(LoaderError, match=r"shard-00002.parquet: record 8 has 5,000 characters"):
         StreamingDataset(directory, seq_len=31, max_doc_chars=4999)
     assert len(StreamingDataset(directory, seq_len=31, max_doc_chars=5000)) > 0
     assert len(StreamingDataset(directory, seq_len=31, max_doc_chars=0)) > 0
@@ -136,7 +136,7 @@ def test_an_eos_id_that_does_not_fit_the_token_ids_is_one_line(tmp_path):
             writer.write({"id": f"d{k}", "text": "", "source": "lts", "input_ids": np.arange(1, 40 + k)})
     tokenizer = {"path": "tokenizer.json", "sha256": "", "vocab_size": 60001, "eos_id": EOS}
     write_manifest(tmp_path, Manifest("lts", "parquet", {"train": [writer.info]}, BUILDER, tokenizer))
-    with pytest.raises(ContractError, match=r"^eos_id 70000 does not fit the token ids, stored as uint16$"):
+    with pytest.raises(LoaderError, match=r"^eos_id 70000 does not fit the token ids, stored as uint16$"):
         next(iter(StreamingDataset(tmp_path, seq_len=15, eos_id=70_000)))
     for bad in (-1, 2**32, "0"):
         with pytest.raises(LtsgenError, match=r"^eos_id must be an integer from 0 to 2\*\*32 - 1"):
@@ -151,9 +151,9 @@ def test_an_error_in_a_loader_worker_is_raised_as_its_one_line_as_without_worker
     shard.write_bytes(bytes(data))
     errors = []
     for workers in (0, 2):
-        with pytest.raises(ContractError) as caught:
+        with pytest.raises(LoaderError) as caught:
             list(StreamingDataset(directory, batch_size=4).loader(num_workers=workers))
         errors.append(str(caught.value))
-    assert errors[1] == errors[0]  # not torch's "Caught ContractError in DataLoader worker process 1 ..."
+    assert errors[1] == errors[0]  # not torch's "Caught LoaderError in DataLoader worker process 1 ..."
     assert errors[1].startswith(f"{shard}: ") and errors[1].endswith("(corrupt or changed shard)")
     assert "\n" not in errors[1]

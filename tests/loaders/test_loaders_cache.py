@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
 
-from ltsgen.loaders import ContractError, StreamingDataset
-from ltsgen.loaders.cache import PART_SUFFIX, CacheError, ShardCache, parse_size
+from ltsgen.loaders import LoaderError, StreamingDataset
+from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
+from ltsgen.loaders.storage import StorageError
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [14, 9, 17, 12, 6, 15]  # 73 records in 6 shards
@@ -130,7 +131,7 @@ def test_least_recently_used_shards_go_beyond_the_limit(s3_server, local, remote
 
 
 def test_storage_options_reach_the_filesystem(s3_server, remote, tmp_path):
-    with pytest.raises(ContractError, match="manifest.json: cannot be read"):
+    with pytest.raises(LoaderError, match="manifest.json: cannot be read"):
         StreamingDataset(remote, storage_options={"endpoint_url": "http://127.0.0.1:9", "connect_timeout": 1})
     dataset = StreamingDataset(
         remote, storage_options={"endpoint_url": s3_server.endpoint}, cache_dir=tmp_path
@@ -147,11 +148,11 @@ def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
         1572864,
         3 * 10**9,
     ]
-    with pytest.raises(ContractError, match="cache_limit 'lots'"):
+    with pytest.raises(LoaderError, match="cache_limit 'lots'"):
         parse_size("lots")
     info = read_manifest(local).shards("train")[0]
     cache = ShardCache(tmp_path / "cache")
-    with pytest.raises(ContractError, match="x.parquet: sha256 .* does not match"):
+    with pytest.raises(LoaderError, match="x.parquet: sha256 .* does not match"):
         cache.read(info, "x.parquet", lambda: b"not the shard")
     assert cache_files(tmp_path / "cache") == {}  # nothing kept, not even the partial download
     data, verified = cache.read(info, "x.parquet", (local / info.path).read_bytes)
@@ -292,7 +293,7 @@ def test_a_full_or_read_only_cache_dir_is_one_line_naming_it(s3_server, local, r
     resource.setrlimit(resource.RLIMIT_FSIZE, (5000, hard))  # a full disk: no shard fits
     try:
         assert min(s.bytes for s in shards) > 5000
-        with pytest.raises(CacheError) as caught:
+        with pytest.raises(StorageError) as caught:
             list(make(remote, cache_dir=tmp_path / "full"))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
@@ -302,7 +303,7 @@ def test_a_full_or_read_only_cache_dir_is_one_line_naming_it(s3_server, local, r
     assert len(list(make(remote, cache_dir=tmp_path / "full"))) > 0
     assert not list((tmp_path / "full").glob("*.part"))
     (tmp_path / "a-file").write_text("not a folder")
-    with pytest.raises(CacheError) as caught:
+    with pytest.raises(StorageError) as caught:
         list(make(remote, cache_dir=tmp_path / "a-file" / "cache"))
     assert str(caught.value) == (
         f"cache_dir: {tmp_path / 'a-file' / 'cache'} cannot be created (Not a directory): free space, "

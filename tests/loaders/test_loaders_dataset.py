@@ -15,7 +15,7 @@ import torch
 from loader_fixtures import EOS, bpe, document, make_dataset, write_text_dataset
 
 from ltsgen.errors import UsageError
-from ltsgen.loaders import ContractError, PadCollate, StateError, StreamingDataset, load_eval_set
+from ltsgen.loaders import LoaderError, PadCollate, StreamingDataset, load_eval_set
 from ltsgen.loaders.contract import Manifest, read_manifest, write_manifest
 from ltsgen.loaders.indexed import row_group_span
 from ltsgen.loaders.order import EpochOrder
@@ -172,7 +172,7 @@ def test_eval_sets_have_exact_lengths(tmp_path):
     block = load_eval_set(tmp_path, 8)
     assert block.dtype == torch.long and block.tolist() == [list(range(i, i + 8)) for i in range(3)]
     assert load_eval_set(tmp_path, 4).shape == (3, 4)
-    with pytest.raises(ContractError, match="split 'eval' bucket '16' .* has no shards"):
+    with pytest.raises(LoaderError, match="split 'eval' bucket '16' .* has no shards"):
         load_eval_set(tmp_path, 16)
 
 
@@ -188,20 +188,18 @@ def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
 
 def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
     directory, relpath = corrupt_copy(parquet_dir, tmp_path / "d", shard=3)
-    with pytest.raises(
-        ContractError, match=rf"{relpath}: (footer |row group \d+: )?sha256 .* does not match"
-    ):
+    with pytest.raises(LoaderError, match=rf"{relpath}: (footer |row group \d+: )?sha256 .* does not match"):
         list(StreamingDataset(directory))
     path = directory / relpath
     path.write_bytes(path.read_bytes()[:-100])  # structural damage, found without the checksum
-    with pytest.raises(ContractError, match=f"{relpath}: corrupt parquet shard"):
+    with pytest.raises(LoaderError, match=f"{relpath}: corrupt parquet shard"):
         list(StreamingDataset(directory, verify=False))
 
 
 def blocks_until_error(directory: Path, match: str) -> set[int]:
-    """The documents of the packed blocks yielded before the ContractError ``match`` stopped the epoch."""
+    """The documents of the packed blocks yielded before the LoaderError ``match`` stopped the epoch."""
     blocks = []
-    with pytest.raises(ContractError, match=match):
+    with pytest.raises(LoaderError, match=match):
         for batch in StreamingDataset(directory, seq_len=5, batch_size=2, shuffle_window=2).loader():
             blocks.append(batch["input_ids"])
     return {(int(i) - 1) // 100 for block in blocks for i in block.flatten() if i != EOS}
@@ -242,9 +240,7 @@ def test_a_parquet_shard_is_checked_by_its_footer_in_every_window_and_mode(parqu
     data = bytearray(path.read_bytes())
     data[row_group_span(pq.read_metadata(path), 1)[1] - 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(
-        ContractError, match=f"{info.path}: row group 1: sha256 .* does not match the footer's"
-    ):
+    with pytest.raises(LoaderError, match=f"{info.path}: row group 1: sha256 .* does not match the footer's"):
         list(StreamingDataset(tmp_path / "d"))
 
 
@@ -285,10 +281,10 @@ def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
     next(iter(dataset))
     state = dataset.state_dict()
     assert state["samples_consumed"] == 0 and state["partial"] == 1
-    with pytest.raises(StateError, match="global batch size changed from 2 to 3"):
+    with pytest.raises(LoaderError, match="global batch size changed from 2 to 3"):
         StreamingDataset(parquet_dir, batch_size=3).load_state_dict(state)
     other = make_dataset(tmp_path, [3, 3], "parquet")
-    with pytest.raises(StateError, match="another dataset"):
+    with pytest.raises(LoaderError, match="another dataset"):
         StreamingDataset(other, batch_size=2).load_state_dict(state)
     resumed = StreamingDataset(parquet_dir, batch_size=2)
     resumed.load_state_dict(state)
@@ -296,9 +292,9 @@ def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
 
 
 def test_bad_arguments_are_one_line_errors(parquet_dir):
-    with pytest.raises(ContractError, match="too few items for one global batch of 50"):
+    with pytest.raises(LoaderError, match="too few items for one global batch of 50"):
         StreamingDataset(parquet_dir, batch_size=50)
-    with pytest.raises(ContractError, match="no split 'valid'"):
+    with pytest.raises(LoaderError, match="no split 'valid'"):
         StreamingDataset(parquet_dir, split="valid")
     with pytest.raises(UsageError, match="remainder"):
         StreamingDataset(parquet_dir, remainder="pad")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from loader_fixtures import EOS, document, make_dataset
 
-from ltsgen.loaders import ContractError, StreamingDataset, read_shard
+from ltsgen.loaders import LoaderError, StreamingDataset, read_shard
 from ltsgen.loaders.contract import FORMATS, read_manifest
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.indexed import IndexedParquet, ShardBytes, row_group_span
@@ -57,7 +57,7 @@ def test_corrupt_shard_bytes_give_an_error_naming_the_shard(dataset, tmp_path):
     data = bytearray(source.read_bytes())
     broken = tmp_path / source.name
     broken.write_bytes(bytes(data[: len(data) // 2]))
-    with pytest.raises(ContractError, match=broken.name):
+    with pytest.raises(LoaderError, match=broken.name):
         list(read_shard(broken, fmt))
 
 
@@ -86,7 +86,7 @@ def _tar_with(name: str, kind: bytes = tarfile.REGTYPE) -> bytes:
 def test_tar_members_that_escape_or_link_are_refused(tmp_path, name, kind, message):
     path = tmp_path / "shard-00000.tar"
     path.write_bytes(_tar_with(name, kind))
-    with pytest.raises(ContractError, match=message):
+    with pytest.raises(LoaderError, match=message):
         list(read_shard(path, "webdataset"))
 
 
@@ -135,15 +135,15 @@ def test_pipe_urls_are_refused_unless_allowed(dataset):
     directory, fmt = dataset
     path = directory / read_manifest(directory).shards("train")[1].path
     url = f"pipe:cat {shlex.quote(str(path))}"
-    with pytest.raises(ContractError, match="pipe: URLs run shell commands"):
+    with pytest.raises(LoaderError, match="pipe: URLs run shell commands"):
         list(read_shard(url, fmt))
-    with pytest.raises(ContractError, match="allow_pipe"):
+    with pytest.raises(LoaderError, match="allow_pipe"):
         StreamingDataset(f"pipe:cat {shlex.quote(str(directory))}/{{path}}")
     assert [r["id"] for r in read_shard(url, fmt, allow_pipe=True)] == [f"doc-{i:06d}" for i in range(5, 9)]
     template = f"pipe:cat {shlex.quote(str(directory))}/{{path}}"
     dataset = StreamingDataset(template, shuffle=False, allow_pipe=True)
     assert [r["id"] for r in dataset] == [f"doc-{i:06d}" for i in range(9)]
-    with pytest.raises(ContractError, match="exited with status"):
+    with pytest.raises(LoaderError, match="exited with status"):
         list(read_shard("pipe:false", fmt, allow_pipe=True))
 
 
@@ -180,7 +180,7 @@ def test_http_dataset_streams_like_the_local_one(http_root):
     ]
     shard = read_manifest(directory).shards("train")[0].path
     assert len(list(read_shard(join(url, shard), fmt))) == 5
-    with pytest.raises(ContractError, match="not found"):
+    with pytest.raises(LoaderError, match="not found"):
         StreamingDataset(url + "/missing")
 
 
@@ -263,7 +263,7 @@ def test_a_remote_shard_requests_the_row_groups_a_decode_needs_at_once_and_check
     assert [tokens[i].tolist() for i in (0, 4, 10)] == [eager[i].tolist() for i in (0, 4, 10)]
     assert len(calls) == 2  # decoded rows need no request again
     data[spans[2][1] - 3] ^= 0xFF  # row group 2 changes on the server before it is read
-    with pytest.raises(ContractError, match=r"remote: row group 2: sha256 .* does not match"):
+    with pytest.raises(LoaderError, match=r"remote: row group 2: sha256 .* does not match"):
         tokens.load(np.asarray([7]))
     assert calls[2:] == [[spans[2]]] and tokens.decoded_groups == 3
 
@@ -275,11 +275,11 @@ def test_a_row_group_changed_after_opening_is_refused_before_any_of_its_ids_is_r
     data = bytearray(path.read_bytes())
     data[spans[2][1] - 3] ^= 0xFF  # inside row group 2 (its input_ids), same size
     path.write_bytes(bytes(data))
-    with pytest.raises(ContractError, match=r"shard-00000.parquet: row group 2: sha256 .* does not match"):
+    with pytest.raises(LoaderError, match=r"shard-00000.parquet: row group 2: sha256 .* does not match"):
         tokens[7]
     assert tokens.decoded_groups == 1 and not tokens.complete
     assert tokens[4].tolist() == document(4, 3 + 4 % 5)["input_ids"].tolist()  # row group 1 is intact
-    with pytest.raises(ContractError, match="row group 2"):
+    with pytest.raises(LoaderError, match="row group 2"):
         tokens.load_all()
 
 
@@ -291,15 +291,15 @@ def test_an_indexed_shard_with_a_changed_footer_or_no_index_is_refused(tmp_path)
     data = bytearray(path.read_bytes())
     at = data.rindex(b"sha256") + 12  # a hex digit of the index's first sha256
     data[at] = ord("0") if data[at] != ord("0") else ord("1")
-    with pytest.raises(ContractError, match=r"s: footer sha256 .* does not match the manifest's"):
+    with pytest.raises(LoaderError, match=r"s: footer sha256 .* does not match the manifest's"):
         IndexedParquet(ShardBytes("s", data=bytes(data)), info.footer_sha256)
     buffer = io.BytesIO()
     pq.write_table(pa.table({"id": ["a"]}), buffer)
     plain = buffer.getvalue()
     footer = plain[len(plain) - 8 - int.from_bytes(plain[-8:-4], "little") :]
-    with pytest.raises(ContractError, match="p: the footer has no row group index"):
+    with pytest.raises(LoaderError, match="p: the footer has no row group index"):
         IndexedParquet(ShardBytes("p", data=plain), hashlib.sha256(footer).hexdigest())
-    with pytest.raises(ContractError, match="t: not a parquet file"):
+    with pytest.raises(LoaderError, match="t: not a parquet file"):
         IndexedParquet(ShardBytes("t", data=bytes(data[:-2])), info.footer_sha256)
 
 
@@ -313,12 +313,12 @@ def test_a_row_group_whose_ids_disagree_with_num_tokens_is_refused_naming_it(tmp
     pq.write_table(table, buffer, row_group_size=2)
     tokens = decode_shard(buffer.getvalue(), "parquet", "bad.parquet", lazy_tokens=True).tokens
     assert tokens[1].tolist() == [3]  # the first row group agrees
-    with pytest.raises(ContractError, match="bad.parquet: row group 1: the lengths of input_ids differ"):
+    with pytest.raises(LoaderError, match="bad.parquet: row group 1: the lengths of input_ids differ"):
         tokens.load(np.asarray([3]))
     table = table.set_column(1, "num_tokens", pa.array([2, None, 3, 1]))
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
-    with pytest.raises(ContractError, match="bad.parquet: num_tokens must be int64 without nulls"):
+    with pytest.raises(LoaderError, match="bad.parquet: num_tokens must be int64 without nulls"):
         decode_shard(buffer.getvalue(), "parquet", "bad.parquet", lazy_tokens=True)
 
 
@@ -386,5 +386,5 @@ def test_a_jsonl_zst_shard_is_decompressed_a_line_at_a_time_keeping_only_the_wan
     ]
     assert peak < 8 << 20, peak  # the lines are 33 MB: they were decompressed whole, then parsed whole
     assert decode_shard(data, "jsonl.zst", "shard").fields["text"][77] == records[77]["text"]
-    with pytest.raises(ContractError, match="^shard: truncated zstd stream$"):
+    with pytest.raises(LoaderError, match="^shard: truncated zstd stream$"):
         decode_shard(data[:-3], "jsonl.zst", "shard")

@@ -17,7 +17,7 @@ import pytest
 from loader_fixtures import make_dataset
 
 from ltsgen.cli import main
-from ltsgen.loaders import ContractError, StreamingDataset
+from ltsgen.loaders import LoaderError, StreamingDataset
 from ltsgen.loaders.contract import MANIFEST_NAME, parse_manifest, read_manifest
 
 STORIES = ["--num-stories", "6", "--max-words", "300", "--quiet"]
@@ -131,9 +131,9 @@ def test_hostile_manifest_is_one_line_naming_the_field_in_every_reader(stories_b
     change, message = HOSTILE[case]
     directory = hostile_copy(stories_build, tmp_path / "d", change)
     where = f"{directory / MANIFEST_NAME}: "
-    with pytest.raises(ContractError, match=message):
+    with pytest.raises(LoaderError, match=message):
         read_manifest(directory)
-    with pytest.raises(ContractError, match=message):
+    with pytest.raises(LoaderError, match=message):
         StreamingDataset(directory)
     assert main(["card", str(directory)]) == 2
     assert where in one_line_error(capsys, "card")
@@ -148,9 +148,9 @@ def test_hostile_manifest_is_one_line_naming_the_field_in_every_reader(stories_b
 
 
 def test_manifest_errors_that_are_not_json_or_too_deep(tmp_path):
-    with pytest.raises(ContractError, match="m.json: not valid JSON"):
+    with pytest.raises(LoaderError, match="m.json: not valid JSON"):
         parse_manifest(b"[" * 100_000, "m.json")
-    with pytest.raises(ContractError, match="m.json: not an ltsgen manifest"):
+    with pytest.raises(LoaderError, match="m.json: not an ltsgen manifest"):
         parse_manifest(b"[]", "m.json")
 
 
@@ -188,7 +188,7 @@ def test_a_shard_outside_the_directory_is_refused_for_every_source(tmp_path, ser
     first_shard(manifest)["path"] = "../outside.parquet"
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
     for root in sources:
-        with pytest.raises(ContractError, match="'../outside.parquet' is not a relative path inside"):
+        with pytest.raises(LoaderError, match="'../outside.parquet' is not a relative path inside"):
             StreamingDataset(root, allow_pipe=True)
 
 
@@ -201,7 +201,7 @@ def test_a_pipe_path_is_quoted_for_the_shell(tmp_path, monkeypatch):
     dataset = StreamingDataset(
         f"pipe:cat {shlex.quote(str(directory))}/{{path}}", shuffle=False, allow_pipe=True
     )
-    with pytest.raises(ContractError, match=r"x; touch pwned; echo.*exited with status 1"):
+    with pytest.raises(LoaderError, match=r"x; touch pwned; echo.*exited with status 1"):
         list(dataset)
     assert not (tmp_path / "pwned").exists()
 
@@ -211,7 +211,7 @@ def test_a_shard_without_sha256_is_refused_while_verifying(tmp_path):
     manifest = json.loads((directory / MANIFEST_NAME).read_text())
     del manifest["splits"]["train"][1]["sha256"]
     (directory / MANIFEST_NAME).write_text(json.dumps(manifest))
-    with pytest.raises(ContractError, match=r"shard train/shard-00001.parquet has no sha256 .* verify=False"):
+    with pytest.raises(LoaderError, match=r"shard train/shard-00001.parquet has no sha256 .* verify=False"):
         StreamingDataset(directory)
     assert len(list(StreamingDataset(directory, verify=False))) == 5
 
@@ -229,8 +229,8 @@ def test_every_shard_skipped_names_them_not_the_batch_size(tmp_path, tokenized):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if tokenized:  # counts come from the manifest: the first window finds every shard corrupt
-            with pytest.raises(ContractError, match=f"every shard of a shuffle window is corrupt: {message}"):
+            with pytest.raises(LoaderError, match=f"every shard of a shuffle window is corrupt: {message}"):
                 list(StreamingDataset(directory, **options))
         else:  # counting tokens finds them corrupt
-            with pytest.raises(ContractError, match=f"too few items left for one global batch: {message}"):
+            with pytest.raises(LoaderError, match=f"too few items left for one global batch: {message}"):
                 StreamingDataset(directory, **options)

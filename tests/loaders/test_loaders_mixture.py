@@ -14,7 +14,7 @@ import torch
 from loader_fixtures import make_dataset
 
 from ltsgen.errors import UsageError
-from ltsgen.loaders import ContractError, StateError, StreamingDataset, StreamingMixture, parse_mixture
+from ltsgen.loaders import LoaderError, StreamingDataset, StreamingMixture, parse_mixture
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.mixture import RESOLUTION, Schedule, resolve_weights, source_seed
 
@@ -162,11 +162,13 @@ def test_resume_is_exact_with_another_worker_count_or_world_size(sources):
 def test_a_state_of_another_mixture_or_dataset_is_refused_in_one_line(sources):
     a, b = sources
     state = StreamingDataset({a: 0.7, b: 0.3}, batch_size=2).state_dict()
-    with pytest.raises(StateError, match=rf"saved for the mixture {a}=0.7,{b}=0.3, not the mixture {a}=0.5,"):
+    with pytest.raises(
+        LoaderError, match=rf"saved for the mixture {a}=0.7,{b}=0.3, not the mixture {a}=0.5,"
+    ):
         StreamingDataset({a: 0.5, b: 0.5}, batch_size=2).load_state_dict(state)
-    with pytest.raises(StateError, match=rf"saved for the mixture {a}=0.7,{b}=0.3, not one dataset$"):
+    with pytest.raises(LoaderError, match=rf"saved for the mixture {a}=0.7,{b}=0.3, not one dataset$"):
         StreamingDataset(a, batch_size=2).load_state_dict(state)
-    with pytest.raises(StateError, match=rf"saved for one dataset, not the mixture {b}=0.3,{a}=0.7$"):
+    with pytest.raises(LoaderError, match=rf"saved for one dataset, not the mixture {b}=0.3,{a}=0.7$"):
         StreamingDataset({b: 0.3, a: 0.7}, batch_size=2).load_state_dict(StreamingDataset(a).state_dict())
     StreamingDataset({a: 7, b: 3}, batch_size=2).load_state_dict(state)  # the same proportions
 
@@ -195,7 +197,7 @@ def test_a_malformed_mixture_in_a_state_is_refused_by_field_and_changes_nothing(
     ]  # fmt: skip
     target = StreamingDataset({a: 0.7, b: 0.3}, batch_size=2)
     before = target.state_dict()
-    with pytest.raises(StateError, match=rf"^state\.{field}[^\n]*$"):
+    with pytest.raises(LoaderError, match=rf"^state\.{field}[^\n]*$"):
         target.load_state_dict({**state, "identity": {**state["identity"], "mixture": broken}})
     assert target.state_dict() == before
 
@@ -203,16 +205,12 @@ def test_a_malformed_mixture_in_a_state_is_refused_by_field_and_changes_nothing(
 def test_packing_refuses_sources_tokenized_differently_naming_both(sources, tmp_path):
     a, _ = sources
     other = make_dataset(tmp_path / "other", [4, 4], tokenizer_sha256="cd" * 32)
-    with pytest.raises(
-        ContractError, match=rf"one tokenizer: {a} has tokenizer sha256 ababab.*, {other} has "
-    ):
+    with pytest.raises(LoaderError, match=rf"one tokenizer: {a} has tokenizer sha256 ababab.*, {other} has "):
         StreamingDataset({a: 1, str(other): 1}, seq_len=4)
     assert len(ids(StreamingDataset({a: 1, str(other): 1}))) == 33  # records need no shared tokenizer
     unrecorded = [make_dataset(tmp_path / name, [4, 4]) for name in ("x", "y")]  # no sha256, no file
     assert len(StreamingDataset({str(d): 1 for d in unrecorded}, seq_len=4)) > 0  # same vocabulary and EOS
-    with pytest.raises(
-        ContractError, match="has a tokenizer of 60000 tokens without a file or sha256, EOS 0"
-    ):
+    with pytest.raises(LoaderError, match="has a tokenizer of 60000 tokens without a file or sha256, EOS 0"):
         StreamingDataset({a: 1, str(unrecorded[0]): 1}, seq_len=4)
 
 
@@ -241,9 +239,9 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
     assert ids(wrapped) == continued[:40]  # the last batch continues the sources; the next epoch goes on
     with pytest.raises(UsageError, match="batch_size must be positive"):
         StreamingDataset({a: 1, b: 1}, batch_size=0)
-    with pytest.raises(ContractError, match="36 items in all, too few for one global batch of 40"):
+    with pytest.raises(LoaderError, match="36 items in all, too few for one global batch of 40"):
         StreamingDataset({a: 1, b: 1}, batch_size=40)
-    with pytest.raises(ContractError, match=f"{Path(b, 'manifest.json')}|no split 'valid'"):
+    with pytest.raises(LoaderError, match=f"{Path(b, 'manifest.json')}|no split 'valid'"):
         StreamingDataset({a: 1, b: 1}, split="valid")
 
 

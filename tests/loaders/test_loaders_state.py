@@ -18,7 +18,7 @@ import torch
 from loader_fixtures import bpe, make_dataset, write_text_dataset
 
 from ltsgen.errors import LtsgenError
-from ltsgen.loaders import StateError, StreamingDataset, collate_records
+from ltsgen.loaders import LoaderError, StreamingDataset, collate_records
 from ltsgen.loaders.state import IDENTITY_KEYS
 
 SIZES = [9, 4, 1, 12, 6, 8, 3]
@@ -93,7 +93,7 @@ def test_every_malformed_field_is_refused_by_name_and_changes_nothing(parquet_di
     _, state = mid_epoch(parquet_dir)
     target, _ = mid_epoch(parquet_dir, batches=1)
     before = target.state_dict()
-    with pytest.raises(StateError, match=rf"^state\.{field}: ") as caught:
+    with pytest.raises(LoaderError, match=rf"^state\.{field}: ") as caught:
         target.load_state_dict({**state, **change})
     assert "\n" not in str(caught.value) and isinstance(caught.value, LtsgenError)
     assert target.state_dict() == before  # never applied in part
@@ -103,13 +103,13 @@ def test_a_missing_field_and_states_of_the_wrong_shape_are_refused(parquet_dir):
     _, state = mid_epoch(parquet_dir)
     target = StreamingDataset(parquet_dir, seed=4, batch_size=2)
     for name in state:
-        with pytest.raises(StateError, match=rf"^state\.{name}"):
+        with pytest.raises(LoaderError, match=rf"^state\.{name}"):
             target.load_state_dict({k: v for k, v in state.items() if k != name})
     for shape in ([1, 2], "state", None, {"_snapshot": {"_worker_snapshots": {"0": {"dataset_state": {}}}}}):
-        with pytest.raises(StateError):
+        with pytest.raises(LoaderError):
             target.load_state_dict(shape)
     worker = {"dataset_state": {**state, "samples_consumed": "x"}}
-    with pytest.raises(StateError, match="samples_consumed"):
+    with pytest.raises(LoaderError, match="samples_consumed"):
         target.load_state_dict({"_snapshot": {"_worker_snapshots": {"0": worker}}})
 
 
@@ -136,9 +136,9 @@ def test_a_state_saved_before_the_tokenizer_changed_is_refused(tmp_path):
     same.load_state_dict(state)  # the same tokenizer given as an object is the same identity
     write_text_dataset(tmp_path, second, TEXTS)  # the attached tokenizer replaced
     changed = StreamingDataset(directory, seq_len=15, batch_size=2, shuffle=False)
-    with pytest.raises(StateError, match=r"^state\.identity\.tokenizer_sha256: .*tokenizer .* changed"):
+    with pytest.raises(LoaderError, match=r"^state\.identity\.tokenizer_sha256: .*tokenizer .* changed"):
         changed.load_state_dict(state)
-    with pytest.raises(StateError, match=r"^state\.identity\.tokenizer_sha256: "):
+    with pytest.raises(LoaderError, match=r"^state\.identity\.tokenizer_sha256: "):
         StreamingDataset(
             directory, seq_len=15, batch_size=2, shuffle=False, tokenizer=second
         ).load_state_dict(state)
@@ -148,14 +148,14 @@ def test_a_state_of_another_seq_len_or_mixture_is_refused(parquet_dir):
     packed = StreamingDataset(parquet_dir, seq_len=7, batch_size=2)
     state = packed.state_dict()
     with pytest.raises(
-        StateError, match=r"^state\.identity\.seq_len: the state resumes 7, this dataset is 9 "
+        LoaderError, match=r"^state\.identity\.seq_len: the state resumes 7, this dataset is 9 "
     ):
         StreamingDataset(parquet_dir, seq_len=9, batch_size=2).load_state_dict(state)
     other = {**state, "identity": {**state["identity"], "mixture": {"a": 0.5, "b": 0.5}}}
-    with pytest.raises(StateError, match=r"^state\.identity\.mixture: .*mixture"):
+    with pytest.raises(LoaderError, match=r"^state\.identity\.mixture: .*mixture"):
         packed.load_state_dict(other)
     grown = {**state, "identity": {**state["identity"], "weights": "v2"}}  # an identity key of a later kind
-    with pytest.raises(StateError, match=r"^state\.identity\.weights: "):
+    with pytest.raises(LoaderError, match=r"^state\.identity\.weights: "):
         packed.load_state_dict(grown)
 
 
@@ -217,7 +217,7 @@ def test_a_released_state_of_another_dataset_or_seq_len_or_for_a_mixture_is_refu
     ]
     for dataset, state, message in refused:
         before = dataset.state_dict()
-        with pytest.raises(StateError, match=rf"^state\.fingerprint: {message}") as caught:
+        with pytest.raises(LoaderError, match=rf"^state\.fingerprint: {message}") as caught:
             dataset.load_state_dict(state)
         assert "\n" not in str(caught.value) and dataset.state_dict() == before
     dataset = StreamingDataset(parquet_dir, seed=4, batch_size=2)
@@ -225,10 +225,10 @@ def test_a_released_state_of_another_dataset_or_seq_len_or_for_a_mixture_is_refu
         ({"samples_consumed": 5}, "samples_consumed"),
         ({"fingerprint": None}, "fingerprint"),
     ):
-        with pytest.raises(StateError, match=rf"^state\.{field}: "):  # checked as a state of today's format
+        with pytest.raises(LoaderError, match=rf"^state\.{field}: "):  # checked as a state of today's format
             dataset.load_state_dict({**v1_state(parquet_dir), **change})
     for name in ("seed", "anchor", "fingerprint"):
-        with pytest.raises(StateError, match=rf"^state\.{name}"):
+        with pytest.raises(LoaderError, match=rf"^state\.{name}"):
             dataset.load_state_dict({k: v for k, v in v1_state(parquet_dir).items() if k != name})
 
 
@@ -259,7 +259,7 @@ def test_a_plain_dataloader_with_workers_is_refused_a_state_it_cannot_know(parqu
         dataset, batch_size=2, num_workers=1, collate_fn=collate_records, multiprocessing_context=context
     )
     assert len(head(plain, 3)) == 3
-    with pytest.raises(StateError, match=r"dataset\.loader\(num_workers=N\).*StatefulDataLoader") as caught:
+    with pytest.raises(LoaderError, match=r"dataset\.loader\(num_workers=N\).*StatefulDataLoader") as caught:
         dataset.state_dict()
     assert "\n" not in str(caught.value)
     dataset.set_epoch(1)  # the main process sets the position again: the start of epoch 1, exactly

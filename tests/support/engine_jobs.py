@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from ltsgen.loaders.contract import ContractError
+from ltsgen.loaders import LoaderError
 
 
 def square(x: int) -> int:
@@ -26,7 +26,7 @@ def fail_on(job: tuple[int, str]) -> int:
     number, how = job
     if number == 3:
         if how == "contract":
-            raise ContractError(f"job {number} is bad")
+            raise LoaderError(f"job {number} is bad")
         if how == "exit":
             os._exit(7)
         return 1 // 0
