@@ -3,7 +3,7 @@
 A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` scheme
 (``s3://bucket/c4/*.json.gz``, ``gs://...``, ``hf://datasets/...``), whose files are streamed, never
 downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A
-truncated or corrupt stream raises :class:`InputError` naming the file and the line where it broke off,
+truncated or corrupt stream raises :class:`TruncatedInput` (a ``BuildError``) naming the file and the line where it broke off,
 never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 
 Memory is bounded by the reader's limits, not by the input: a decompressor is fed a little compressed
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ltsgen.errors import LtsgenError
+from ltsgen.build import BuildError
 from ltsgen.loaders.storage import StorageError, filesystem, is_url, scheme_of
 
 READ_SIZE = 1 << 20
@@ -31,12 +31,12 @@ READ_SIZE = 1 << 20
 FEED_SIZE = 1 << 10
 
 
-class InputError(LtsgenError, ValueError):
-    """Bad input: the message is one line that names the file (and line) and the problem."""
+class TruncatedInput(BuildError):
+    """A compressed stream that ends early or is corrupt; nothing after it can be read.
 
-
-class TruncatedInput(InputError):
-    """A compressed stream that ends early or is corrupt; nothing after it can be read."""
+    The builders' one subclass, because its readers act on it: the line splitter catches it to name the
+    line where the stream broke off, and the JSON and text readers to hand it to ``--skip-bad`` (counted as
+    a truncated stream) instead of stopping; ``where`` and ``problem`` are the two halves of its message."""
 
     def __init__(self, where: str, problem: str) -> None:
         super().__init__(f"{where}: {problem}")
@@ -69,9 +69,9 @@ class RemoteFile:
         try:
             return self._fs().open(self.url, "rb")
         except FileNotFoundError:
-            raise InputError(f"{self.url}: no such file") from None
+            raise BuildError(f"{self.url}: no such file") from None
         except (OSError, ValueError) as error:
-            raise InputError(f"{self.url}: cannot be read ({error})") from None
+            raise BuildError(f"{self.url}: cannot be read ({error})") from None
 
     def size(self) -> int:
         return int(self._fs().size(self.url))
@@ -97,7 +97,7 @@ def _expand_url(pattern: str, suffixes: tuple[str, ...] | None, options: dict[st
         if glob.has_magic(pattern):
             names = sorted(fs.glob(pattern))
             if not names:
-                raise InputError(f"{pattern}: no file matches this pattern")
+                raise BuildError(f"{pattern}: no file matches this pattern")
         elif fs.isdir(pattern):
             base = fs._strip_protocol(pattern).rstrip("/") + "/"
             names = [
@@ -109,11 +109,11 @@ def _expand_url(pattern: str, suffixes: tuple[str, ...] | None, options: dict[st
         elif fs.isfile(pattern):
             names = [pattern]
         else:
-            raise InputError(f"{pattern}: no such file or folder")
-    except (StorageError, InputError):
+            raise BuildError(f"{pattern}: no such file or folder")
+    except (StorageError, BuildError):
         raise
     except Exception as error:  # network clients raise their own types
-        raise InputError(f"{pattern}: cannot be listed ({type(error).__name__}: {error})") from None
+        raise BuildError(f"{pattern}: cannot be listed ({type(error).__name__}: {error})") from None
     return [RemoteFile(fs.unstrip_protocol(name) if not is_url(name) else name, options) for name in names]
 
 
@@ -136,7 +136,7 @@ def expand_inputs(
         pattern = pattern[len("file://") :] if pattern.startswith("file://") else pattern
         matches = _local_glob(pattern) if glob.has_magic(pattern) else [pattern]
         if not matches:
-            raise InputError(f"{pattern}: no file matches this pattern")
+            raise BuildError(f"{pattern}: no file matches this pattern")
         for match in matches:
             path = Path(match)
             if path.is_dir():
@@ -151,13 +151,13 @@ def expand_inputs(
             elif path.is_file():
                 files.append(path)
             else:
-                raise InputError(f"{match}: no such file or folder")
+                raise BuildError(f"{match}: no such file or folder")
     first: dict[object, InputPath] = {}
     for path in files:  # each file once, however many paths or links lead to it
         first.setdefault(_file_key(path), path)
     unique = list(first.values())
     if not unique:
-        raise InputError(f"{', '.join(patterns)}: no input files found")
+        raise BuildError(f"{', '.join(patterns)}: no input files found")
     return unique
 
 

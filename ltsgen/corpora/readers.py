@@ -2,7 +2,7 @@
 
 Every reader goes through the same :class:`Screen`, which decides what happens to a bad line (malformed
 or too deeply nested JSON, missing text field, truncated stream, unreadable parquet: one-line
-:class:`InputError`, or a counted skip with ``skip_bad``), to an unclean document (empty or invalid UTF-8:
+:class:`BuildError`, or a counted skip with ``skip_bad``), to an unclean document (empty or invalid UTF-8:
 a counted skip, or an error with ``strict``) and to a document longer than ``max_chars`` (a counted skip:
 tokenizing one costs about 130 bytes of memory per character, so this bounds the memory per document).
 The limit holds while reading too: a JSON line longer than ``Screen.line_limit`` bytes, or a text
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ltsgen.build import BuildError
 from ltsgen.corpora.inputs import (
-    InputError,
     InputPath,
     TruncatedInput,
     expand_inputs,
@@ -76,12 +76,12 @@ class Screen:
 
     def bad(self, where: str, problem: str, kind: str) -> None:
         if not self.skip_bad:
-            raise InputError(f"{where}: {problem} (use --skip-bad to count and skip such lines)")
+            raise BuildError(f"{where}: {problem} (use --skip-bad to count and skip such lines)")
         self.counts[f"skipped: {kind}"] += 1
 
     def unclean(self, where: str, kind: str) -> None:
         if self.strict:
-            raise InputError(f"{where}: {kind} document (--strict)")
+            raise BuildError(f"{where}: {kind} document (--strict)")
         self.counts[f"skipped: {kind}"] += 1
 
     @property
@@ -269,11 +269,11 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
                     if text is not None:
                         yield Document(text, json_safe(values), source, where)
                 row += table.num_rows
-        except InputError:
+        except BuildError:
             raise
         except Exception as error:  # datasets raises many types (network, config, file errors)
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise InputError(f"{name}: cannot stream this dataset ({first})") from None
+            raise BuildError(f"{name}: cannot stream this dataset ({first})") from None
 
 
 def _split_stream(path: InputPath, separator: str, limit: int | None = None) -> Iterator[bytes | None]:
@@ -377,5 +377,5 @@ def read_documents(
 ) -> Iterator[Document]:
     """The documents of ``inputs`` read as ``source`` (one of :data:`SOURCES`)."""
     if source not in SOURCES:
-        raise InputError(f"unknown source {source!r} (choose from {', '.join(SOURCES)})")
+        raise BuildError(f"unknown source {source!r} (choose from {', '.join(SOURCES)})")
     return SOURCES[source](inputs, options, screen)

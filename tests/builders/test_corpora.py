@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from corpus_fixtures import ARXIV, C4_GZ, C4_JSONL, CODE, TINY_EOT, json_lines, write_pile_zst
 
-from ltsgen.corpora.inputs import InputError, expand_inputs
+from ltsgen.build import BuildError
+from ltsgen.corpora.inputs import expand_inputs
 from ltsgen.corpora.readers import ReaderOptions, Screen, read_documents
 
 
@@ -124,7 +125,7 @@ def test_hf_local_folder_streams(tmp_path, real_data):
 
 
 def test_hf_hub_name_offline_is_one_line_error():
-    with pytest.raises(InputError) as error:
+    with pytest.raises(BuildError) as error:
         list(read_documents("hf", ["nobody-here/no-such-dataset"], ReaderOptions(), Screen()))
     assert "nobody-here/no-such-dataset" in str(error.value) and "\n" not in str(error.value)
 
@@ -132,9 +133,9 @@ def test_hf_hub_name_offline_is_one_line_error():
 def test_inputs_globs_folders_and_missing(tmp_path, real_data):
     files = expand_inputs([str(real_data / "c4_en" / "*.json*")])
     assert [f.name for f in files] == sorted(p.name for p in (real_data / "c4_en").glob("*.json*"))
-    with pytest.raises(InputError, match="no file matches"):
+    with pytest.raises(BuildError, match="no file matches"):
         expand_inputs([str(tmp_path / "*.jsonl")])
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(BuildError, match="no such file"):
         expand_inputs([str(tmp_path / "missing.jsonl")])
 
 
@@ -160,7 +161,7 @@ GOOD = b'{"text": "a good document", "url": "https://example.org/"}'
 )
 def test_bad_lines_fail_with_file_and_line_or_count(tmp_path, line, problem, kind):
     path = _lines_file(tmp_path / "bad.jsonl", [GOOD, line, GOOD])
-    with pytest.raises(InputError) as error:
+    with pytest.raises(BuildError) as error:
         read_all("c4", [path])
     assert str(error.value).startswith(f"{path}:2: {problem}") and "\n" not in str(error.value)
     documents, screen = read_all("c4", [path], skip_bad=True)
@@ -181,7 +182,7 @@ def test_empty_and_invalid_utf8_are_counted_or_strict(tmp_path):
     documents, screen = read_all("c4", [path])
     assert len(documents) == 2
     assert screen.counts == {"skipped: empty": 1, "skipped: invalid UTF-8": 2}
-    with pytest.raises(InputError, match=rf"^{path}:2: empty document \(--strict\)$"):
+    with pytest.raises(BuildError, match=rf"^{path}:2: empty document \(--strict\)$"):
         read_all("c4", [path], strict=True)
 
 
@@ -194,7 +195,7 @@ def _truncate(path: Path, keep: float) -> Path:
 def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, real_data):
     gz = tmp_path / "c4.json.gz"
     gz.write_bytes((real_data / C4_GZ).read_bytes()[:300_000])
-    with pytest.raises(InputError, match=rf"^{gz}:\d+: truncated gzip stream"):
+    with pytest.raises(BuildError, match=rf"^{gz}:\d+: truncated gzip stream"):
         read_all("c4", [gz])
     documents, screen = read_all("c4", [gz], skip_bad=True)
     assert 0 < len(documents) < 400 and screen.counts == {"skipped: truncated stream": 1}
@@ -202,7 +203,7 @@ def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, real_data):
     zst = tmp_path / "pile.jsonl.zst"
     write_pile_zst(zst, real_data)
     _truncate(zst, 0.5)
-    with pytest.raises(InputError, match=rf"^{zst}:\d+: truncated zstd stream"):
+    with pytest.raises(BuildError, match=rf"^{zst}:\d+: truncated zstd stream"):
         read_all("pile", [zst])
     documents, screen = read_all("pile", [zst], skip_bad=True)
     assert 0 < len(documents) < 129 and screen.counts == {"skipped: truncated stream": 1}
@@ -211,5 +212,5 @@ def test_truncated_gzip_and_zstd_name_file_and_line(tmp_path, real_data):
 def test_corrupt_parquet_is_one_line(tmp_path, real_data):
     write_stack_parquet(tmp_path / "stack", real_data, files=1)
     broken = _truncate(tmp_path / "stack" / "data-00000.parquet", 0.5)
-    with pytest.raises(InputError, match=rf"^{broken}: not a readable parquet file"):
+    with pytest.raises(BuildError, match=rf"^{broken}: not a readable parquet file"):
         read_all("stack", [broken])

@@ -109,11 +109,10 @@ def build_llm_stories(
     Raises:
         BudgetExhausted: the next request would spend more than ``llm.max_cost``; finished shards and every
             answer are kept, and a rerun goes on.
-        LLMError, BuildError, ContractError: one-line failures (an unwritable cache folder is an LLMError).
+        BuildError, LoaderError: one-line failures (an unwritable cache folder is a BuildError).
     """
-    from ltsgen.build import run_build
+    from ltsgen.build import BuildError, run_build
     from ltsgen.errors import require
-    from ltsgen.stories.llm.client import LLMError
     from ltsgen.stories.llm.recipe import RECIPE_VERSION
 
     openai = require("openai", "llm", "stories from --backend openai")
@@ -132,7 +131,7 @@ def build_llm_stories(
             )
             return run_build(spec, workers=1, overwrite=overwrite, progress=False, card=card)
     except OSError as error:  # e.g. an unwritable cache folder
-        raise LLMError(str(error)) from None
+        raise BuildError(str(error)) from None
 
 
 def _story_runner(openai, config: StoryConfig, llm: LLMConfig, ledger: Ledger, jobs: list, progress: bool):

@@ -2,7 +2,7 @@
 
 The client's own retries are off (``max_retries=0``): ``ChatClient`` retries 408, 409, 429, 5xx, timeouts,
 dropped connections and malformed answers with exponential backoff and jitter, waiting at least what a
-``Retry-After`` header asks. 401, 403, 404 and other 4xx answers stop the build with ``LLMError``.
+``Retry-After`` header asks. 401, 403, 404 and other 4xx answers stop the build with ``BuildError``.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ltsgen.errors import LtsgenError, require
+from ltsgen.build import BuildError
+from ltsgen.errors import require
 from ltsgen.stories.llm.cache import ResponseCache, request_key
 from ltsgen.stories.llm.ledger import Ledger
 
 openai = require("openai", "llm", "stories from --backend openai")
 RETRYABLE_STATUS = (408, 409, 429)
 CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)
-
-
-class LLMError(LtsgenError):
-    """A failure that stops the build; the message is one line."""
 
 
 class BudgetExhausted(Exception):
@@ -155,7 +152,7 @@ class ChatClient:
                 ) as error:
                     reason, retry_after = self._classify(error)
                     if attempt == self.retry.max_retries:
-                        raise LLMError(
+                        raise BuildError(
                             f"{self.client.base_url}: gave up after {attempt} retries; last error: "
                             f"{_describe(error)}"
                         ) from None
@@ -172,7 +169,7 @@ class ChatClient:
             self.ledger.reserved -= worst
 
     def _classify(self, error: Exception) -> tuple[str, float | None]:
-        """(retry reason, Retry-After seconds), or raise ``LLMError`` when retrying cannot help."""
+        """(retry reason, Retry-After seconds), or raise ``BuildError`` when retrying cannot help."""
         if isinstance(error, openai.APIStatusError):
             status = error.status_code
             if status in RETRYABLE_STATUS or status >= 500:
@@ -182,7 +179,7 @@ class ChatClient:
                 403: "the key may not use this model",
                 404: f"is --model {self.model!r} served at --base-url {self.client.base_url}?",
             }.get(status, "the server rejected the request")
-            raise LLMError(f"{self.client.base_url} answered {_describe(error)}; {hint}") from None
+            raise BuildError(f"{self.client.base_url} answered {_describe(error)}; {hint}") from None
         if isinstance(error, openai.APITimeoutError):
             return "timeout", None
         if isinstance(error, openai.APIConnectionError):

@@ -30,7 +30,7 @@ class StoryRunner:
     """``with StoryRunner(...) as runner: run_build(spec with run_job=runner.write_shard)``.
 
     ``make_chat`` builds the ``ChatClient`` inside the loop's thread; it is closed on exit. The first fatal
-    error (``LLMError``, ``BudgetExhausted``) of any story stops every job at once.
+    error (``BuildError``, ``BudgetExhausted``) of any story stops every job at once.
     """
 
     def __init__(
