@@ -33,6 +33,16 @@ def read_records(out: Path) -> list[dict]:
     return [r for shard in manifest.shards("train") for r in read_shard(out / shard.path, manifest.format)]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """One build of ``stories_args`` through a server that stays up for the module, as (server, out, cache,
+    requests answered): the build that a killed one must equal, and whose cache the library reads."""
+    root = tmp_path_factory.mktemp("llm-reference")
+    with ScriptedOpenAIServer() as server:
+        assert main(stories_args(server, root / "out", root / "cache")) == 0
+        yield server, root / "out", root / "cache", server.total_answered
+
+
 def dataset_files(out: Path) -> dict[str, bytes]:
     return {
         str(path.relative_to(out)): path.read_bytes()
@@ -240,11 +250,10 @@ def test_bad_key_or_model_stops_at_once_with_one_line(tmp_path, capsys, monkeypa
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
-def test_killed_build_resumes_without_repeating_a_request_and_equals_an_uninterrupted_one(tmp_path):
-    with ScriptedOpenAIServer() as reference_server:
-        assert main(stories_args(reference_server, tmp_path / "reference", tmp_path / "cache-ref")) == 0
-        total = reference_server.total_answered
-
+def test_killed_build_resumes_without_repeating_a_request_and_equals_an_uninterrupted_one(
+    uninterrupted, tmp_path
+):
+    _, reference, _, total = uninterrupted  # the module's build, through another server
     out, cache = tmp_path / "out", tmp_path / "cache"
     with ScriptedOpenAIServer() as server:
         # park every request after 5/6 of them: mid-run, and late enough that a shard is surely finished
@@ -273,7 +282,7 @@ def test_killed_build_resumes_without_repeating_a_request_and_equals_an_uninterr
         assert main(stories_args(server, out, cache)) == 0
         assert max(server.answered.values()) == 1
         assert server.total_answered == total
-    assert dataset_files(out) == dataset_files(tmp_path / "reference")
+    assert dataset_files(out) == dataset_files(reference)
 
 
 def test_max_cost_stops_cleanly_and_a_rerun_finishes(tmp_path, capsys):
@@ -294,37 +303,35 @@ def test_max_cost_stops_cleanly_and_a_rerun_finishes(tmp_path, capsys):
         assert read_manifest(out).extra["llm"]["filters"]["kept"] == 8
 
 
-def test_the_library_builds_what_the_command_builds(tmp_path):
+def test_the_library_builds_what_the_command_builds(uninterrupted, tmp_path):
+    """The command's build is the module's; the library reads every answer from its cache."""
     from ltsgen.stories.build import StoryConfig
     from ltsgen.stories.llm.backend import LLMConfig, build_llm_stories
 
-    cache = tmp_path / "cache"
-    with ScriptedOpenAIServer() as server:
-        assert main(stories_args(server, tmp_path / "command", cache)) == 0
-        answered = server.total_answered
-        config = StoryConfig(
-            out=tmp_path / "library",
-            num_stories=8,
-            min_words=150,
-            max_words=1200,
-            seed=3,
-            splits="train=1.0",
-            samples_per_shard=2,
-        )
-        llm = LLMConfig(
-            model=MODEL,
-            base_url=server.base_url,
-            chapter_words=300,
-            max_tokens=250,
-            concurrency=3,
-            input_price=2.0,
-            output_price=8.0,
-            cache_dir=cache,
-        )
-        result = build_llm_stories(config, llm, progress=False)
-        assert server.total_answered == answered  # every answer came from the shared cache
+    server, command, cache, answered = uninterrupted
+    config = StoryConfig(
+        out=tmp_path / "library",
+        num_stories=8,
+        min_words=150,
+        max_words=1200,
+        seed=3,
+        splits="train=1.0",
+        samples_per_shard=2,
+    )
+    llm = LLMConfig(
+        model=MODEL,
+        base_url=server.base_url,
+        chapter_words=300,
+        max_tokens=250,
+        concurrency=3,
+        input_price=2.0,
+        output_price=8.0,
+        cache_dir=cache,
+    )
+    result = build_llm_stories(config, llm, progress=False)
+    assert server.total_answered == answered  # every answer came from the shared cache
     assert (result.status, result.samples) == ("built", 8)
-    assert dataset_files(tmp_path / "library") == dataset_files(tmp_path / "command")
+    assert dataset_files(tmp_path / "library") == dataset_files(command)
 
 
 def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):
