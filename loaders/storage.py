@@ -70,9 +70,10 @@ class StorageError(LoaderError):
     ``reason`` the cause alone (``"Permission denied"``, ``"not found"``).
 
     The loaders' one subclass, because callers act on it: builds, training runs and tokenizer writes say
-    "cannot write there (REASON)" (a bad manifest there is another message), ``read_manifest`` and the lease
-    read a missing file as absent, and a loader with ``on_error="skip"`` never skips a shard for it (a cache
-    folder that cannot be written is the user's to fix, not a bad shard)."""
+    "cannot write there (REASON)" (a bad manifest there is another message), ``read_manifest`` asks whether
+    a folder without one is a dataset at all, the lease reads a missing file as no lease, and a loader with
+    ``on_error="skip"`` never skips a shard for it (a cache folder that cannot be written is the user's to
+    fix, not a bad shard)."""
 
     def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(message)
