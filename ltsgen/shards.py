@@ -45,8 +45,9 @@ TOKEN_DTYPES = ("uint16", "uint32")
 PARQUET_ROW_GROUP_BYTES = 1 << 20  # flush a row group once this much payload is buffered (long documents)
 PARQUET_ROW_GROUP_ROWS = 128
 ZSTD_LEVEL = 3
-CHECK_RECORDS = 128  # records checked and encoded together (their words counted in one pass)
-_WHITESPACE = np.array([chr(code).isspace() for code in range(128)])  # what str.split splits ASCII at
+CHECK_RECORDS = 128  # records checked and encoded together
+# ASCII bytes as str.split sees them: whitespace a space, any other byte a letter
+_WORD_BYTES = bytes(0x20 if chr(code).isspace() else 0x78 for code in range(128)) + b"x" * 128
 
 
 def dump_json(value: Any) -> str:
@@ -126,7 +127,7 @@ class ShardWriter:
         return self._payload_bytes
 
     def _write_pending(self) -> None:
-        """Count the words of the records held for checking in one pass, check them and encode them."""
+        """Count the words of the records held for checking, check them and encode them."""
         records, self._pending = self._pending, []
         first = self.samples - len(records)
         for number, (record, words) in enumerate(
@@ -213,14 +214,17 @@ class ShardWriter:
 
 
 def word_counts(texts: list[str]) -> list[int]:
-    """``count_words`` of each text (``len(text.split())``), counted in one numpy pass over ASCII texts."""
-    if not all(text.isascii() for text in texts):
-        return [count_words(text) for text in texts]
-    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-    space = _WHITESPACE[np.frombuffer(" ".join(["", *texts]).encode("ascii"), np.uint8)]
-    starts = np.flatnonzero(space[:-1] > space[1:]) + 1  # a word starts where whitespace ends
-    ends = np.cumsum(lengths + 1)  # each text follows one space
-    return np.diff(np.searchsorted(starts, ends), prepend=0).tolist()
+    """``count_words`` of each text (``len(text.split())``); an ASCII text's words are counted where its
+    bytes, mapped to spaces (whitespace) and letters (the rest), start a word: no list of words, and no
+    temporaries larger than the text."""
+    counts = []
+    for text in texts:
+        if text.isascii():
+            mapped = text.encode("ascii").translate(_WORD_BYTES)
+            counts.append(mapped.count(b" x") + mapped.startswith(b"x"))
+        else:
+            counts.append(count_words(text))
+    return counts
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
