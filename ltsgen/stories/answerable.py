@@ -32,17 +32,22 @@ _MIX = tuple(np.uint32(odd) for odd in (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D))  # 
 
 
 def _codes(text: str) -> np.ndarray:
-    """The code point of each character of ``text``."""
+    """The code point of each character of ``text`` (a byte each when the text is ASCII)."""
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def _hash(codes: np.ndarray, width: int) -> np.ndarray:
     """A 16-bit hash of the ``width`` character codes from each offset of ``codes`` that has them all."""
     count = len(codes) - width + 1
-    mixed = codes[:count] * _MIX[0]
+    mixed = np.multiply(codes[:count], _MIX[0], dtype=np.uint32)
+    term = np.empty_like(mixed)
     for shift in range(1, width):
-        mixed ^= codes[shift : shift + count] * _MIX[shift]
-    return (mixed * _MIX[0]) >> np.uint32(16)
+        mixed ^= np.multiply(codes[shift : shift + count], _MIX[shift], out=term)
+    mixed *= _MIX[0]
+    mixed >>= np.uint32(16)
+    return mixed
 
 
 def value_offsets(text: str, values: set[str]) -> dict[str, list[int]]:
