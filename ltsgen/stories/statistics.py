@@ -100,7 +100,7 @@ def add_story(
         for sentence, count in long_sentences(sentences).items():
             key = zlib.crc32(sentence.encode("utf-8"))
             if key % REUSE_SAMPLE == 0:
-                sample.append([key, count])
+                sample.append((key, count))  # a tuple of numbers: the garbage collector skips it
         stats.setdefault("reuse_sample", []).append([index, sample])
 
 
