@@ -45,8 +45,8 @@ TOKEN_DTYPES = ("uint16", "uint32")
 PARQUET_ROW_GROUP_BYTES = 1 << 20  # flush a row group once this much payload is buffered (long documents)
 PARQUET_ROW_GROUP_ROWS = 128
 ZSTD_LEVEL = 3
-CHECK_RECORDS = 128  # records checked and encoded together (their words counted in one pass)
-_WHITESPACE = np.array([chr(code).isspace() for code in range(128)])  # what str.split splits ASCII at
+# ASCII bytes as str.split sees them: whitespace a space, any other byte a letter
+_WORD_BYTES = bytes(0x20 if chr(code).isspace() else 0x78 for code in range(128)) + b"x" * 128
 
 
 def dump_json(value: Any) -> str:
@@ -65,9 +65,6 @@ class ShardWriter:
     After the ``with`` block, ``info`` holds the manifest entry (samples, words, tokens, bytes, sha256).
     ``payload_bytes`` (UTF-8 text + JSON fields + token bytes so far) lets a builder bound shard sizes
     deterministically, independently of compression.
-    Records are checked as they come, and their words counted (``num_words``) and encoded in batches of
-    ``CHECK_RECORDS``: a wrong ``num_words`` is refused, naming its record, by the batch's write at the
-    latest when the ``with`` block ends.
     """
 
     def __init__(
@@ -94,10 +91,9 @@ class ShardWriter:
         self.samples = 0
         self.words = 0
         self.tokens = 0
-        self._payload_bytes = 0
+        self.payload_bytes = 0
         self.info: ShardInfo | None = None
         self._ids: set[str] = set()
-        self._pending: list[dict[str, Any]] = []  # checked records whose words are not counted yet
         self._publish = None
         self._tmp: Path | None = None
         self._file: BinaryIO | None = None
@@ -113,51 +109,22 @@ class ShardWriter:
 
     def write(self, record: dict[str, Any]) -> None:
         """Append one contract record (``num_words``/``num_tokens`` are filled in when absent)."""
-        self._pending.append(self._checked(record))
+        record = self._checked(record)
         self._ids.add(record["id"])
         self.samples += 1
-        if len(self._pending) >= CHECK_RECORDS:
-            self._write_pending()
-
-    @property
-    def payload_bytes(self) -> int:
-        """Payload bytes of the records written so far (those held for checking are written first)."""
-        self._write_pending()
-        return self._payload_bytes
-
-    def _write_pending(self) -> None:
-        """Count the words of the records held for checking in one pass, check them and encode them."""
-        records, self._pending = self._pending, []
-        first = self.samples - len(records)
-        for number, (record, words) in enumerate(
-            zip(records, word_counts([r["text"] for r in records]), strict=True), first
-        ):
-            if record.setdefault("num_words", words) != words:
-                raise LoaderError(
-                    f"{self.relpath}: record {number} ({record['id']}): num_words={record['num_words']} but "
-                    f"the text has {words}"
-                )
-            self.words += words
-            self.tokens += record.get("num_tokens", 0)
-            self._payload_bytes += self._encoder.write(record)
+        self.words += record["num_words"]
+        self.tokens += record.get("num_tokens", 0)
+        self.payload_bytes += self._encoder.write(record)
 
     def _finish_encoding(self, ok: bool) -> None:
-        """Write the records still held (when ``ok``: the block ended cleanly), then close the encoder and
-        the file; an error in closing is raised only when nothing failed before it."""
+        """Close the encoder and the file; an error in closing is raised only when the block ended cleanly."""
         try:
+            self._encoder.close()
+        except Exception:
             if ok:
-                self._write_pending()
-        except BaseException:
-            ok = False
-            raise
+                raise
         finally:
-            try:
-                self._encoder.close()
-            except Exception:
-                if ok:
-                    raise
-            finally:
-                self._file.close()
+            self._file.close()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         info = None
@@ -193,6 +160,9 @@ class ShardWriter:
         if unknown:
             raise LoaderError(f"{where} ({key}): fields outside the contract: {sorted(unknown)}")
         record = dict(record)
+        words = word_count(record["text"])
+        if record.setdefault("num_words", words) != words:
+            raise LoaderError(f"{where} ({key}): num_words={record['num_words']} but the text has {words}")
         record["meta"] = record.get("meta") or {}
         if not isinstance(record["meta"], dict):
             raise LoaderError(f"{where} ({key}): meta must be a dict")
@@ -212,15 +182,13 @@ class ShardWriter:
         return record
 
 
-def word_counts(texts: list[str]) -> list[int]:
-    """``count_words`` of each text (``len(text.split())``), counted in one numpy pass over ASCII texts."""
-    if not all(text.isascii() for text in texts):
-        return [count_words(text) for text in texts]
-    lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-    space = _WHITESPACE[np.frombuffer(" ".join(["", *texts]).encode("ascii"), np.uint8)]
-    starts = np.flatnonzero(space[:-1] > space[1:]) + 1  # a word starts where whitespace ends
-    ends = np.cumsum(lengths + 1)  # each text follows one space
-    return np.diff(np.searchsorted(starts, ends), prepend=0).tolist()
+def word_count(text: str) -> int:
+    """``count_words(text)`` (``len(text.split())``); an ASCII text's words are counted where its bytes,
+    mapped to spaces (whitespace) and letters (the rest), start a word, with no list of words made."""
+    if not text.isascii():
+        return count_words(text)
+    mapped = text.encode("ascii").translate(_WORD_BYTES)
+    return mapped.count(b" x") + mapped.startswith(b"x")
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:

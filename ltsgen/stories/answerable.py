@@ -25,22 +25,29 @@ STOP_WORDS = frozenset(
 )
 _LONG_WORD = re.compile(r"[a-z]{3,}")
 _UP_TO_SENTENCE_END = re.compile(r'(?s:.*)(?:[.!?]["”]? |\n)')  # greedy: up to the last sentence end
+# ASCII letters lowercased, every other byte a space: runs of letters become the text's words
+_LETTERS = bytes(code | 0x20 if chr(code).isascii() and chr(code).isalpha() else 0x20 for code in range(256))
 _KEY = 3  # characters of a value's start that its hash covers
 _MIX = tuple(np.uint32(odd) for odd in (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D))  # multipliers of the hash
 
 
 def _codes(text: str) -> np.ndarray:
-    """The code point of each character of ``text``."""
+    """The code point of each character of ``text`` (a byte each when the text is ASCII)."""
+    if text.isascii():
+        return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def _hash(codes: np.ndarray, width: int) -> np.ndarray:
     """A 16-bit hash of the ``width`` character codes from each offset of ``codes`` that has them all."""
     count = len(codes) - width + 1
-    mixed = codes[:count] * _MIX[0]
+    mixed = np.multiply(codes[:count], _MIX[0], dtype=np.uint32)
+    term = np.empty_like(mixed)
     for shift in range(1, width):
-        mixed ^= codes[shift : shift + count] * _MIX[shift]
-    return (mixed * _MIX[0]) >> np.uint32(16)
+        mixed ^= np.multiply(codes[shift : shift + count], _MIX[shift], out=term)
+    mixed *= _MIX[0]
+    mixed >>= np.uint32(16)
+    return mixed
 
 
 def value_offsets(text: str, values: set[str]) -> dict[str, list[int]]:
@@ -80,9 +87,32 @@ def content_words(text: str) -> frozenset[str]:
 
 def evidence(text: str, offset: int) -> str:
     """The text before ``offset`` within its sentence, at most ``WINDOW`` characters."""
+    return text[_evidence_start(text, offset) : offset]
+
+
+def _evidence_start(text: str, offset: int) -> int:
     start = max(0, offset - WINDOW)
     last = _UP_TO_SENTENCE_END.match(text, start, offset)
-    return text[last.end() if last else start : offset]
+    return last.end() if last else start
+
+
+def _postings(text: str, planted: list[tuple[int, str]], words: frozenset[str]) -> dict[str, list[int]]:
+    """Each of the content ``words`` -> the indices in ``planted`` (ascending) of the occurrences whose
+    evidence holds it. ASCII text is read as its runs of letters, lowercased in one pass; those of three or
+    more letters are the words ``content_words`` finds."""
+    ascii = text.isascii()
+    if ascii:
+        letters = text.encode("ascii").translate(_LETTERS).decode("ascii")
+    postings: dict[str, list[int]] = {}
+    for number, (offset, _) in enumerate(planted):
+        start = _evidence_start(text, offset)
+        if ascii:
+            held = words.intersection(letters[start:offset].split())
+        else:
+            held = words.intersection(_LONG_WORD.findall(text[start:offset].lower()))
+        for word in held:
+            postings.setdefault(word, []).append(number)
+    return postings
 
 
 def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bool]]:
@@ -92,29 +122,44 @@ def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bo
     planted = sorted(
         (offset, value) for value, offsets in value_offsets(text, values).items() for offset in offsets
     )
-    postings: dict[str, list[tuple[int, str]]] = {}  # content word -> (offset, value) whose evidence holds it
-    for key in planted:
-        for word in content_words(evidence(text, key[0])):
-            postings.setdefault(word, []).append(key)
+    cues = [
+        (number, index, use, span, content_words(text[span[0] : span[1]]))
+        for number, fact in enumerate(facts)
+        if fact.get("planted")
+        for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False))
+        if span is not None
+    ]
+    postings = _postings(text, planted, frozenset().union(*(words for *_, words in cues)))
+    offsets = {word: [planted[number][0] for number in found] for word, found in postings.items()}
+    distinct: dict[str, list[int]] = {}  # word -> values among the first n of its postings, for each n
     answers = []
-    for number, fact in enumerate(facts):
-        if not fact.get("planted"):
-            continue
-        for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False)):
-            if span is None:
+    for number, index, use, span, words in cues:
+        scores: dict[int, float] = {}  # occurrence (index in planted) -> weight of the cue words it holds
+        for word in words:
+            if word not in postings:
                 continue
-            scores: dict[tuple[int, str], float] = {}  # (offset, value) -> weight of the cue words it holds
-            for word in content_words(text[span[0] : span[1]]):
-                found = postings.get(word, [])
-                earlier = found[: bisect_left(found, (span[0], ""))]  # the postings before the cue
-                if earlier:  # the word weighs one over the number of values whose evidence holds it
-                    weight = 1 / len({value for _, value in earlier})
-                    for key in earlier:
-                        scores[key] = scores.get(key, 0) + weight
-            best: dict[str, float] = {}
-            for (_, value), score in scores.items():
-                if score > best.get(value, 0.0):
-                    best[value] = score
-            right = best.pop(fact["value"], 0.0)
-            answers.append((number, index, use - span[1], right > max(best.values(), default=0.0)))
+            earlier = bisect_left(offsets[word], span[0])  # the postings before the cue
+            if earlier:  # the word weighs one over the number of values whose evidence holds it
+                if word not in distinct:
+                    distinct[word] = _distinct_counts(planted, postings[word])
+                weight = 1 / distinct[word][earlier]
+                for key in postings[word][:earlier]:
+                    scores[key] = scores.get(key, 0) + weight
+        best: dict[str, float] = {}
+        for key, score in scores.items():
+            value = planted[key][1]
+            if score > best.get(value, 0.0):
+                best[value] = score
+        right = best.pop(facts[number]["value"], 0.0)
+        answers.append((number, index, use - span[1], right > max(best.values(), default=0.0)))
     return answers
+
+
+def _distinct_counts(planted: list[tuple[int, str]], found: list[int]) -> list[int]:
+    """The number of distinct values among the first n occurrences of ``found``, for n from 0."""
+    seen: set[str] = set()
+    counts = [0]
+    for number in found:
+        seen.add(planted[number][1])
+        counts.append(len(seen))
+    return counts

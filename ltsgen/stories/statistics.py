@@ -8,8 +8,11 @@ data card's tables.
 
 from __future__ import annotations
 
+import itertools
 import zlib
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 
 from ltsgen.stories.answerable import recall_answers
@@ -25,15 +28,33 @@ LONG_STORY_WORDS = 16_000  # a story at least this long ...
 FAR_RECALL_WORDS = 4_000  # ... should hold many recalls from at least this far back
 REUSE_STORIES = 1_000  # cross-story reuse is measured over a build's first stories (by index) ...
 REUSE_SAMPLE = 4  # ... on the sentences whose hash is divisible by this (the same sentences in every story)
+_FACT_KEYS = {  # the running statistics of each kind of fact
+    kind: (
+        f"{kind}_facts",
+        f"{kind}_uses",
+        f"{kind}_distance_sum",
+        f"{kind}_far_uses",
+        f"max_{kind}_distance",
+    )
+    for kind in ("setting", "planted")
+}
 # the shard jobs keep the text of a build's first stories (by index) whose targets start within this many
 # words, twice the largest variety comparison: the n-gram columns need the first 100,000 words at most
 VARIETY_SAMPLE_TARGET_WORDS = 2 * max(TINYSTORIES_NGRAMS)
 
 
 def _label(edges: tuple[int, ...], value: int) -> str:
-    low = max(edge for edge in edges if edge <= value)
-    later = [edge for edge in edges if edge > low]
-    return f"{low:,}-{later[0]:,}" if later else f"{low:,}+"
+    """The label of the bin of ``edges`` (ascending) that holds ``value`` (at least the first edge)."""
+    position = bisect_right(edges, value) - 1
+    if position < 0:
+        raise ValueError(f"{value} is below the first bin, which starts at {edges[0]}")
+    return _labels(edges)[position]
+
+
+@cache
+def _labels(edges: tuple[int, ...]) -> tuple[str, ...]:
+    """The label of each bin of ``edges``: ``low-high``, the last ``low+``."""
+    return tuple(f"{low:,}-{high:,}" for low, high in itertools.pairwise(edges)) + (f"{edges[-1]:,}+",)
 
 
 def add_story(
@@ -49,13 +70,14 @@ def add_story(
     far = 0
     for fact in record["meta"].get("facts", []):
         kind = "planted" if fact.get("planted") else "setting"
+        facts_key, uses_key, sum_key, far_key, max_key = _FACT_KEYS[kind]
         distances = fact.get("distance_words", [])
-        stats[f"{kind}_facts"] = stats.get(f"{kind}_facts", 0) + 1
-        stats[f"{kind}_uses"] = stats.get(f"{kind}_uses", 0) + len(distances)
-        stats[f"{kind}_distance_sum"] = stats.get(f"{kind}_distance_sum", 0) + sum(distances)
+        stats[facts_key] = stats.get(facts_key, 0) + 1
+        stats[uses_key] = stats.get(uses_key, 0) + len(distances)
+        stats[sum_key] = stats.get(sum_key, 0) + sum(distances)
         far_uses = sum(distance >= FAR_RECALL_WORDS for distance in distances)
-        stats[f"{kind}_far_uses"] = stats.get(f"{kind}_far_uses", 0) + far_uses
-        stats[f"max_{kind}_distance"] = max([stats.get(f"max_{kind}_distance", 0), *distances])
+        stats[far_key] = stats.get(far_key, 0) + far_uses
+        stats[max_key] = max([stats.get(max_key, 0), *distances])
         if kind == "planted":
             for distance in distances:
                 key = f"{bucket}|{_label(DISTANCE_BINS, distance)}"
@@ -65,16 +87,20 @@ def add_story(
     if words >= LONG_STORY_WORDS:
         long_stories = stats.setdefault("far_recalls_of_long_stories", {})
         long_stories[str(far)] = long_stories.get(str(far), 0) + 1
-    stats["sentences"] = stats.get("sentences", 0) + sum(sentences.values())
-    stats["repeated_sentences"] = stats.get("repeated_sentences", 0) + sum(c - 1 for c in sentences.values())
-    long = long_sentences(sentences)
-    stats["max_repeats_6plus"] = max([stats.get("max_repeats_6plus", 0), *long.values()])
+    total = sum(sentences.values())
+    stats["sentences"] = stats.get("sentences", 0) + total
+    stats["repeated_sentences"] = stats.get("repeated_sentences", 0) + total - len(sentences)
+    most = stats.get("max_repeats_6plus", 0)
+    if max(sentences.values(), default=0) > most:  # only a sentence repeated more often can raise it
+        repeated = {sentence: count for sentence, count in sentences.items() if count > most}
+        most = max([most, *long_sentences(repeated).values()])
+    stats["max_repeats_6plus"] = most
     if index < REUSE_STORIES:
         sample = []
-        for sentence, count in long.items():
+        for sentence, count in long_sentences(sentences).items():
             key = zlib.crc32(sentence.encode("utf-8"))
             if key % REUSE_SAMPLE == 0:
-                sample.append([key, count])
+                sample.append((key, count))  # a tuple of numbers: the garbage collector skips it
         stats.setdefault("reuse_sample", []).append([index, sample])
 
 
