@@ -11,6 +11,7 @@ through s3fs.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import os
@@ -45,7 +46,7 @@ class S3Client:
         config = {
             **S3FS_TIMEOUTS,
             "max_pool_connections": POOL_CONNECTIONS,
-            **(options.get("config_kwargs") or {}),
+            **copy.deepcopy(options.get("config_kwargs") or {}),  # botocore rewrites its retries in place
         }
         if options.get("anon"):
             config["signature_version"] = _botocore().UNSIGNED

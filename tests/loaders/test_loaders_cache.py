@@ -140,7 +140,9 @@ def test_storage_options_reach_the_filesystem(s3_server, remote, tmp_path):
 
 def test_botocore_reads_unless_an_option_is_s3fs_only(s3_server, local, remote):
     """The loaders read s3:// through one botocore client; an option only s3fs takes sends them to s3fs."""
-    assert s3.client({"endpoint_url": s3_server.endpoint}) is not None
+    options = {"endpoint_url": s3_server.endpoint, "config_kwargs": {"retries": {"max_attempts": 2}}}
+    assert s3.client(options) is s3.client(options) is not None  # one client, the options left as given
+    assert options["config_kwargs"] == {"retries": {"max_attempts": 2}}
     assert s3.client({"default_block_size": 2**20}) is None and not s3.plain(remote + "/x?versionId=1")
     expected = batches(make(local).loader())
     for options in ({}, {"default_block_size": 2**20}):
