@@ -1,5 +1,8 @@
 """Where shard bytes come from: local paths, ``file://`` and any fsspec URL (``http(s)://``, ``s3://``, ...).
 
+``s3://`` objects are read through one botocore client per process (``s3``), not s3fs, unless a storage
+option is one only s3fs takes: a remote first batch then waits for botocore's import, not s3fs's stack.
+
 A ``pipe:`` URL runs a shell command and reads its standard output (the webdataset convention); it is
 refused unless the caller opts in with ``allow_pipe=True``, because it executes what a path string says.
 For a dataset directory given as ``pipe:`` the command is a template with ``{path}`` standing for the
@@ -18,6 +21,7 @@ from urllib.parse import urlsplit
 
 from ltsgen.errors import LtsgenError
 
+from . import s3
 from .errors import LoaderError
 from .storage import filesystem
 
@@ -71,6 +75,9 @@ def read_bytes(
         scheme = urlsplit(text).scheme if "://" in text else ""
         if scheme in ("", "file"):
             return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
+        reader = s3.client(storage_options) if s3.plain(text) else None
+        if reader is not None:
+            return reader.read(text)
         return filesystem(scheme, storage_options).cat_file(text)
     except FileNotFoundError:
         raise LoaderError(f"{text}: not found") from None
@@ -96,8 +103,12 @@ def read_ranges(
     """
     starts, stops = [start for start, _ in spans], [stop for _, stop in spans]
     try:
-        fs = filesystem(urlsplit(url).scheme, storage_options)
-        pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
+        reader = s3.client(storage_options) if s3.plain(url) else None
+        if reader is not None:
+            pieces = reader.read_ranges(url, spans)
+        else:
+            fs = filesystem(urlsplit(url).scheme, storage_options)
+            pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
     except FileNotFoundError:
         raise LoaderError(f"{url}: not found") from None
     except LtsgenError:

@@ -26,7 +26,7 @@ IMPORT_NAMES = {
     "torch": "torch", "torchdata": "torchdata", "numpy": "numpy", "pyarrow": "pyarrow",
     "zstandard": "zstandard", "fsspec": "fsspec", "tokenizers": "tokenizers", "tqdm": "tqdm",
     "matplotlib": "matplotlib", "pyyaml": "yaml", "datasets": "datasets", "openai": "openai",
-    "s3fs": "s3fs", "gcsfs": "gcsfs", "huggingface_hub": "huggingface_hub", "ray": "ray",
+    "s3fs": "s3fs", "botocore": "botocore", "gcsfs": "gcsfs", "huggingface_hub": "huggingface_hub", "ray": "ray",
 }  # fmt: skip
 RUNTIME_EXTRAS = ("build", "corpora", "llm", "train", "s3", "gcs", "hf", "ray")
 
@@ -103,7 +103,7 @@ def test_core_is_what_the_code_imports_and_extras_go_through_require(project, ex
     assert wrong == [], "require() names an extra that does not install the module"
 
 
-BLOCKED = ("matplotlib", "datasets", "openai", "s3fs", "gcsfs", "huggingface_hub", "ray",
+BLOCKED = ("matplotlib", "datasets", "openai", "s3fs", "botocore", "gcsfs", "huggingface_hub", "ray",
            "webdataset", "transformers", "scipy", "pandas", "moto", "hypothesis", "torchdata")  # fmt: skip
 
 CORE_ONLY = r"""

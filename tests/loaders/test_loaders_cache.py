@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
 
-from ltsgen.loaders import LoaderError, StreamingDataset
+from ltsgen.loaders import LoaderError, StreamingDataset, s3
 from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.storage import StorageError
@@ -137,6 +137,22 @@ def test_storage_options_reach_the_filesystem(s3_server, remote, tmp_path):
         remote, storage_options={"endpoint_url": s3_server.endpoint}, cache_dir=tmp_path
     )
     assert len(list(dataset)) == sum(SIZES)
+
+
+def test_botocore_reads_unless_an_option_is_s3fs_only(s3_server, local, remote):
+    """The loaders read s3:// through one botocore client; an option only s3fs takes sends them to s3fs."""
+    options = {"endpoint_url": s3_server.endpoint, "config_kwargs": {"retries": {"max_attempts": 2}}}
+    assert s3.client(options) is s3.client(options) is not None  # one client, the options left as given
+    assert options["config_kwargs"] == {"retries": {"max_attempts": 2}}
+    assert s3.client({"default_block_size": 2**20}) is None and not s3.plain(remote + "/x?versionId=1")
+    expected = batches(make(local).loader())
+    for options in ({}, {"default_block_size": 2**20}):
+        with s3_server.recording(ranges=True) as requests:
+            assert batches(make(remote, storage_options=options).loader()) == expected
+        assert set(shard_gets(requests).values()) == {1} and ranged_shards(requests) == first_window(local)
+    missing = remote.rsplit("/", 1)[0] + "/nothing"
+    with pytest.raises(LoaderError, match=r"^s3://\S+/nothing/manifest\.json: not found$"):
+        make(missing)
 
 
 def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
