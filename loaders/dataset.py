@@ -715,8 +715,6 @@ class StreamingMixture(StreamingDataset):
     def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
         served = self._served(batches)
-        for source in self.sources:
-            source._workers = self._workers  # each source's reader sizes its threads for this many processes
         start, skip = self._consumed, self._partial
         for batch in served:
             first = (
@@ -755,7 +753,7 @@ class _ProcessState:
             verify=dataset.verify,
             on_error=dataset.on_error,
             keep=2 * dataset.shuffle_window,
-            threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
+            threads=decoding_threads(dataset.shuffle_window, _processes(), is_remote(dataset.root)),
             lazy=packed,
             max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else 0,
         )
@@ -865,6 +863,12 @@ def _read_ranges(url: str, storage_options: dict[str, Any], spans: list[tuple[in
 
 def _identity(item):
     return item
+
+
+def _processes() -> int:
+    """The processes that share this machine's CPUs for this dataset: its DataLoader's workers, else 1."""
+    info = get_worker_info()
+    return 1 if info is None else info.num_workers
 
 
 def _chunks(items: list, size: int) -> list[list]:

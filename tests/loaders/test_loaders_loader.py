@@ -17,6 +17,7 @@ from loader_fixtures import make_dataset
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
 from ltsgen.loaders.order import window_groups
+from ltsgen.loaders.reader import decoding_threads
 
 SIZES = [9, 4, 1, 12, 6, 8, 3]
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 workers, 2 CPUs
@@ -100,7 +101,8 @@ def test_workers_serving_whole_windows_keep_the_order_and_resume_inside_a_window
 
 
 class _FetchLog(StreamingDataset):
-    """A dataset that notes, in ``self.log``, each shard a process fetches (as ``pid path`` lines)."""
+    """A dataset that notes, in ``self.log``, each shard a process fetches (as ``pid path threads`` lines:
+    ``threads``, the process's decoding threads)."""
 
     log: Path
 
@@ -109,7 +111,7 @@ class _FetchLog(StreamingDataset):
 
     def _fetch(self, info):
         with open(self.log, "a") as log:
-            log.write(f"{os.getpid()} {info.path}\n")
+            log.write(f"{os.getpid()} {info.path} {self._process.reader._pool.size}\n")
         return super()._fetch(info)
 
 
@@ -132,8 +134,9 @@ def test_workers_fetch_only_the_shards_of_the_windows_they_serve(parquet_dir, tm
     assert [both(b) for b in dataset.loader(num_workers=2)] == [both(b) for b in make().loader()]
     fetched: dict[str, set[str]] = {}
     for line in dataset.log.read_text().splitlines():
-        pid, path = line.split()
+        pid, path, threads = line.split()
         fetched.setdefault(pid, set()).add(path)
+        assert int(threads) == decoding_threads(2, 2, remote=False)  # each worker's share of the CPUs
     served = [
         {dataset.shards[s].path for w in range(worker, order.num_windows, 2) for s in order.window_shards(w)}
         for worker in range(2)
