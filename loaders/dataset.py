@@ -30,7 +30,15 @@ from .errors import LoaderError
 from .formats import ShardColumns, TokenColumn
 from .loader import StreamingLoader, collate_records
 from .mixture import Mixture, resolve_weights, source_seed
-from .order import REMAINDERS, BatchPlan, EpochOrder, batch_in_stream, bucket_schedule, worker_batches
+from .order import (
+    REMAINDERS,
+    BatchPlan,
+    EpochOrder,
+    batch_in_stream,
+    bucket_schedule,
+    window_groups,
+    worker_batches,
+)
 from .packing import PackedWindow, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
@@ -401,6 +409,35 @@ class StreamingDataset(IterableDataset):
         starts = self._process_state().token_starts(0, order)
         return np.searchsorted(starts, blocks * (self.seq_len + 1), side="right") - 1
 
+    def _window_cuts(self, start: int, homes: np.ndarray) -> list[tuple[int, int, int, int]]:
+        """The batches from ``start`` on whose tokens run from one group of ``order.window_groups`` into the
+        home window of the next, cut where that window starts (a batch resumed part-way is not cut).
+
+        Args:
+            start: the first batch not yet yielded.
+            homes: ``_home_windows(start)``.
+
+        Returns:
+            ``(group, lo, cut, hi)`` for each such batch (``start + window_groups(homes)[group] - 1``): this
+            rank's slice of it is tokens ``[lo, hi)`` of the packed stream, group ``group``'s window
+            starts at ``cut``.
+        """
+        starts = self._process_state().token_starts(0, self._orders()[0])
+        block, bounds, cuts = self.seq_len + 1, window_groups(homes), []
+        for group in range(1, len(bounds) - 1):
+            batch = start + bounds[group] - 1
+            first = batch * self.global_batch_size + self.rank * self.batch_size  # this rank's first block
+            lo, hi = first * block, (first + self.batch_size) * block
+            cut = int(starts[homes[bounds[group]]])
+            wrapped = first + self.batch_size > self.plans[0].total  # its blocks run past the epoch's end
+            if lo < cut < hi and not wrapped and not (batch == start and self._partial):
+                cuts.append((group, lo, cut, hi))
+        return cuts
+
+    def _stream_piece(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Tokens ``[lo, hi)`` of the packed stream (one stream) and their document offsets."""
+        return self._process_state().stream_tokens(0, self._orders()[0], lo, hi)
+
     def _serve_windows(self, windows: Iterable[int], first: int) -> None:
         """Decode in the background only ``windows`` (a loader worker's) and what its batches reach; read
         remote shards by range only in window ``first`` (the loader's first batch), else whole."""
@@ -575,9 +612,13 @@ class StreamingDataset(IterableDataset):
     def _blocks(self, process: _ProcessState, stream: int, order: EpochOrder, positions: np.ndarray) -> dict:
         block = self.seq_len + 1
         runs = np.split(positions, np.flatnonzero(np.diff(positions) != 1) + 1)
-        pieces = [
-            process.stream_tokens(stream, order, int(r[0]) * block, (int(r[-1]) + 1) * block) for r in runs
-        ]
+        return self._pack(
+            [process.stream_tokens(stream, order, int(r[0]) * block, (int(r[-1]) + 1) * block) for r in runs]
+        )
+
+    def _pack(self, pieces: list[tuple[np.ndarray, np.ndarray | None]]) -> dict:
+        """Blocks of ``seq_len + 1`` tokens from consecutive pieces ``(ids, offsets)`` of the packed stream."""
+        block = self.seq_len + 1
         data = {"input_ids": np.concatenate([p[0] for p in pieces]).reshape(-1, block)}
         if self.position_ids:
             data["position_ids"] = block_positions(np.concatenate([p[1] for p in pieces]), block)
@@ -667,8 +708,6 @@ class StreamingMixture(StreamingDataset):
     def _rank_batches(self, batches: Iterable[int] | None = None):
         """``(global batch, first item to yield, data)`` for each global batch this process serves."""
         served = self._served(batches)
-        for source in self.sources:
-            source._workers = self._workers  # each source's reader sizes its threads for this many processes
         start, skip = self._consumed, self._partial
         for batch in served:
             first = (
@@ -707,7 +746,7 @@ class _ProcessState:
             verify=dataset.verify,
             on_error=dataset.on_error,
             keep=2 * dataset.shuffle_window,
-            threads=decoding_threads(dataset.shuffle_window, dataset._workers, is_remote(dataset.root)),
+            threads=decoding_threads(dataset.shuffle_window, _processes(), is_remote(dataset.root)),
             lazy=packed,
             max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else 0,
         )
@@ -817,6 +856,12 @@ def _read_ranges(url: str, storage_options: dict[str, Any], spans: list[tuple[in
 
 def _identity(item):
     return item
+
+
+def _processes() -> int:
+    """The processes that share this machine's CPUs for this dataset: its DataLoader's workers, else 1."""
+    info = get_worker_info()
+    return 1 if info is None else info.num_workers
 
 
 def _chunks(items: list, size: int) -> list[list]:

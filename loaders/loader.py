@@ -3,7 +3,6 @@ worker count, and ``collate_records`` for whole records."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -12,7 +11,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ltsgen.errors import LtsgenError, UsageError
 
-from .order import window_runs, worker_runs
+from .order import window_groups, window_runs, worker_runs
 
 RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
 
@@ -23,8 +22,10 @@ class _Batches(IterableDataset):
     In the main process each run is one batch. A worker sends runs of consecutive batches, one DataLoader
     message each (its queues, pickling and the pipe are paid once per run), of at most ``RUN_ITEMS`` items.
     For packed blocks of one stream each worker serves whole windows in turns (``order.window_runs``) and
-    decodes only those; ``StreamingLoader`` puts the batches back in order. Otherwise (records, by_bucket,
-    mixtures) the runs are dealt in turns (``order.worker_runs``).
+    decodes only those: a batch whose tokens run from one worker's window into the next worker's is made
+    in two parts, each by the worker serving its window, and ``StreamingLoader`` packs the two (the blocks
+    are a pure function of the token stream) and puts the batches back in order. Otherwise (records,
+    by_bucket, mixtures) the runs are dealt in turns (``order.worker_runs``).
     """
 
     def __init__(self, dataset: IterableDataset) -> None:
@@ -38,30 +39,52 @@ class _Batches(IterableDataset):
             for batch in ds._whole_batches():
                 yield [batch]
             return
-        done, run = [], range(ds._consumed, ds._consumed + 1)
+        done, batch = [], ds._consumed
         try:
-            runs = self._runs(info.id, info.num_workers)
-            batches = ds._whole_batches(itertools.chain.from_iterable(runs))
+            runs, tails, heads = self._runs(info.id, info.num_workers)
+            batches = ds._whole_batches(b for run in runs for b in run if b not in tails)
             for run in runs:
                 done = []
-                for _ in run:
-                    done.append(next(batches))
+                if run[0] in heads:  # the head of the batch that crosses into this run's window
+                    batch, lo, hi = heads[run[0]]
+                    done.append(_Piece(batch, 1, ds._stream_piece(lo, hi)))
+                for batch in run:
+                    done.append(
+                        _Piece(batch, 0, ds._stream_piece(*tails[batch])) if batch in tails else next(batches)
+                    )
                 yield done
         except LtsgenError as error:  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
-            yield [*done, _WorkerFailure(error, run[len(done)])]  # after the batches made before it
+            yield [*done, _WorkerFailure(error, batch)]  # after the batches made before it
 
-    def _runs(self, worker: int, num_workers: int) -> list[range]:
-        """This worker's runs of batches from the dataset's position on."""
+    def _runs(self, worker: int, num_workers: int) -> tuple[list[range], dict, dict]:
+        """This worker's runs of batches from the dataset's position on, and the batches it makes in part:
+        ``tails`` (batch -> its tokens before the next group's window) and ``heads`` (the first batch of a
+        run -> the batch that crosses into its window and that batch's tokens there)."""
         ds, start = self.dataset, self.dataset._consumed
         homes = ds._home_windows(start)
         if homes is None:
-            return worker_runs(ds.num_batches, start, worker, num_workers, self.longest)
+            return worker_runs(ds.num_batches, start, worker, num_workers, self.longest), {}, {}
         runs = window_runs(homes, start, worker, num_workers, self.longest)
         ds._serve_windows((int(homes[run[0] - start]) for run in runs), int(homes[0]) if len(homes) else 0)
-        return runs
+        bounds, tails, heads = window_groups(homes), {}, {}
+        for group, lo, cut, hi in ds._window_cuts(start, homes):
+            crossing = start + bounds[group] - 1
+            if (group - 1) % num_workers == worker:
+                tails[crossing] = (lo, cut)
+            if group % num_workers == worker:
+                heads[crossing + 1] = (crossing, cut, hi)
+        return runs, tails, heads
 
     def __len__(self) -> int:
         return self.dataset.num_batches
+
+
+class _Piece:
+    """Part ``part`` (0: before the window boundary, 1: after) of global batch ``batch``'s tokens, made by
+    the worker serving that window: ``tokens`` as ``(ids, document offsets)``."""
+
+    def __init__(self, batch: int, part: int, tokens: tuple) -> None:
+        self.batch, self.part, self.tokens = batch, part, tokens
 
 
 class _WorkerFailure:
@@ -99,11 +122,20 @@ class StreamingLoader(DataLoader):
 
     def __iter__(self):
         waiting: dict[int, Any] = {}  # batches (or a failure) that came before their turn
+        parts: dict[int, dict[int, tuple]] = {}  # the first part to come of a batch made in two
         turn = self.streaming._consumed
         for run in super().__iter__():
             for item in run:
-                batch, data = (item.batch, item) if isinstance(item, _WorkerFailure) else item
-                waiting[batch] = data
+                if isinstance(item, _WorkerFailure):
+                    waiting[item.batch] = item
+                elif isinstance(item, _Piece):
+                    both = parts.setdefault(item.batch, {})
+                    both[item.part] = item.tokens
+                    if len(both) == 2:
+                        waiting[item.batch] = self.streaming._pack([both[0], both[1]])
+                        del parts[item.batch]
+                else:
+                    waiting[item[0]] = item[1]
             while turn in waiting:
                 data = waiting.pop(turn)
                 if isinstance(data, _WorkerFailure):

@@ -232,9 +232,22 @@ def window_runs(homes: np.ndarray, start: int, worker: int, num_workers: int, lo
     Returns:
         This worker's runs, ascending.
     """
-    bounds = [0, *(np.flatnonzero(np.diff(homes)) + 1).tolist(), len(homes)]
+    bounds = window_groups(homes)
     groups = range(worker, len(bounds) - 1, num_workers)
     return [run for g in groups for run in _doubling_runs(start + bounds[g], start + bounds[g + 1], longest)]
+
+
+def window_groups(homes: np.ndarray) -> list[int]:
+    """Where each group of batches with one home window starts (``homes``: as for ``window_runs``).
+
+    Args:
+        homes: the home window of each batch from some start on.
+
+    Returns:
+        The index in ``homes`` of each group's first batch, then ``len(homes)``: group ``g`` is
+        ``homes[bounds[g]:bounds[g + 1]]``, served by worker ``g % num_workers``.
+    """
+    return [0, *(np.flatnonzero(np.diff(homes)) + 1).tolist(), len(homes)]
 
 
 def _doubling_runs(first: int, stop: int, longest: int) -> list[range]:

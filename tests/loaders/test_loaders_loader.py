@@ -4,6 +4,7 @@ moment, elastic in workers), a plain DataLoader refused where it would reorder, 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import traceback
 import warnings
 from pathlib import Path
@@ -15,6 +16,8 @@ from loader_fixtures import make_dataset
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
+from ltsgen.loaders.order import window_groups
+from ltsgen.loaders.reader import decoding_threads
 
 SIZES = [9, 4, 1, 12, 6, 8, 3]
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 workers, 2 CPUs
@@ -104,6 +107,77 @@ def test_workers_serving_whole_windows_keep_the_order_and_resume_inside_a_window
             restored = make().loader(num_workers=count)
             restored.load_state_dict(state)
             assert full[:stop] + [key(b) for b in restored] == full
+
+
+class _FetchLog(StreamingDataset):
+    """A dataset that notes, in ``self.log``, each shard a process fetches (as ``pid path threads`` lines:
+    ``threads``, the process's decoding threads)."""
+
+    log: Path
+
+    def _local(self, info):
+        return None  # every shard through _fetch
+
+    def _fetch(self, info):
+        with open(self.log, "a") as log:
+            log.write(f"{os.getpid()} {info.path} {self._process.reader._pool.size}\n")
+        return super()._fetch(info)
+
+
+@pytest.mark.parametrize("seq_len", [3, 7])
+def test_workers_fetch_only_the_shards_of_the_windows_they_serve(parquet_dir, tmp_path, seq_len):
+    """A batch that runs from one worker's window into the next worker's is made in two parts, each by the
+    worker serving its window: no worker opens a shard of another's window."""
+
+    def make(kind=StreamingDataset):
+        return kind(parquet_dir, seed=5, batch_size=2, seq_len=seq_len, shuffle_window=2, position_ids=True)
+
+    def both(batch) -> tuple:
+        return key(batch), tuple(batch["position_ids"].flatten().tolist())
+
+    dataset = make(_FetchLog)
+    dataset.log = tmp_path / "fetched.txt"
+    order, homes = dataset._orders()[0], dataset._home_windows(0)
+    assert set(homes.tolist()) == set(range(order.num_windows))  # every window is some batch's home
+    assert len(dataset._window_cuts(0, homes)) >= 2  # batches cross from one worker's window to the next
+    assert [both(b) for b in dataset.loader(num_workers=2)] == [both(b) for b in make().loader()]
+    fetched: dict[str, set[str]] = {}
+    for line in dataset.log.read_text().splitlines():
+        pid, path, threads = line.split()
+        fetched.setdefault(pid, set()).add(path)
+        assert int(threads) == decoding_threads(2, 2, remote=False)  # each worker's share of the CPUs
+    served = [
+        {dataset.shards[s].path for w in range(worker, order.num_windows, 2) for s in order.window_shards(w)}
+        for worker in range(2)
+    ]
+    assert sorted(fetched.values(), key=sorted) == sorted(served, key=sorted)
+
+
+def test_workers_resume_at_and_inside_a_batch_made_in_two_parts(parquet_dir):
+    def make():
+        return StreamingDataset(parquet_dir, seed=5, batch_size=2, seq_len=7, shuffle_window=2)
+
+    full = [key(b) for b in make().loader()]
+    dataset = make()
+    bounds = window_groups(dataset._home_windows(0))
+    crossing = [bounds[group] - 1 for group, *_ in dataset._window_cuts(0, dataset._home_windows(0))][:2]
+    assert crossing
+    for stop in (*crossing, crossing[0] + 1):  # before and after a batch made in two parts
+        loader = make().loader(num_workers=2)
+        head = head_of(loader, stop)
+        restored = make().loader(num_workers=3)
+        restored.load_state_dict(loader.state_dict())
+        assert head + [key(b) for b in restored] == full
+    source = make()
+    items = iter(source)  # one block of the crossing batch taken: the rest of it is made whole
+    taken = [next(items)["input_ids"] for _ in range(2 * crossing[0] + 1)]
+    resumed = make()
+    resumed.load_state_dict(source.state_dict())
+    assert resumed.state_dict()["partial"] == 1
+    rest = [b["input_ids"] for b in resumed.loader(num_workers=2)]
+    assert torch.cat([torch.stack(taken).flatten(), *(b.flatten() for b in rest)]).tolist() == [
+        t for batch in full for t in batch
+    ]
 
 
 def test_dataset_state_follows_its_loaders_workers(parquet_dir):
