@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from scipy.stats import wilcoxon
+from scipy.stats import binomtest, wilcoxon
 
 from ltsgen.training.checkpoint import load_checkpoint
 from ltsgen.training.copytask import FIRST_ID, HALF, copy_rows
@@ -105,7 +105,8 @@ def recall_scores(model, windows, rows=None, controls=None) -> dict[str, Any]:
     ):
         loss, correct = token_scores(model, ids, torch.device("cpu"), batch, "float32")
         spans = [(row_of(r), start_of(r), start_of(r) + r.end - r.start) for r in windows.recalls.recalls]
-        scores[prefix + "whole"] = sum(bool(correct[i, s - 1 : e - 1].all()) for i, s, e in spans)
+        scores[prefix + "answered"] = [bool(correct[i, s - 1 : e - 1].all()) for i, s, e in spans]
+        scores[prefix + "whole"] = sum(scores[prefix + "answered"])
         scores[prefix + "first"] = sum(bool(correct[i, s - 1]) for i, s, _ in spans)
         scores[prefix + "later"] = sum(int(correct[i, s : e - 1].sum()) for i, s, e in spans)
         scores[prefix + "loss"] = sum(loss[i, s - 1 : e - 1].mean().item() for i, s, e in spans) / len(spans)
@@ -116,8 +117,12 @@ def recall_scores(model, windows, rows=None, controls=None) -> dict[str, Any]:
 
 def recall_line(s: dict[str, Any]) -> str:
     count = len(s["values"])
+    pairs = list(zip(s["answered"], s["c_answered"], strict=True))
+    only_recall, only_control = pairs.count((True, False)), pairs.count((False, True))
+    mcnemar = binomtest(only_recall, only_recall + only_control).pvalue if only_recall + only_control else 1.0
     return (
-        f"whole values {s['whole']} / {s['c_whole']} of {count}, first value token {s['first']} / "
+        f"whole values {s['whole']} / {s['c_whole']} of {count} (only with the fact {only_recall}, only "
+        f"without {only_control}: exact McNemar p = {mcnemar:.2g}), first value token {s['first']} / "
         f"{s['c_first']}, later value tokens {s['later']} / {s['c_later']} of {s['later_tokens']}, "
         f"value-token loss {s['loss']:.3f} / {s['c_loss']:.3f} nats (recall / control)"
     )
