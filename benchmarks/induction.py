@@ -14,7 +14,10 @@ model and its encoding can learn to copy at all, apart from what the training te
 With ``--data``, each run is also read on the cued recalls within their own training-length window (the
 first 64 validation documents of at least 512 tokens, as ``ltsgen evaluate`` reads them): the mean loss of
 the value tokens beside its control, paired by recall (Wilcoxon signed-rank), and the share of value tokens
-predicted top-1 -- what the context changes before any whole value is recalled.
+predicted top-1 -- what the context changes before any whole value is recalled -- and the same recalls with a
+verbatim cue: the ``--splice`` tokens before each recall's value replaced by those before its earlier
+occurrence, so that plain copying answers it (a model that copies random tokens but not a verbatim cue does
+not use its copying on text).
 """
 
 from __future__ import annotations
@@ -23,18 +26,17 @@ import argparse
 import json
 import resource
 from pathlib import Path
+from typing import Any
 
 import torch
-from scipy.stats import wilcoxon
+from scipy.stats import binomtest, wilcoxon
 
 from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.copytask import FIRST_ID, HALF, copy_rows
 from ltsgen.training.data import load_eval_sets
 from ltsgen.training.evaluate import build_model, load_run, token_scores
 from ltsgen.training.model import ModelConfig, TransformerLM
 from ltsgen.training.recall import window_set
-
-HALF = 32
-FIRST_ID = 256  # above a byte-level BPE's single bytes
 
 
 def random_repeats(count: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
@@ -46,10 +48,11 @@ def random_repeats(count: int, vocab_size: int, generator: torch.Generator) -> t
 @torch.no_grad()
 def probe(model: TransformerLM) -> float:
     """Share of the repeat's tokens 2..HALF that are the model's top-1 prediction (fixed probe set)."""
+    training = model.training
     model.eval()
     ids = random_repeats(128, model.config.vocab_size, torch.Generator().manual_seed(123))
     predicted = model(ids[:, :-1]).argmax(dim=-1)
-    model.train()
+    model.train(training)
     return (predicted[:, HALF:] == ids[:, HALF + 1 :]).float().mean().item()
 
 
@@ -61,39 +64,88 @@ def probe_run(run: Path) -> None:
     print(f"{run}: {config.encoding}, step {state['step']}, induction {probe(model):.3f}")
 
 
-def value_losses(run: Path, data: Path) -> None:
-    """Value-token loss and top-1 share of the within-window cued recalls beside their controls."""
+def recall_windows(run: Path, data: Path):
+    """RUN's model config, weights, training length and tokenizer, and DATA's cued recalls within their own
+    training-length window (the first 64 validation documents of at least 512 tokens)."""
     model_config, weights, config, tokenizer = load_run(run)
     length = config["train"]["train_length"]
-    model = build_model(model_config, weights, torch.device("cpu"))
-    model.set_eval_length(length)
     eval_set = load_eval_sets(data, [512], tokenizer, 64).sets[512]
     if eval_set.recalls is None:
         raise SystemExit(f"{data}: its validation documents carry no cued recalls")
     windows = window_set(eval_set.recalls, eval_set.input_ids, length)
-    batch = max(1, 16384 // length)
-    loss, correct = token_scores(model, windows.input_ids, torch.device("cpu"), batch, "float32")
-    control_loss, control_correct = token_scores(
-        model, windows.recalls.control_ids, torch.device("cpu"), batch, "float32"
-    )
-    recalls = windows.recalls.recalls
-    if not recalls:
+    if not windows.recalls.recalls:
         raise SystemExit(f"{data}: no cued recall lies within its own {length}-token window")
-    own = [loss[r.row, r.start - 1 : r.end - 1].mean().item() for r in recalls]
-    other = [
-        control_loss[r.control_row, r.control_start - 1 : r.control_end - 1].mean().item() for r in recalls
-    ]
-    top1 = sum(correct[r.row, r.start - 1 : r.end - 1].float().mean().item() for r in recalls)
-    top1_control = sum(
-        control_correct[r.control_row, r.control_start - 1 : r.control_end - 1].float().mean().item()
-        for r in recalls
+    return model_config, weights, length, tokenizer, windows
+
+
+def verbatim(windows, tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The windows and their controls with the ``tokens`` tokens before each recall's value replaced by the
+    ``tokens`` before its earlier occurrence: a cue that repeats the plant's words verbatim."""
+    rows, controls = windows.input_ids.clone(), windows.recalls.control_ids.clone()
+    for r in windows.recalls.recalls:
+        earlier = r.start - r.distance
+        if earlier >= tokens:
+            rows[r.row, r.start - tokens : r.start] = rows[r.row, earlier - tokens : earlier]
+            controls[r.control_row, r.control_start - tokens : r.control_start] = controls[
+                r.control_row, earlier - tokens : earlier
+            ]
+    return rows, controls
+
+
+def recall_scores(model, windows, rows=None, controls=None) -> dict[str, Any]:
+    """Whole values, first and later value tokens predicted top-1, and the value tokens' mean loss, in the
+    recalls and in their controls (``c_`` keys)."""
+    rows = windows.input_ids if rows is None else rows
+    controls = windows.recalls.control_ids if controls is None else controls
+    batch = max(1, 16384 // rows.shape[1])
+    scores: dict[str, Any] = {}
+    for prefix, ids, row_of, start_of in (
+        ("", rows, lambda r: r.row, lambda r: r.start),
+        ("c_", controls, lambda r: r.control_row, lambda r: r.control_start),
+    ):
+        loss, correct = token_scores(model, ids, torch.device("cpu"), batch, "float32")
+        spans = [(row_of(r), start_of(r), start_of(r) + r.end - r.start) for r in windows.recalls.recalls]
+        scores[prefix + "answered"] = [bool(correct[i, s - 1 : e - 1].all()) for i, s, e in spans]
+        scores[prefix + "whole"] = sum(scores[prefix + "answered"])
+        scores[prefix + "first"] = sum(bool(correct[i, s - 1]) for i, s, _ in spans)
+        scores[prefix + "later"] = sum(int(correct[i, s : e - 1].sum()) for i, s, e in spans)
+        scores[prefix + "loss"] = sum(loss[i, s - 1 : e - 1].mean().item() for i, s, e in spans) / len(spans)
+        scores[prefix + "values"] = [loss[i, s - 1 : e - 1].mean().item() for i, s, e in spans]
+    scores["later_tokens"] = sum(r.end - r.start - 1 for r in windows.recalls.recalls)
+    return scores
+
+
+def recall_line(s: dict[str, Any]) -> str:
+    count = len(s["values"])
+    pairs = list(zip(s["answered"], s["c_answered"], strict=True))
+    only_recall, only_control = pairs.count((True, False)), pairs.count((False, True))
+    mcnemar = binomtest(only_recall, only_recall + only_control).pvalue if only_recall + only_control else 1.0
+    return (
+        f"whole values {s['whole']} / {s['c_whole']} of {count} (only with the fact {only_recall}, only "
+        f"without {only_control}: exact McNemar p = {mcnemar:.2g}), first value token {s['first']} / "
+        f"{s['c_first']}, later value tokens {s['later']} / {s['c_later']} of {s['later_tokens']}, "
+        f"value-token loss {s['loss']:.3f} / {s['c_loss']:.3f} nats (recall / control)"
     )
-    count = len(recalls)
+
+
+def value_losses(run: Path, data: Path, splice: int) -> None:
+    """Value-token loss and top-1 share of the within-window cued recalls beside their controls, and the
+    same recalls with a verbatim cue of ``splice`` tokens."""
+    model_config, weights, length, _, windows = recall_windows(run, data)
+    model = build_model(model_config, weights, torch.device("cpu"))
+    model.set_eval_length(length)
+    s = recall_scores(model, windows)
+    own, other = s["values"], s["c_values"]
+    count = len(own)
     print(
-        f"{run}: {count} recalls within {length} tokens; value-token loss {sum(own) / count:.3f}, control "
-        f"{sum(other) / count:.3f} nats (lower in {sum(a < b for a, b in zip(own, other, strict=True))} of {count}; "
-        f"Wilcoxon p = {wilcoxon(own, other).pvalue:.2g}); value tokens top-1 {top1 / count:.3f}, control "
-        f"{top1_control / count:.3f}"
+        f"{run}: {count} recalls within {length} tokens; {recall_line(s)}; the value tokens' loss "
+        f"is lower in {sum(a < b for a, b in zip(own, other, strict=True))} of {count} "
+        f"(Wilcoxon p = {wilcoxon(own, other).pvalue:.2g})"
+    )
+    s = recall_scores(model, windows, *verbatim(windows, splice))
+    print(
+        f"  with a verbatim cue ({splice} tokens): whole values {s['whole']} / {s['c_whole']}, first value token "
+        f"{s['first']} / {s['c_first']} (recall / control)"
     )
 
 
@@ -102,17 +154,14 @@ def train_copy(args: argparse.Namespace) -> None:
     config = ModelConfig(args.vocab_size, args.d_model, args.n_layers, args.n_heads, args.encoding)
     model = TransformerLM(config)
     optimizer = model.configure_optimizer(args.lr, 0.1, (0.9, 0.95), fused=False)
-    generator = torch.Generator().manual_seed(args.seed)
     for step in range(args.steps + 1):
         if step % 100 == 0:
             cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime
             print(f"{args.encoding} step {step}: induction {probe(model):.3f} ({cpu:.0f} s CPU)", flush=True)
         if step == args.steps:
             break
-        ids = random_repeats(args.batch_size, args.vocab_size, generator)
-        targets = ids[:, 1:].clone()
-        targets[:, : HALF - 1] = -100  # the first half is random: loss on the repeat only
-        _, loss = model(ids[:, :-1], targets)
+        inputs, targets = copy_rows(args.batch_size, 2 * HALF, args.vocab_size, args.seed, step)
+        _, loss = model(inputs, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -125,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run", type=Path, nargs="+", help="run folders written by `ltsgen train`")
     parser.add_argument("--data", type=Path, help="with --run: the dataset whose cued recalls to read")
     parser.add_argument("--copy", action="store_true", help="train on the copy task alone (the control)")
+    parser.add_argument("--splice", type=int, default=4, help="with --data: tokens of the verbatim cue")
     parser.add_argument("--encoding", default="rope")
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -142,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     for run in args.run or []:
         probe_run(run)
         if args.data:
-            value_losses(run, args.data)
+            value_losses(run, args.data, args.splice)
     if args.copy:
         train_copy(args)
 

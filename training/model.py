@@ -151,6 +151,11 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` [B, T, vocab] against ``targets`` [B, T] (-100 ignored), in float32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+
+
 class TransformerLM(nn.Module):
     """Decoder-only language model; ``model(ids)`` -> logits, ``model(ids, targets)`` -> (logits, loss)."""
 
@@ -227,8 +232,7 @@ class TransformerLM(nn.Module):
         logits = self.lm_head(self.ln_f(self._hidden(input_ids, cache, None)))
         if targets is None:
             return logits
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
-        return logits, loss
+        return logits, next_token_loss(logits, targets)
 
     def next_token_logits(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] of the token after each sequence (the output layer runs on the last position only)."""

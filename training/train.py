@@ -29,9 +29,11 @@ from ltsgen.encodings import NAMES, canonical_name, training_options
 from ltsgen.loaders.files import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ltsgen.training.copytask import copy_rows
 from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
 from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import perplexity
+from ltsgen.training.model import next_token_loss
 from ltsgen.training.precision import training_precision
 from ltsgen.training.rundir import (
     CHECKPOINT_NAME,
@@ -120,6 +122,10 @@ class TrainConfig:
     init_from: str | None = _option(
         None, "start from the weights of this run's checkpoint (fine-tuning: same model shape)", metavar="RUN"
     )
+    copy_task: int = _option(
+        0, "add N rows of the copy task to every step (random tokens repeated once; the copying cued recalls "
+        "need, which text alone teaches slowly: see docs/training.md)", metavar="N", limits=COUNT,
+    )  # fmt: skip
     seed: int = _option(0, "initialisation and data order", limits=SEEDS)
     device: str = _option("auto", "auto (CUDA when present), cpu, cuda, cuda:1, ...")
     compile: bool = _option(False, "torch.compile the model (best on CUDA)")
@@ -137,7 +143,7 @@ class TrainConfig:
     #: the settings that must match when resuming (the rest may change, e.g. the device)
     RESUME_KEYS = (
         "data", "encoding", "encoding_options", "train_length", "steps", "batch_size", "lr", "min_lr_ratio",
-        "warmup", "weight_decay", "grad_clip", "d_model", "n_layers", "n_heads", "init_from", "seed",
+        "warmup", "weight_decay", "grad_clip", "d_model", "n_layers", "n_heads", "init_from", "copy_task", "seed",
     )  # fmt: skip
     #: names of earlier releases, read from old config files
     RENAMED = {"layers": "n_layers", "heads": "n_heads"}
@@ -370,8 +376,19 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
     run.runner.train()
     first_bad = _FirstNonFinite(placement.device)
     for step in range(run.start_step, end_step):
+        copy = None
+        if config.copy_task:
+            copy = copy_rows(config.copy_task, config.train_length, model.config.vocab_size, config.seed, step,
+                             placement.rank)  # fmt: skip
         loss, grad_norm = train_step(
-            run.runner, model, run.optimizer, run.scheduler, next(stream), config.grad_clip, placement.device
+            run.runner,
+            model,
+            run.optimizer,
+            run.scheduler,
+            next(stream),
+            config.grad_clip,
+            placement.device,
+            copy,
         )
         done = step + 1
         first_bad.update(done, loss, grad_norm)
@@ -489,13 +506,28 @@ def wrap_model(model, config: TrainConfig, placement) -> torch.nn.Module:
 
 
 def train_step(
-    runner, model, optimizer, scheduler, batch: torch.Tensor, grad_clip: float, device: torch.device
+    runner,
+    model,
+    optimizer,
+    scheduler,
+    batch: torch.Tensor,
+    grad_clip: float,
+    device: torch.device,
+    copy=None,
 ):
-    """One optimizer step on ``batch`` [B, T + 1]; returns (loss, gradient norm) as tensors."""
+    """One optimizer step on ``batch`` [B, T + 1], with ``copy`` rows (inputs, targets) in the same forward;
+    returns (the text's loss, gradient norm) as tensors."""
     batch = batch.to(device, non_blocking=True)
     with training_precision(device):
-        _, loss = runner(batch[:, :-1], batch[:, 1:])
-    loss.backward()
+        if copy is None:
+            _, loss = runner(batch[:, :-1], batch[:, 1:])
+            total = loss
+        else:
+            copy_inputs, copy_targets = (rows.to(device, non_blocking=True) for rows in copy)
+            logits = runner(torch.cat([batch[:, :-1], copy_inputs]))
+            loss = next_token_loss(logits[: len(batch)], batch[:, 1:])
+            total = loss + next_token_loss(logits[len(batch) :], copy_targets)
+    total.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
     scheduler.step()

@@ -93,7 +93,10 @@ def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, 
 
 
 def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path, tmp_path):
-    straight = tiny_config(tiny_data, tmp_path / "straight", "fire", steps=7, tokenizer=str(tokenizer_path))
+    """With copy-task rows too: they depend on the step only, so the resumed run sees the same ones."""
+    straight = tiny_config(
+        tiny_data, tmp_path / "straight", "fire", steps=7, tokenizer=str(tokenizer_path), copy_task=2
+    )
     reference = train(straight, progress=False)
     pieces = replace(straight, out=str(tmp_path / "pieces"))
     first = train(pieces, stop_after=3, progress=False)
@@ -108,6 +111,21 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path,
     b = load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)
     assert all(torch.equal(a["model"][key], b["model"][key]) for key in a["model"])
     assert a["loader_states"] == b["loader_states"]
+    assert json.loads((tmp_path / "pieces" / "config.json").read_text())["train"]["copy_task"] == 2
+
+
+def test_copy_task_rows_join_the_step_and_only_the_text_loss_is_logged(tiny_data, tokenizer_path, tmp_path):
+    plain = tiny_config(tiny_data, tmp_path / "plain", "rope", steps=3, tokenizer=str(tokenizer_path))
+    train(plain, progress=False)
+    with_copy = replace(plain, out=str(tmp_path / "copy"), copy_task=3)
+    train(with_copy, progress=False)
+    plain_losses = [m["loss"] for m in metrics(tmp_path / "plain")]
+    copy_losses = [m["loss"] for m in metrics(tmp_path / "copy")]
+    # the first step's text loss is the same (same weights, same batch); the copy rows change the updates
+    assert copy_losses[0] == pytest.approx(plain_losses[0], rel=1e-5) and copy_losses[1:] != plain_losses[1:]
+    a = load_checkpoint(tmp_path / "plain" / CHECKPOINT_NAME)["model"]
+    b = load_checkpoint(tmp_path / "copy" / CHECKPOINT_NAME)["model"]
+    assert not torch.equal(a["wte.weight"], b["wte.weight"])
 
 
 def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint(
