@@ -45,8 +45,6 @@ TOKEN_DTYPES = ("uint16", "uint32")
 PARQUET_ROW_GROUP_BYTES = 1 << 20  # flush a row group once this much payload is buffered (long documents)
 PARQUET_ROW_GROUP_ROWS = 128
 ZSTD_LEVEL = 3
-# ASCII bytes as str.split sees them: whitespace a space, any other byte a letter
-_WORD_BYTES = bytes(0x20 if chr(code).isspace() else 0x78 for code in range(128)) + b"x" * 128
 
 
 def dump_json(value: Any) -> str:
@@ -160,7 +158,7 @@ class ShardWriter:
         if unknown:
             raise LoaderError(f"{where} ({key}): fields outside the contract: {sorted(unknown)}")
         record = dict(record)
-        words = word_count(record["text"])
+        words = count_words(record["text"])
         if record.setdefault("num_words", words) != words:
             raise LoaderError(f"{where} ({key}): num_words={record['num_words']} but the text has {words}")
         record["meta"] = record.get("meta") or {}
@@ -180,15 +178,6 @@ class ShardWriter:
         if record.setdefault("num_tokens", ids.size) != ids.size:
             raise LoaderError(f"{where} ({key}): num_tokens={record['num_tokens']} but {ids.size} ids")
         return record
-
-
-def word_count(text: str) -> int:
-    """``count_words(text)`` (``len(text.split())``); an ASCII text's words are counted where its bytes,
-    mapped to spaces (whitespace) and letters (the rest), start a word, with no list of words made."""
-    if not text.isascii():
-        return count_words(text)
-    mapped = text.encode("ascii").translate(_WORD_BYTES)
-    return mapped.count(b" x") + mapped.startswith(b"x")
 
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
