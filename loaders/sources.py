@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -69,22 +71,16 @@ def read_bytes(
     """
     text = str(path_or_url)
     check_pipe(text, allow_pipe)
-    try:
+    with _read_errors(text):
         if text.startswith(PIPE_PREFIX):
             return _run_pipe(text[len(PIPE_PREFIX) :])
         scheme = urlsplit(text).scheme if "://" in text else ""
         if scheme in ("", "file"):
             return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
-        reader = s3.client(storage_options) if s3.plain(text) else None
+        reader = _s3_reader(text, storage_options)
         if reader is not None:
             return reader.read(text)
         return filesystem(scheme, storage_options).cat_file(text)
-    except FileNotFoundError:
-        raise LoaderError(f"{text}: not found") from None
-    except LtsgenError:  # a missing extra (MissingDependency) says which one
-        raise
-    except Exception as error:  # OSError, and network clients' own types (botocore, aiohttp, requests)
-        raise LoaderError(f"{text}: cannot be read ({type(error).__name__}: {error})") from None
 
 
 def read_ranges(
@@ -102,25 +98,38 @@ def read_ranges(
         The bytes of each range; a one-line ``LoaderError`` names the file when they cannot be read.
     """
     starts, stops = [start for start, _ in spans], [stop for _, stop in spans]
-    try:
-        reader = s3.client(storage_options) if s3.plain(url) else None
+    with _read_errors(url):
+        reader = _s3_reader(url, storage_options)
         if reader is not None:
             pieces = reader.read_ranges(url, spans)
         else:
             fs = filesystem(urlsplit(url).scheme, storage_options)
             pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
-    except FileNotFoundError:
-        raise LoaderError(f"{url}: not found") from None
-    except LtsgenError:
-        raise
-    except Exception as error:  # network clients' own types
-        raise LoaderError(f"{url}: cannot be read ({type(error).__name__}: {error})") from None
     for start, stop, data in zip(starts, stops, pieces, strict=True):
         if len(data) != stop - start:
             raise LoaderError(
                 f"{url}: bytes {start}-{stop} came back as {len(data)} bytes (changed or truncated)"
             )
     return pieces
+
+
+@contextmanager
+def _read_errors(location: str) -> Iterator[None]:
+    """A failed read of ``location`` as one ``LoaderError`` line naming it (ltsgen's own errors, such as a
+    missing extra naming which, pass as they are)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise LoaderError(f"{location}: not found") from None
+    except LtsgenError:
+        raise
+    except Exception as error:  # OSError, and network clients' own types (botocore, aiohttp, requests)
+        raise LoaderError(f"{location}: cannot be read ({type(error).__name__}: {error})") from None
+
+
+def _s3_reader(url: str, storage_options: dict[str, Any] | None) -> s3.S3Client | None:
+    """The botocore reader of a plain ``s3://`` URL, or None where fsspec's filesystem reads it."""
+    return s3.client(storage_options) if s3.plain(url) else None
 
 
 def join(base: str | os.PathLike, relpath: str) -> str:
