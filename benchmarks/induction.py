@@ -36,7 +36,7 @@ from ltsgen.training.copytask import FIRST_ID, HALF, copy_rows
 from ltsgen.training.data import load_eval_sets
 from ltsgen.training.evaluate import build_model, load_run, token_scores
 from ltsgen.training.model import ModelConfig, TransformerLM
-from ltsgen.training.recall import window_set
+from ltsgen.training.recall import answered, window_set
 
 
 def random_repeats(count: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
@@ -105,7 +105,7 @@ def recall_scores(model, windows, rows=None, controls=None) -> dict[str, Any]:
     ):
         loss, correct = token_scores(model, ids, torch.device("cpu"), batch, "float32")
         spans = [(row_of(r), start_of(r), start_of(r) + r.end - r.start) for r in windows.recalls.recalls]
-        scores[prefix + "answered"] = [bool(correct[i, s - 1 : e - 1].all()) for i, s, e in spans]
+        scores[prefix + "answered"] = answered(correct, spans)
         scores[prefix + "whole"] = sum(scores[prefix + "answered"])
         scores[prefix + "first"] = sum(bool(correct[i, s - 1]) for i, s, _ in spans)
         scores[prefix + "later"] = sum(int(correct[i, s : e - 1].sum()) for i, s, e in spans)
