@@ -1,8 +1,10 @@
 """The README's quickstart runs as written, at a small size, so that it cannot go stale.
 
 The test reads the fenced ``sh`` blocks of the README section "Quickstart" in order and runs them in one
-empty folder, every shell line (a ``\\``-continued command is one line) through the installed ``ltsgen``;
-then the Python block of "Loaders in your own training code" on the dataset the quickstart built. Before
+empty folder, every shell line (a ``\\``-continued command is one line) with the argv the ``ltsgen`` console
+script would get, through ``ltsgen.cli.main`` in this process (the console script itself runs in the build,
+card and kill tests); then the Python block of "Loaders in your own training code" on the dataset the
+quickstart built, executed in this process from that folder. Before
 running, it makes the sizes small by plain text substitution, with the table ``SMALLER`` below: each entry
 must match the README at least once, so a quickstart edited without this table fails here instead of
 silently running at full size.
@@ -10,17 +12,15 @@ silently running at full size.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
+
+from ltsgen.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Quickstart"
 LOADERS = "## Loaders in your own training code"
-BIN = Path(sys.executable).parent
 SMALLER = {
     "--num-stories 400": "--num-stories 40",
     "--max-words 3000": "--max-words 800",
@@ -47,26 +47,21 @@ def shell_commands(code: str) -> list[list[str]]:
     ]
 
 
-def test_readme_quickstart_runs(tmp_path):
+def test_readme_quickstart_runs(tmp_path, monkeypatch, capsys):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     unused = [old for old in SMALLER if old not in readme[readme.index(SECTION) :]]
     assert unused == [], "the quickstart changed: update SMALLER"
     blocks = section_blocks(readme)
     assert [language for language, _ in blocks] == ["sh", "sh", "sh"]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "PATH": f"{BIN}:{os.environ['PATH']}",
-    }
+    monkeypatch.chdir(tmp_path)
     for _, code in blocks:
         for old, new in SMALLER.items():
             code = code.replace(old, new)
         runs = shell_commands(code)
         assert all(command[0] == "ltsgen" for command in runs), runs
         for command in runs:
-            done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-            assert done.returncode == 0, f"{shlex.join(command[:3])}: {done.stderr}"
+            status = main(command[1:])
+            assert status == 0, f"{shlex.join(command[:3])}: {capsys.readouterr().err}"
     assert (tmp_path / "lts" / "manifest.json").is_file() and (tmp_path / "lts" / "tokenizer.json").is_file()
     assert list((tmp_path / "lts" / "tokens").rglob("*.parquet")), "step 2 stores the token ids"
     report = (tmp_path / "lts-compare" / "report.md").read_text(encoding="utf-8")
@@ -76,6 +71,6 @@ def test_readme_quickstart_runs(tmp_path):
     [(language, code)] = section_blocks(readme, LOADERS)
     assert language == "python" and "seq_len=1024" in code
     code = code.replace("seq_len=1024", "seq_len=64") + '\nprint(epoch, tuple(batch["input_ids"].shape))\n'
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == "1 (8, 65)\n"
+    capsys.readouterr()
+    exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out == "1 (8, 65)\n"
