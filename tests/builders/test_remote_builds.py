@@ -6,6 +6,7 @@ tasks: one C4 build covers both."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -101,8 +102,9 @@ def test_tokenizer_from_and_to_s3_equals_the_local_one(
 
 
 def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):
-    """train, evaluate and compare (its runs in worker processes) with the server named by --storage-options
-    alone give what they give from the local folder."""
+    """train, evaluate and compare (its two runs in two worker processes at once) with the server named by
+    --storage-options alone give what they give from the local folder. This compare is also the suite's
+    comparison with runs in worker processes (test_compare.py's grid runs in the test's process)."""
     from training_fixtures import write_tiny_dataset
 
     data = write_tiny_dataset(tmp_path / "lts")
@@ -120,8 +122,8 @@ def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, mo
         )
         assert main(["evaluate", "--run", str(tmp_path / name), "--data", *where, *evaluation, "--device", "cpu",
                      "--no-progress"]) == 0  # fmt: skip
-    # a run of compare in a worker process: --storage-options reach the processes a command starts
-    assert main(["compare", "--encodings", "alibi", *common, *evaluation, "--workers", "2", "--data", *where,
+    # two runs of compare in two worker processes at once: --storage-options reach the processes a command starts
+    assert main(["compare", "--encodings", "nope,alibi", *common, *evaluation, "--workers", "2", "--data", *where,
                  "--out", str(tmp_path / "compare")]) == 0  # fmt: skip
     assert "FSSPEC_S3" not in os.environ  # the options lasted as long as the command
     runs = [tmp_path / "local", tmp_path / "s3"]
@@ -133,3 +135,7 @@ def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, mo
     ]
     compared = tmp_path / "compare" / "runs" / "T32-seed0" / "alibi" / "metrics.jsonl"
     assert [m["loss"] for m in map(json.loads, compared.open())] == losses[0]  # the same run as `train`'s
+    rows = list(csv.DictReader((tmp_path / "compare" / "results.csv").open()))
+    assert [(r["encoding"], r["eval_length"]) for r in rows] == [
+        ("nope", "16"), ("nope", "32"), ("alibi", "16"), ("alibi", "32"),
+    ]  # fmt: skip

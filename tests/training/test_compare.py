@@ -32,11 +32,16 @@ def data(tmp_path_factory):
 
 
 def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_path, capsys):
+    """Every row, report file, interval and claim of a 2 x 2 grid, the RoPE family trained once, and a rerun
+    that keeps every run through any engine in any order. The runs go in this process (the default, one
+    worker): runs in worker processes, two at once, are test_remote_builds.py's compare, and the engines'
+    own tests cover their pools; workers change no byte of a run (test_ray.py: Ray tasks against this
+    process)."""
     out = tmp_path / "cmp"
     args = ["compare", "--data", str(data), "--encodings", ",".join(ENCODINGS), "--train-lengths", "16,32",
             "--seeds", "0,1", "--eval-lengths", ",".join(LENGTHS), "--steps", "3", "--eval-sequences", "4",
             "--encoding-option", "base=500", *TINY, "--out", str(out)]  # fmt: skip
-    assert ltsgen([*args, "--workers", "2"]) == 0  # two runs at a time, in worker processes
+    assert ltsgen(args) == 0
     assert capsys.readouterr().out.splitlines()[0] == (
         f"{data} has no tokenizer and none is given: training a byte-level BPE of 300 tokens on its training "
         f"split, written to {out}/tokenizer.json (`ltsgen tokenizer --data {data}` attaches one to the data "
