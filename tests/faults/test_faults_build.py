@@ -328,12 +328,13 @@ sys.addaudithook(kill_at_a_publish)
 
 def test_kill_while_a_token_shard_is_written_then_rerun_sweeps_its_temporary_file(tmp_path):
     """Attaching killed with a token shard's temporary file written and not yet renamed: the rerun removes
-    that file (only ltsgen's temporary names) and ends byte-identical to an uninterrupted attach."""
+    that file (only ltsgen's temporary names) and ends byte-identical to an uninterrupted attach. The killed
+    process is a real ``ltsgen tokenizer``; the uninterrupted reference and the rerun run here."""
     data, whole = tmp_path / "killed", tmp_path / "whole"
     assert main([*STORIES, "--out", str(data), "--samples-per-shard", "5"]) == 0
     shutil.copytree(data, whole)
     attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
-    assert ltsgen(*attach, whole).returncode == 0
+    assert main([*attach, str(whole)]) == 0
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(KILL_AT_A_PUBLISH.format(tokens=str(data / "tokens"), published=1))
@@ -343,8 +344,7 @@ def test_kill_while_a_token_shard_is_written_then_rerun_sweeps_its_temporary_fil
     finally:
         end(process)
     assert [p.name.endswith(".tmp") for p in (data / "tokens").rglob("*.parquet*")].count(True) == 1
-    rerun = ltsgen(*attach, data)
-    assert rerun.returncode == 0, rerun.stderr
+    assert main([*attach, str(data)]) == 0  # the rerun
     assert not [p for p in data.rglob("*.tmp")]
     assert tree(data) == tree(whole)
 
@@ -372,7 +372,8 @@ def test_a_shard_published_before_a_kill_stays_the_builds_own(tmp_path):
     """A build killed between a shard's publish and its job's journal line: the shard was announced before
     it was published, so it is still known as ltsgen's. A rebuild with other arguments and --overwrite
     removes it and builds, byte for byte as a build into an empty folder (it was refused before: the shard
-    looked like a file of the user's where the new build writes)."""
+    looked like a file of the user's where the new build writes). The killed process is a real
+    ``ltsgen stories``; the rebuild and the build into an empty folder run here."""
     out, fresh = tmp_path / "killed", tmp_path / "fresh"
     args = [*STORIES, "--samples-per-shard", "5", "--workers", "1"]
     hook = tmp_path / "hook"
@@ -385,7 +386,6 @@ def test_a_shard_published_before_a_kill_stays_the_builds_own(tmp_path):
         end(process)
     journal = (out / STATE_DIR / JOURNAL_NAME).read_text().splitlines()
     assert len(list(out.rglob("shard-*.parquet"))) == 2 and len(journal) == 1  # the second not journaled
-    rebuild = ltsgen(*args, "--out", out, "--seed", "1", "--overwrite")
-    assert rebuild.returncode == 0, rebuild.stderr
-    assert ltsgen(*args, "--out", fresh, "--seed", "1").returncode == 0
+    assert main([*args, "--out", str(out), "--seed", "1", "--overwrite"]) == 0
+    assert main([*args, "--out", str(fresh), "--seed", "1"]) == 0
     assert tree(out) == tree(fresh)
