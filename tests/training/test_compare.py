@@ -33,10 +33,11 @@ def data(tmp_path_factory):
 
 def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_path, capsys):
     """Every row, report file, interval and claim of a 2 x 2 grid, the RoPE family trained once, and a rerun
-    that keeps every run through any engine in any order. The runs go in this process (the default, one
-    worker): runs in worker processes, two at once, are test_remote_builds.py's compare, and the engines'
-    own tests cover their pools; workers change no byte of a run (test_ray.py: Ray tasks against this
-    process)."""
+    with other settings refused. The runs go in this process (the default, one worker): runs in worker
+    processes, two at once, are test_remote_builds.py's compare, and the engines' own tests cover their
+    pools; workers change no byte of a run (test_ray.py: Ray tasks against this process). A rerun that keeps
+    every run, through any engine in any order, is the fine-tuning test's (its report is a fifth of this
+    one's to write again)."""
     out = tmp_path / "cmp"
     args = ["compare", "--data", str(data), "--encodings", ",".join(ENCODINGS), "--train-lengths", "16,32",
             "--seeds", "0,1", "--eval-lengths", ",".join(LENGTHS), "--steps", "3", "--eval-sequences", "4",
@@ -155,32 +156,18 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     )
     capsys.readouterr()
 
-    # a rerun keeps every run and logs each as kept; any engine can carry them (each spec survives pickling,
-    # any order). One rerun, with the command's settings and its log (print), shows both: each rerun writes
-    # the whole report again, the slow part of a rerun.
-    before = (out / "results.json").read_bytes()
-    seen = []
-
-    class Reversed(SerialEngine):
-        def map(self, fn, specs):
-            seen.extend(specs)
-            return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
-
-    parsed = build_parser().parse_args(args)
-    base = training_config(parsed, encoding="rope", train_length=16)
-    compare(base, list(ENCODINGS), [16, 32, 64], train_lengths=[16, 32], seeds=[0, 1], eval_sequences=4,
-            engine=Reversed(), progress=False)  # fmt: skip
-    assert len(seen) == 2 * 2 * 3  # (training lengths) x (seeds) x (nope, rope family, alibi)
-    assert (out / "results.json").read_bytes() == before
-    log = capsys.readouterr().out
-    assert log.count("trained earlier, kept") == 12 and log.count("evaluated earlier, kept") == 16
-
+    # a rerun with other settings is refused before it touches anything
     assert ltsgen([*args[:-2], "--steps", "5", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "compare.json" in err and "steps: 3 -> 5" in err
 
 
-def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length(data, tmp_path):
+def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_every_run(
+    data, tmp_path, capsys
+):
+    """The fine-tuned rows and runs; then a rerun through an engine that pickles each spec and runs them in
+    reverse order keeps every run, the base run and the fine-tunings that start from it, and writes the same
+    results.json."""
     out = tmp_path / "ft"
     args = ["compare", "--data", str(data), "--encodings", "rope_pi,yarn", "--train-lengths", "16",
             "--eval-lengths", "16,32", "--steps", "2", "--finetune-steps", "2", "--eval-sequences", "4", *TINY,
@@ -197,6 +184,26 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length(data, tmp_path):
     assert tuned["model"]["encoding_options"]["factor"] == 2.0
     assert tuned["model"]["encoding_options"]["original_length"] == 16
     assert "yarn (fine-tuned 2 steps)" in (out / "report.md").read_text()
+    capsys.readouterr()
+
+    # a rerun keeps every run and logs each as kept; any engine can carry them (each spec survives pickling,
+    # any order). One rerun, with the command's settings and its log (print), shows both: each rerun writes
+    # the whole report again, the slow part of a rerun.
+    before = (out / "results.json").read_bytes()
+    seen = []
+
+    class Reversed(SerialEngine):
+        def map(self, fn, specs):
+            seen.extend(specs)
+            return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
+
+    base = training_config(build_parser().parse_args(args), encoding="rope", train_length=16)
+    compare(base, ["rope_pi", "yarn"], [16, 32], train_lengths=[16], eval_sequences=4, finetune_steps=2,
+            engine=Reversed(), progress=False)  # fmt: skip
+    assert len(seen) == 3  # rope (the family's one training), rope_pi and yarn fine-tuned at 32
+    assert (out / "results.json").read_bytes() == before
+    log = capsys.readouterr().out
+    assert log.count("trained earlier, kept") == 3 and log.count("evaluated earlier, kept") == 4
 
 
 def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsys):
