@@ -219,7 +219,12 @@ def test_a_second_comparison_into_a_running_one_is_refused(data, tmp_path, capsy
     assert sorted(p.name for p in out.iterdir()) == [".ltsgen"]
 
 
-def test_a_compare_rerun_removes_only_its_own_leftover_temporary_files(data, tmp_path):
+def test_a_compare_rerun_removes_only_its_own_leftover_temporary_files_and_names_damaged_run_files(
+    data, tmp_path, capsys
+):
+    """One finished comparison, rerun with faults one after the other (each rerun starts from a finished
+    comparison, as a fresh one would): leftover temporary files, only ltsgen's removed; then damaged run
+    files, one line in evaluate and in a compare rerun (a torn eval.json evaluated again)."""
     out = tmp_path / "cmp"
     argv = ["compare", "--data", str(data), "--encodings", "nope", "--steps", "2", "--eval-lengths", "16",
             "--eval-sequences", "4", *TINY[2:], "--train-lengths", "32", "--out", str(out)]  # fmt: skip
@@ -235,6 +240,35 @@ def test_a_compare_rerun_removes_only_its_own_leftover_temporary_files(data, tmp
     assert main(argv) == 0  # the run was trained and evaluated earlier: kept
     assert [path.exists() for path in ours] == [False] * len(ours)
     assert [path.read_text() for path in yours] == ["torn"] * len(yours)
+
+    # damaged run files: one line in evaluate and in a compare rerun
+    evaluate = ["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "16", "--no-progress"]
+    config = (run / "config.json").read_text()
+    json_error = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
+    for damage, said in [("{", f"damaged, not readable JSON ({json_error})"), ("[]", "damaged, not a JSON object"),
+                         ('{"train": {}}', "damaged, 'train' has no integer 'train_length'")]:  # fmt: skip
+        (run / "config.json").write_text(damage)
+        capsys.readouterr()
+        assert main(evaluate) == 2
+        assert one_line(capsys, "evaluate") == f"ltsgen evaluate: error: {run / 'config.json'}: {said}"
+    (run / "config.json").write_text(config)
+
+    (run / "eval.json").write_text('{"results": [{"eval_length": "16"}]')  # torn
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "eval.json: damaged, not readable JSON" in capsys.readouterr().out  # said, and evaluated again
+    assert json.loads((run / "eval.json").read_text())["results"][0]["eval_length"] == 16
+    (run / SUMMARY_NAME).write_text('{"step": "two"}')
+    assert main(argv) == 2
+    assert one_line(capsys, "compare").endswith(
+        f"{run / SUMMARY_NAME}: damaged, 'step' is missing or of the wrong type"
+    )
+    (run / SUMMARY_NAME).write_text("")
+    assert main(argv) == 2
+    assert f"{run / SUMMARY_NAME}: damaged, not readable JSON" in one_line(capsys, "compare")
+    (out / "compare.json").write_text("[1]")
+    assert main(argv) == 2
+    assert one_line(capsys, "compare").endswith(f"{out / 'compare.json'}: damaged, not a JSON object")
 
 
 # ------------------------------------------------------------------ run folders
@@ -329,41 +363,6 @@ def test_a_run_that_fails_in_a_read_only_folder_names_the_real_error(data, tmp_p
 
 
 # ------------------------------------------------------------------ damaged run files, data that does not fit
-
-
-def test_damaged_run_files_are_one_line_in_evaluate_and_a_compare_rerun(data, tmp_path, capsys):
-    out = tmp_path / "cmp"
-    argv = ["compare", "--data", str(data), "--encodings", "nope", "--steps", "2", "--eval-lengths", "16",
-            "--eval-sequences", "4", *TINY[2:], "--train-lengths", "32", "--out", str(out)]  # fmt: skip
-    assert main(argv) == 0
-    run = out / "runs" / "T32-seed0" / "nope"
-    evaluate = ["evaluate", "--run", str(run), "--data", str(data), "--eval-lengths", "16", "--no-progress"]
-    config = (run / "config.json").read_text()
-    json_error = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
-    for damage, said in [("{", f"damaged, not readable JSON ({json_error})"), ("[]", "damaged, not a JSON object"),
-                         ('{"train": {}}', "damaged, 'train' has no integer 'train_length'")]:  # fmt: skip
-        (run / "config.json").write_text(damage)
-        capsys.readouterr()
-        assert main(evaluate) == 2
-        assert one_line(capsys, "evaluate") == f"ltsgen evaluate: error: {run / 'config.json'}: {said}"
-    (run / "config.json").write_text(config)
-
-    (run / "eval.json").write_text('{"results": [{"eval_length": "16"}]')  # torn
-    capsys.readouterr()
-    assert main(argv) == 0
-    assert "eval.json: damaged, not readable JSON" in capsys.readouterr().out  # said, and evaluated again
-    assert json.loads((run / "eval.json").read_text())["results"][0]["eval_length"] == 16
-    (run / SUMMARY_NAME).write_text('{"step": "two"}')
-    assert main(argv) == 2
-    assert one_line(capsys, "compare").endswith(
-        f"{run / SUMMARY_NAME}: damaged, 'step' is missing or of the wrong type"
-    )
-    (run / SUMMARY_NAME).write_text("")
-    assert main(argv) == 2
-    assert f"{run / SUMMARY_NAME}: damaged, not readable JSON" in one_line(capsys, "compare")
-    (out / "compare.json").write_text("[1]")
-    assert main(argv) == 2
-    assert one_line(capsys, "compare").endswith(f"{out / 'compare.json'}: damaged, not a JSON object")
 
 
 def test_an_eos_id_outside_the_vocabulary_is_refused_before_training(tokenized, tmp_path, capsys):
