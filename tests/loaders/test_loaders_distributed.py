@@ -120,9 +120,12 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
 
 
 def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(directory, global_order, tmp_path):
+    """A fresh process with 2 workers killed at a random step, its resume with 0 workers killed again (a kill
+    of a resumed process: a third kill would be one more of the same), then the resume with 1 worker, to the
+    end, in this process: each with another worker count, the uninterrupted order."""
     checkpoint = tmp_path / "checkpoint.json"
     rng = random.Random(0)
-    for workers in (2, 0, 1):  # each restart with another worker count
+    for workers in (2, 0):  # each restart with another worker count
         seen = len(json.loads(checkpoint.read_text())["batches"]) if checkpoint.exists() else 0
         target = seen + rng.randint(1, 4)
         args = [
@@ -143,6 +146,6 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
             assert process.poll() is None, process.stderr.read().decode()[-3000:]
         finally:
             kill_group(process)  # the process and its DataLoader workers, mid-run
-    train(str(directory), str(checkpoint), workers)  # the last kill's resume, to the end, in this process
+    train(str(directory), str(checkpoint), 1)  # the last kill's resume, to the end, in this process
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order
