@@ -1,7 +1,9 @@
 """Induction probe: does a model copy from its context? The skill a cued recall needs, measured without text.
 
-The probe is 128 sequences of 32 random tokens (ids 256 and up of the vocabulary) repeated once; its score
-is the share of the repeat's tokens 2-32 predicted top-1 (the first repeated token is not predictable).
+The probe is 128 rows of the copy task (``training/copytask.py``) of 64 tokens: a segment of 8 to 32 random
+token ids repeated to fill the row; its score is the share of the repeat's tokens after its first that are
+predicted top-1. The segment's length changes from row to row, so only a model that finds the current
+token's earlier occurrence and copies what followed it (an induction head) scores high.
 
     python benchmarks/induction.py --run runs/rope runs/alibi     # probe trained runs' checkpoints
     python benchmarks/induction.py --run runs/rope --data lts     # and the recalls' value-token loss
@@ -32,28 +34,24 @@ import torch
 from scipy.stats import binomtest, wilcoxon
 
 from ltsgen.training.checkpoint import load_checkpoint
-from ltsgen.training.copytask import FIRST_ID, HALF, copy_rows
+from ltsgen.training.copytask import LONGEST, copy_rows
 from ltsgen.training.data import load_eval_sets
 from ltsgen.training.evaluate import build_model, load_run, token_scores
 from ltsgen.training.model import ModelConfig, TransformerLM
 from ltsgen.training.recall import answered, window_set
 
 
-def random_repeats(count: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
-    """``[count, 2 * HALF]``: random token ids, each row's first half repeated once."""
-    half = torch.randint(FIRST_ID, vocab_size, (count, HALF), generator=generator)
-    return torch.cat([half, half], dim=1)
-
-
 @torch.no_grad()
 def probe(model: TransformerLM) -> float:
-    """Share of the repeat's tokens 2..HALF that are the model's top-1 prediction (fixed probe set)."""
+    """Share of the copy rows' scored tokens that are the model's top-1 prediction (a fixed set of 128 rows of
+    ``2 * LONGEST`` tokens)."""
     training = model.training
     model.eval()
-    ids = random_repeats(128, model.config.vocab_size, torch.Generator().manual_seed(123))
-    predicted = model(ids[:, :-1]).argmax(dim=-1)
+    inputs, targets = copy_rows(128, 2 * LONGEST, model.config.vocab_size, seed=123, step=0)
+    predicted = model(inputs).argmax(dim=-1)
     model.train(training)
-    return (predicted[:, HALF:] == ids[:, HALF + 1 :]).float().mean().item()
+    scored = targets != -100
+    return (predicted[scored] == targets[scored]).float().mean().item()
 
 
 def probe_run(run: Path) -> None:
@@ -160,7 +158,7 @@ def train_copy(args: argparse.Namespace) -> None:
             print(f"{args.encoding} step {step}: induction {probe(model):.3f} ({cpu:.0f} s CPU)", flush=True)
         if step == args.steps:
             break
-        inputs, targets = copy_rows(args.batch_size, 2 * HALF, args.vocab_size, args.seed, step)
+        inputs, targets = copy_rows(args.batch_size, 2 * LONGEST, args.vocab_size, args.seed, step)
         _, loss = model(inputs, targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
