@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
+import sys
 import traceback
 import warnings
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from loader_fixtures import make_dataset
+from loader_fixtures import make_dataset, subprocess_env
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
@@ -269,3 +271,29 @@ def test_spawned_workers_give_the_same_batches(parquet_dir):
     spawned = dataset.loader(num_workers=2, multiprocessing_context="spawn")
     reference = StreamingDataset(parquet_dir, seed=4, batch_size=3, seq_len=5, epoch=1)
     assert [key(b) for b in spawned] == [key(b) for b in reference.loader()]
+
+
+_DECODERS_IN_WORKERS = """
+import sys
+from ltsgen.loaders import StreamingDataset
+
+def noted(_):
+    print("worker", "pyarrow.parquet" in sys.modules, flush=True)
+
+dataset = StreamingDataset(sys.argv[1], batch_size=2, seq_len=5)
+assert "pyarrow.parquet" not in sys.modules
+print("batches", len(list(dataset.loader(num_workers=2, worker_init_fn=noted))), dataset.num_batches)
+"""
+
+
+def test_workers_inherit_the_decoders_from_the_loader(parquet_dir, tmp_path):
+    """The loader imports pyarrow before it forks its workers: they do not import it again, each epoch."""
+    done = subprocess.run(
+        [sys.executable, "-c", _DECODERS_IN_WORKERS, str(parquet_dir)],
+        capture_output=True, text=True, cwd=tmp_path, env=subprocess_env(), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert sorted(lines[:2]) == ["worker True", "worker True"]
+    _, made, expected = lines[2].split()
+    assert made == expected
