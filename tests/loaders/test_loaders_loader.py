@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import subprocess
 import sys
 import traceback
 import warnings
@@ -14,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from loader_fixtures import make_dataset, subprocess_env
+from loader_fixtures import make_dataset
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
@@ -273,27 +272,19 @@ def test_spawned_workers_give_the_same_batches(parquet_dir):
     assert [key(b) for b in spawned] == [key(b) for b in reference.loader()]
 
 
-_DECODERS_IN_WORKERS = """
-import sys
-from ltsgen.loaders import StreamingDataset
-
-def noted(_):
-    print("worker", "pyarrow.parquet" in sys.modules, flush=True)
-
-dataset = StreamingDataset(sys.argv[1], batch_size=2, seq_len=5)
-assert "pyarrow.parquet" not in sys.modules
-print("batches", len(list(dataset.loader(num_workers=2, worker_init_fn=noted))), dataset.num_batches)
-"""
+def _note_the_decoder(worker: int) -> None:
+    """A worker's ``worker_init_fn``: note in ``$DECODER_NOTES/<worker>`` whether it has pyarrow.parquet."""
+    Path(os.environ["DECODER_NOTES"], str(worker)).write_text(str("pyarrow.parquet" in sys.modules))
 
 
-def test_workers_inherit_the_decoders_from_the_loader(parquet_dir, tmp_path):
+def test_workers_inherit_the_decoders_from_the_loader(parquet_dir, tmp_path, monkeypatch):
     """The loader imports pyarrow before it forks its workers: they do not import it again, each epoch."""
-    done = subprocess.run(
-        [sys.executable, "-c", _DECODERS_IN_WORKERS, str(parquet_dir)],
-        capture_output=True, text=True, cwd=tmp_path, env=subprocess_env(), timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.split("\n")
-    assert sorted(lines[:2]) == ["worker True", "worker True"]
-    _, made, expected = lines[2].split()
-    assert made == expected
+    import pyarrow
+
+    monkeypatch.setattr(pyarrow, "parquet", pyarrow.parquet)  # put back after the import below
+    monkeypatch.delitem(sys.modules, "pyarrow.parquet")  # as in a script that never imported it
+    monkeypatch.setenv("DECODER_NOTES", str(tmp_path))
+    dataset = StreamingDataset(parquet_dir, batch_size=2, seq_len=5)
+    batches = list(dataset.loader(num_workers=2, worker_init_fn=_note_the_decoder))
+    assert len(batches) == dataset.num_batches
+    assert [(tmp_path / str(worker)).read_text() for worker in (0, 1)] == ["True", "True"]
