@@ -572,6 +572,10 @@ class StreamingDataset(IterableDataset):
             self._tokenizer_digest = hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest()
         return self._tokenizer_digest
 
+    def _read_formats(self) -> set[str]:
+        """The formats of the shards this dataset reads."""
+        return {self.read_format}
+
     def _process_state(self) -> _ProcessState:
         if self._process is None or self._process.pid != os.getpid():
             self._process = _ProcessState(self)
@@ -696,6 +700,9 @@ class StreamingMixture(StreamingDataset):
     def tokenizer(self):
         """The first source's tokenizer (packing checked that the sources share it)."""
         return self.sources[0].tokenizer
+
+    def _read_formats(self) -> set[str]:
+        return set().union(*(source._read_formats() for source in self.sources))
 
     def _home_windows(self, start: int) -> None:
         """None: a mixture's batches draw from every source's windows."""

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ltsgen.errors import LtsgenError, UsageError
 
+from .formats import import_decoders
 from .order import window_groups, window_runs, worker_runs
 
 RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
@@ -121,6 +122,8 @@ class StreamingLoader(DataLoader):
         self.streaming = dataset
 
     def __iter__(self):
+        if self.num_workers:  # the workers inherit the decoders rather than import them, at every epoch
+            import_decoders(self.streaming._read_formats())
         waiting: dict[int, Any] = {}  # batches (or a failure) that came before their turn
         parts: dict[int, dict[int, tuple]] = {}  # the first part to come of a batch made in two
         turn = self.streaming._consumed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import traceback
 import warnings
 from pathlib import Path
@@ -269,3 +270,21 @@ def test_spawned_workers_give_the_same_batches(parquet_dir):
     spawned = dataset.loader(num_workers=2, multiprocessing_context="spawn")
     reference = StreamingDataset(parquet_dir, seed=4, batch_size=3, seq_len=5, epoch=1)
     assert [key(b) for b in spawned] == [key(b) for b in reference.loader()]
+
+
+def _note_the_decoder(worker: int) -> None:
+    """A worker's ``worker_init_fn``: note in ``$DECODER_NOTES/<worker>`` whether it has pyarrow.parquet."""
+    Path(os.environ["DECODER_NOTES"], str(worker)).write_text(str("pyarrow.parquet" in sys.modules))
+
+
+def test_workers_inherit_the_decoders_from_the_loader(parquet_dir, tmp_path, monkeypatch):
+    """The loader imports pyarrow before it forks its workers: they do not import it again, each epoch."""
+    import pyarrow
+
+    monkeypatch.setattr(pyarrow, "parquet", pyarrow.parquet)  # put back after the import below
+    monkeypatch.delitem(sys.modules, "pyarrow.parquet")  # as in a script that never imported it
+    monkeypatch.setenv("DECODER_NOTES", str(tmp_path))
+    dataset = StreamingDataset(parquet_dir, batch_size=2, seq_len=5)
+    batches = list(dataset.loader(num_workers=2, worker_init_fn=_note_the_decoder))
+    assert len(batches) == dataset.num_batches
+    assert [(tmp_path / str(worker)).read_text() for worker in (0, 1)] == ["True", "True"]
