@@ -101,7 +101,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.engine_only is not None:  # the fresh engine process: the build's stories, their word count out
         targets = [target_words(i, args.seed) for i in range(args.engine_only)]
-        print(sum(len(generate_story(i, args.seed, t)["text"].split()) for i, t in enumerate(targets)))
+        print(_rate(lambda i, t: generate_story(i, args.seed, t)["text"], targets)[1])
         return
     targets = [target_words(i, args.seed, args.min_words, args.max_words) for i in range(args.stories)]
     build_targets = [target_words(i, args.seed) for i in range(args.build_stories)]
