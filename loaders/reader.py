@@ -11,16 +11,21 @@ a window's first batches read and check only the footers and the row groups they
 hashed whole first. No id is readable before the bytes it comes from passed their check.
 Once that batch is out, the rest of the window is completed and the next window decoded whole in the
 background while the current one is consumed. The most recent decoded shards are kept; the threads are
-daemons, so a process never waits at exit for a prefetch it no longer needs.
+daemons, so a process never waits at exit for a prefetch it no longer needs: at exit the queued calls are
+cancelled and only those already running are let finish (at most ``EXIT_WAIT_S``), so that no thread is
+inside pyarrow's native code while the interpreter and pyarrow's thread pools are torn down (that aborts
+the process with "terminate called without an active exception").
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import queue
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
@@ -280,6 +285,9 @@ def decoding_threads(window: int, workers: int, remote: bool) -> int:
     return max(1, min(window, cpus // max(1, workers)))
 
 
+EXIT_WAIT_S = 10.0  # at exit, how long the calls already running are waited for
+
+
 class _DaemonPool:
     """A fixed set of daemon threads running submitted calls in order (started on first use; calls are
     submitted from the threads too, so that a shard's check queues behind the reads of its window)."""
@@ -289,6 +297,10 @@ class _DaemonPool:
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.started = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._running = 0
+        self._closed = False
+        _POOLS.add(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
@@ -300,12 +312,44 @@ class _DaemonPool:
             threading.Thread(target=self._run, name="ltsgen-shards", daemon=True).start()
         return future
 
+    def close(self, timeout: float) -> None:
+        """Cancel the queued calls, start no other, and wait up to ``timeout`` seconds for the running ones."""
+        with self._lock:
+            self._closed = True
+        while True:
+            try:
+                self.jobs.get_nowait()[0].cancel()
+            except queue.Empty:
+                break
+        with self._idle:
+            self._idle.wait_for(lambda: self._running == 0, timeout)
+
     def _run(self) -> None:
         while True:
             future, fn, args = self.jobs.get()
-            if not future.set_running_or_notify_cancel():
-                continue
+            with self._lock:
+                if self._closed:
+                    future.cancel()
+                    continue
+                self._running += 1
             try:
-                future.set_result(fn(*args))
-            except BaseException as error:  # handed to the caller of result()
-                future.set_exception(error)
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn(*args))
+                    except BaseException as error:  # handed to the caller of result()
+                        future.set_exception(error)
+            finally:
+                with self._idle:
+                    self._running -= 1
+                    self._idle.notify_all()
+
+
+_POOLS: weakref.WeakSet[_DaemonPool] = weakref.WeakSet()  # this process's pools
+os.register_at_fork(after_in_child=_POOLS.clear)  # a forked child has none of its parent's threads
+
+
+@atexit.register
+def _close_pools() -> None:
+    """At exit: no shard call left running (see the module's docstring)."""
+    for pool in list(_POOLS):
+        pool.close(EXIT_WAIT_S)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import subprocess
 import sys
 import traceback
 import warnings
@@ -13,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from loader_fixtures import make_dataset
+from loader_fixtures import make_dataset, subprocess_env
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
@@ -288,3 +289,27 @@ def test_workers_inherit_the_decoders_from_the_loader(parquet_dir, tmp_path, mon
     batches = list(dataset.loader(num_workers=2, worker_init_fn=_note_the_decoder))
     assert len(batches) == dataset.num_batches
     assert [(tmp_path / str(worker)).read_text() for worker in (0, 1)] == ["True", "True"]
+
+
+def test_a_process_exits_only_after_its_running_shard_calls_and_cancels_the_queued_ones(tmp_path):
+    """A process that ends while a shard thread is inside a call (decoding, in pyarrow's native code) waits
+    for that call, so that the interpreter is not torn down under it, and starts none of the queued calls."""
+    code = (
+        "import sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from ltsgen.loaders.reader import _DaemonPool\n"
+        "out, started = Path(sys.argv[1]), threading.Event()\n"
+        "def running():\n"
+        "    started.set()\n"
+        "    time.sleep(0.5)\n"
+        "    (out / 'running').write_text('finished')\n"
+        "pool = _DaemonPool(1)\n"
+        "pool.submit(running)\n"
+        "pool.submit((out / 'queued').write_text, 'started')\n"
+        "started.wait()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env=subprocess_env(), capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "running").read_text() == "finished"
+    assert not (tmp_path / "queued").exists()
