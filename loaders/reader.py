@@ -327,17 +327,16 @@ class _DaemonPool:
     def _run(self) -> None:
         while True:
             future, fn, args = self.jobs.get()
-            with self._lock:
-                if self._closed:
-                    future.cancel()
-                    continue
-                self._running += 1
+            with self._lock:  # closing and starting a call exclude each other: close() waits for every start
+                start = not self._closed and future.set_running_or_notify_cancel()
+                self._running += start
+            if not start:
+                future.cancel()  # closed (a no-op when its caller cancelled it)
+                continue
             try:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        future.set_result(fn(*args))
-                    except BaseException as error:  # handed to the caller of result()
-                        future.set_exception(error)
+                future.set_result(fn(*args))
+            except BaseException as error:  # handed to the caller of result()
+                future.set_exception(error)
             finally:
                 with self._idle:
                     self._running -= 1
