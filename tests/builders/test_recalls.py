@@ -25,7 +25,7 @@ from ltsgen.stories.recalls import (
     schedule,
     word_index,
 )
-from ltsgen.stories.statistics import add_cued_recalls, cued_recall_table
+from ltsgen.stories.statistics import ORACLE_EVERY, add_cued_recalls, add_story, cued_recall_table
 
 
 def planted(record: dict) -> list[dict]:
@@ -325,6 +325,27 @@ def test_the_card_counts_cued_recalls_by_distance(stories):
     add_cued_recalls(stats, record)
     rows = {row[0]: row[1:] for row in cued_recall_table(stats)["rows"]}
     cued = total + sum(len(fact["uses"]) for fact in planted(record)) - 1
-    assert rows["all"] == [cued, cued - 1, f"{100 * (cued - 1) / cued:.1f}%"]
+    assert rows["all"] == [cued, cued, cued - 1, f"{100 * (cued - 1) / cued:.1f}%"]
     assert rows["0-40"][0] >= near > 0 and sum(rows[label][0] for label in rows if "-" in label[:-1]) == cued
-    assert rows["uses of planted facts without a cue (not scored)"][0] == 1
+    assert rows["uses of planted facts without a cue (not scored)"][:2] == [1, "-"]
+    # a story the oracle does not read adds to the cued recalls alone, by the same bins
+    unread: dict = {}
+    add_cued_recalls(unread, stories[0], oracle=False)
+    read: dict = {}
+    add_cued_recalls(read, stories[0])
+    assert unread["cued_recalls"] == read["cued_recalls"] and "oracle_recalls" not in unread
+    assert sum(read["oracle_recalls"].values()) == sum(read["cued_recalls"].values())
+
+
+def test_the_oracle_reads_one_story_in_four_by_index(stories):
+    stats: dict = {}
+    for index, record in enumerate(stories[:8]):
+        add_story(stats, record, index, {"A sentence.": 1})
+    rows = {row[0]: row[1:] for row in cued_recall_table(stats)["rows"]}
+    cued = [
+        sum(cue is not None for fact in planted(record) for cue in fact["cues"]) for record in stories[:8]
+    ]
+    read = sum(
+        len(recall_answers(record["text"], record["meta"]["facts"])) for record in stories[:8:ORACLE_EVERY]
+    )
+    assert ORACLE_EVERY == 4 and rows["all"][:2] == [sum(cued), read] and 0 < read < sum(cued)

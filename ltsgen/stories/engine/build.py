@@ -158,7 +158,8 @@ def story_card(arguments: dict[str, Any], reference_sha256: str) -> dict[str, An
             "text thousands of words back. The planted facts put such tokens at controlled distances, from "
             "inside a short training window to the whole story (the histogram of recall distances per story "
             "length is below), each asked for by a cue that only the right value answers (the table of cued "
-            "recalls shows how many a lexical oracle that reads only the text answers); the recorded offsets "
+            "recalls shows how many a lexical oracle that reads only the text answers, on the stories whose "
+            "index is divisible by four); the recorded offsets "
             "let an evaluation score exactly those tokens."
         ),
         "collection": (
