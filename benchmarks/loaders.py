@@ -627,12 +627,12 @@ def main() -> None:
         shard_mb = np.mean([p.stat().st_size for p in (directory / "parquet" / "train").iterdir()]) / 1e6
         rows = []
         for system in args.systems.split(","):
-            for workers in [int(w) for w in args.workers.split(",")]:
-                if system == "flat-memmap" and workers:
+            for count in workers:
+                if system == "flat-memmap" and count:
                     continue
-                row = {"system": system, "workers": workers, "why": available(system)}
+                row = {"system": system, "workers": count, "why": available(system)}
                 if row["why"] is None:
-                    done = child([*common(args), "--run", system, str(directory), str(workers)])
+                    done = child([*common(args), "--run", system, str(directory), str(count)])
                     row.update(done if isinstance(done, dict) else {"why": done})
                 rows.append(row)
         firsts: dict[str, list[dict]] = {system: [] for system in systems}
