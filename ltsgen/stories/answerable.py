@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -115,19 +116,26 @@ def _postings(text: str, planted: list[tuple[int, str]], words: frozenset[str]) 
     return postings
 
 
+def cued_uses(facts: list[dict]) -> Iterator[tuple[int, int, int, list[int]]]:
+    """(fact index in ``facts``, use index, the use's character offset, its cue's span) of every cued use of
+    a planted fact (a use whose cue is not null), in the order of the facts and their uses."""
+    for number, fact in enumerate(facts):
+        if fact.get("planted"):
+            for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False)):
+                if span is not None:
+                    yield number, index, use, span
+
+
 def recall_answers(text: str, facts: list[dict]) -> list[tuple[int, int, int, bool]]:
     """(fact index in ``facts``, use index, characters from the cue's end to the value, answerable) for every
-    cued use of a planted fact, in the order of the facts and their uses."""
+    cued use of a planted fact (``cued_uses``), in the order of the facts and their uses."""
     values = {fact["value"] for fact in facts if fact.get("planted")}
     planted = sorted(
         (offset, value) for value, offsets in value_offsets(text, values).items() for offset in offsets
     )
     cues = [
         (number, index, use, span, content_words(text[span[0] : span[1]]))
-        for number, fact in enumerate(facts)
-        if fact.get("planted")
-        for index, (use, span) in enumerate(zip(fact["uses"], fact.get("cues", ()), strict=False))
-        if span is not None
+        for number, index, use, span in cued_uses(facts)
     ]
     postings = _postings(text, planted, frozenset().union(*(words for *_, words in cues)))
     offsets = {word: [planted[number][0] for number in found] for word, found in postings.items()}

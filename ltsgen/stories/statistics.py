@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
 
-from ltsgen.stories.answerable import recall_answers
+from ltsgen.stories.answerable import cued_uses, recall_answers
 from ltsgen.stories.plan import target_words
 from ltsgen.stories.variety import cross_story_reuse, long_sentences, variety_stats, words_of
 from ltsgen.tinystories_reference import TINYSTORIES_NGRAMS
@@ -113,17 +113,13 @@ def add_cued_recalls(stats: dict[str, Any], record: dict[str, Any], oracle: bool
     and those it answers."""
     facts = record["meta"].get("facts", [])
     cued = stats.setdefault("cued_recalls", {})
-    uncued = 0
-    for fact in facts:
-        if not fact.get("planted"):
-            continue
-        cues = list(fact.get("cues", ()))[: len(fact["uses"])]
-        uncued += len(fact["uses"]) - sum(cue is not None for cue in cues)
-        for distance, cue in zip(fact["distance_words"], cues, strict=False):
-            if cue is not None:
-                label = _label(CUED_BINS, distance)
-                cued[label] = cued.get(label, 0) + 1
-    stats["uncued_planted_uses"] = stats.get("uncued_planted_uses", 0) + uncued
+    count = 0
+    for number, use, _, _ in cued_uses(facts):
+        label = _label(CUED_BINS, facts[number]["distance_words"][use])
+        cued[label] = cued.get(label, 0) + 1
+        count += 1
+    uses = sum(len(fact["uses"]) for fact in facts if fact.get("planted"))
+    stats["uncued_planted_uses"] = stats.get("uncued_planted_uses", 0) + uses - count
     if not oracle:
         return
     read = stats.setdefault("oracle_recalls", {})
