@@ -8,8 +8,10 @@ to NoPE. Machines are noisy: the ratio, measured in one run, is the number to qu
 ``--plain-loop`` instead sets ``ltsgen train`` beside a plain PyTorch loop (``plain_loop``: the same model,
 the same batches already in memory, AdamW, clipping, nothing else), interleaved round by round, for the
 first of ``--encodings``, and prints the ratio of their tokens/s from CPU seconds per step (``--steps``
-timed): what ltsgen's loop costs on top of the model's own work, data loading and tokenizing included
-(``--profile`` names where it goes).
+timed): what ltsgen's loop costs on top of the model's own work, data loading included (``--profile`` names
+where it goes). It runs twice: on the stories' text, which the loader tokenizes as the stream reaches each
+row group (during the timed steps), and on a copy with the tokenizer attached by ``ltsgen tokenizer
+--data`` (stored token ids, as the plain loop's batches are made before its timed steps).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/training.py [--length 128] [--steps 60] [--repeats 2] [--device auto]
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/training.py --plain-loop --encodings rope --steps 20 [--profile]
@@ -23,6 +25,7 @@ import io
 import os
 import platform
 import pstats
+import shutil
 import statistics
 import tempfile
 import time
@@ -128,12 +131,19 @@ def main() -> None:
         ltsgen(["stories", "--out", str(data), "--num-stories", "400", "--min-words", "200",
                 "--max-words", "3000", "--no-progress"])  # fmt: skip
         if args.plain_loop:
+            stored = Path(tmp) / "lts-ids"
+            shutil.copytree(data, stored)
+            ltsgen(
+                ["tokenizer", "--data", str(stored), "--vocab-size", str(args.vocab_size), "--no-progress"]
+            )
             encoding = args.encodings.split(",")[0]
-            config = TrainConfig(data=str(data), out=str(Path(tmp) / "runs" / encoding), encoding=encoding,
-                                 train_length=args.length, batch_size=args.batch_size, d_model=args.d_model,
-                                 n_layers=args.n_layers, n_heads=args.n_heads, vocab_size=args.vocab_size,
-                                 device=args.device, log_every=5)  # fmt: skip
-            against_plain_loop(config, args.steps, args.repeats, args.profile)
+            for name, where in (("the text, tokenized on the fly", data), ("stored token ids", stored)):
+                print(f"\n{name}:", flush=True)
+                config = TrainConfig(data=str(where), out=str(Path(tmp) / "runs" / where.name / encoding),
+                                     encoding=encoding, train_length=args.length, batch_size=args.batch_size,
+                                     d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
+                                     vocab_size=args.vocab_size, device=args.device, log_every=5)  # fmt: skip
+                against_plain_loop(config, args.steps, args.repeats, args.profile)
             _describe(args)
             return
         speeds: dict[str, list[float]] = {}
