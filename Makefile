@@ -24,8 +24,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The tests that run no model share the two cores; those marked `torch` then run alone, one at a time (two
+# torch processes on two cores run several times slower than one). Both parts always run.
 test: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not torch" -n 2 --dist worksteal; status=$$?; \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m torch && exit $$status
 
 # `make demo`: from nothing, build a small LongTinyStories with the built-in engine, train a tokenizer, train
 # every position encoding at 64 tokens with 5 seeds (RoPE, RoPE-PI and YaRN share one training), evaluate

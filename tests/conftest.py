@@ -12,6 +12,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+MODEL_FOLDERS = ("encodings", "training")  # every test there runs a model
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``torch`` the tests of the model folders; elsewhere a test or module carries the mark itself.
+    `make test` runs the unmarked tests in two processes, then the marked ones alone, one at a time: two
+    torch processes on two cores run several times slower than one."""
+    for item in items:
+        if item.path.parent.name in MODEL_FOLDERS:
+            item.add_marker(pytest.mark.torch)
 
 
 @pytest.fixture(scope="session", autouse=True)

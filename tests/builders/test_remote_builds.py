@@ -101,6 +101,7 @@ def test_tokenizer_from_and_to_s3_equals_the_local_one(
     assert fs.cat_file(f"{bucket}/lts-tok.json") == (tmp_path / "lts-tok.json").read_bytes()
 
 
+@pytest.mark.torch
 def test_training_and_evaluation_read_their_data_from_s3(s3_server, tmp_path, monkeypatch):
     """train, evaluate and compare (its two runs in two worker processes at once) with the server named by
     --storage-options alone give what they give from the local folder. This compare is also the suite's

@@ -16,7 +16,11 @@ import re
 import shlex
 from pathlib import Path
 
+import pytest
+
 from ltsgen.cli import main
+
+pytestmark = pytest.mark.torch
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Quickstart"

@@ -18,6 +18,8 @@ import pytest
 
 from ltsgen.cli import main as ltsgen
 
+pytestmark = pytest.mark.torch
+
 REPO = Path(__file__).resolve().parents[2]
 SMALL = "SEQ_LEN, BATCH, STEPS = 32, 2, 3"
 

@@ -39,6 +39,7 @@ def test_a_deleted_shard_is_named_or_skipped_and_counted(tmp_path):
     assert len(items) == len(dataset) == 24  # the slots of the deleted shard are refilled from the others
 
 
+@pytest.mark.torch
 def test_train_killed_fresh_and_resumed_resumes_to_the_same_losses(tmp_path):
     """kill -9 of a fresh run, then of the run it resumed into (first tried with five kills: the kills after
     the second are again kills of a resumed run): the finished run has the uninterrupted run's losses, step

@@ -24,6 +24,8 @@ from ltsgen.training import TrainConfig, train
 from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.rundir import LOCK_PATH, MARKS, SUMMARY_NAME
 
+pytestmark = pytest.mark.torch
+
 TINY = ["--train-length", "32", "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2",
         "--vocab-size", "300", "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
 STORIES = ["stories", "--num-stories", "12", "--max-words", "200", "--quiet"]

@@ -19,7 +19,7 @@ from ltsgen.loaders import StreamingDataset
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [17, 1, 9, 30, 4, 12, 1, 22, 6, 3]  # 105 records: 17 global batches of 6, 3 left over
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::UserWarning")]
 
 
 @pytest.fixture(scope="module")

@@ -121,6 +121,7 @@ def test_buckets_from_hf_equal_the_local_build(hub, real_data, c4_buckets_refere
     )
 
 
+@pytest.mark.torch
 def test_evaluate_reads_its_data_from_hf_named_by_storage_options(hub, tmp_path):
     from training_fixtures import write_tiny_dataset
 
