@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,25 @@ def _one_torch_thread():
     except ImportError:
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _a_model_runs_only_in_a_torch_test(request):
+    """A test that runs a model in this process must carry the ``torch`` mark, so that `make test` never
+    runs it beside another test: every module's forward pass of an unmarked test is recorded, and fails it."""
+    torch = sys.modules.get("torch")
+    if torch is None or request.node.get_closest_marker("torch"):
+        yield
+        return
+    ran: list[str] = []
+    hook = torch.nn.modules.module.register_module_forward_pre_hook(
+        lambda module, args: ran.append(type(module).__name__)
+    )
+    try:
+        yield
+    finally:
+        hook.remove()
+    assert not ran, f"{request.node.nodeid} runs a model ({ran[0]}) and is not marked torch"
 
 
 @pytest.fixture(scope="session")
