@@ -11,9 +11,18 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TESTS = Path(__file__).resolve().parent
+REPO_ROOT = TESTS.parent
+FIXTURES = TESTS / "fixtures"
 MODEL_FOLDERS = ("encodings", "training")  # every test there runs a model
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not torch"``, leave the model folders unimported: every test there is deselected, and
+    importing the suite's modules is most of the time it takes to collect."""
+    if config.getoption("markexpr") == "not torch" and collection_path.parent == TESTS:
+        return collection_path.name in MODEL_FOLDERS or None
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
