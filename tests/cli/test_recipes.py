@@ -1,7 +1,7 @@
 """Every recipe of docs/recipes.md runs: its python block, with the constants at its top made small, in a
 fresh process beside a small story dataset with an attached tokenizer (the torchrun loop on two real gloo
 ranks; the Hub recipe uploads to the repository's local Hub-compatible server and reads the dataset back
-through ``hf://``)."""
+through ``hf://``). The two recipes that train are marked torch; the mixture and the Hub recipes only read."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 
 from ltsgen.cli import main as ltsgen
-
-pytestmark = pytest.mark.torch
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = "SEQ_LEN, BATCH, STEPS = 32, 2, 3"
@@ -65,6 +63,7 @@ def test_the_document_holds_the_four_recipes():
     ]  # fmt: skip
 
 
+@pytest.mark.torch
 def test_the_trainer_recipe_trains_on_packed_blocks(work):
     pytest.importorskip("accelerate")
     (work / "hf.py").write_text(small(recipes()["Hugging Face `Trainer`"]), encoding="utf-8")
@@ -72,6 +71,7 @@ def test_the_trainer_recipe_trains_on_packed_blocks(work):
     assert re.search(r"^trained 3 steps, loss \d+\.\d{3}$", out, flags=re.M), out
 
 
+@pytest.mark.torch
 def test_the_torchrun_loop_runs_on_two_ranks(work):
     (work / "train_loop.py").write_text(
         small(recipes()["A plain training loop under `torchrun`"]), encoding="utf-8"
