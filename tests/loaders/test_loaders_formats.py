@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
-import http.server
 import io
 import shlex
 import tarfile
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from http_server import served_folder
 from loader_fixtures import EOS, document, make_dataset
 
 from ltsgen.loaders import LoaderError, StreamingDataset, read_shard
@@ -147,25 +146,11 @@ def test_pipe_urls_are_refused_unless_allowed(dataset):
         list(read_shard("pipe:false", fmt, allow_pipe=True))
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def http_root(dataset):
     directory, fmt = dataset
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=directory)
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", directory, fmt
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with served_folder(directory) as url:
+        yield url, directory, fmt
 
 
 @pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")

@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import shlex
 import shutil
-import threading
 import warnings
 from pathlib import Path
 
 import pytest
+from http_server import served_folder
 from loader_fixtures import make_dataset
 
 from ltsgen.cli import main
@@ -154,23 +152,11 @@ def test_manifest_errors_that_are_not_json_or_too_deep(tmp_path):
         parse_manifest(b"[]", "m.json")
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def served(tmp_path):
     """``tmp_path`` over HTTP on 127.0.0.1."""
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=tmp_path)
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with served_folder(tmp_path) as url:
+        yield url
 
 
 def test_a_shard_outside_the_directory_is_refused_for_every_source(tmp_path, served):

@@ -31,12 +31,12 @@ import base64
 import hashlib
 import json
 import tempfile
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
+from http_server import serving_thread
 
 REVISION = "main"
 
@@ -129,7 +129,7 @@ class HubServer:
             "HF_HOME": self.cache.name,
             "HF_TOKEN": "",
         }
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="hub-server")
+        self._thread = serving_thread(self.httpd, name="hub-server")
 
     def serve(self, repo_id: str, folder: Path) -> None:
         """Serve ``folder`` as the dataset repository ``repo_id`` from now on."""

@@ -34,6 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from http_server import serving_thread
+
 MODEL = "scripted-model"
 FAULTS = ("429", "500", "slow", "malformed", "length")
 WORDS = (
@@ -132,7 +134,7 @@ class ScriptedOpenAIServer:
         self._released = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread = serving_thread(self.httpd)
 
     @property
     def base_url(self) -> str:
