@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ltsgen.stories.engine import generate_story
+from ltsgen.stories.engine import banks, generate_story
 from ltsgen.stories.engine.banks import PLANTED_VALUES, RECALL_SECTIONS, SECTIONS, THEME_SECTIONS
 from ltsgen.stories.engine.grammar import Slots, parse_sections
 from ltsgen.stories.engine.plot import KEYS, Plot
@@ -279,6 +279,22 @@ def test_grammar_slots_all_defined():
     assert not (set(plot.with_friend) & set(SECTIONS)), "a story value would hide a grammar section"
     with pytest.raises(ValueError):
         parse_sections("@a\nx\n@a\ny\n")
+
+
+def test_synonyms_are_those_of_every_rule_tried_on_every_line():
+    """The first-word index of the synonym rules skips only rules that cannot match: each bank equals the
+    rules applied one by one, in order, to every line."""
+    for name in ("sentences.txt", "structure.txt", "themes.txt", "recalls.txt"):
+        sections = parse_sections(banks.read_data(name))
+        expected = {}
+        for section, options in sections.items():
+            rewritten = []
+            for option in options:
+                for _, pattern, synonym, _ in banks._RULES:
+                    option = pattern.sub("{" + synonym + "}", option)
+                rewritten.append(option)
+            expected[section] = tuple(rewritten)
+        assert banks.with_synonyms(sections) == expected != sections, name  # and some rule applied
 
 
 def test_slots_expand_recursively():

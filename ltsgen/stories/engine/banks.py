@@ -54,13 +54,26 @@ def _synonym_rules() -> list[tuple[str, re.Pattern[str], str, tuple[str, ...]]]:
     return sorted(rules, key=lambda rule: -len(rule[3][0]))
 
 
+def _rules_by_first_word() -> dict[str, tuple[int, ...]]:
+    """The indices in ``_RULES`` of the rules whose original begins with each word (braces aside)."""
+    by_word: dict[str, list[int]] = {}
+    for index, (original, *_) in enumerate(_RULES):
+        by_word.setdefault(_WORD.search(original).group(), []).append(index)
+    return {word: tuple(indices) for word, indices in by_word.items()}
+
+
 def with_synonyms(sections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    """``sections`` with every original of a synonym rule made a choice among its alternatives."""
+    """``sections`` with every original of a synonym rule made a choice among its alternatives, the rules
+    applied in their order. An option is tried only against the rules whose first word it holds whole: an
+    original's first word is whole wherever its pattern matches, and the ``{syn_...}`` a rule writes begins
+    no original."""
     out = {}
     for name, options in sections.items():
         rewritten = []
         for option in options:
-            for original, pattern, section, _ in _RULES:
+            words = set(_WORD.findall(option))
+            for index in sorted({index for word in words for index in _FIRST_WORDS.get(word, ())}):
+                original, pattern, section, _ = _RULES[index]
                 if original in option:  # the pattern holds the original literally: skip the regex when absent
                     option = pattern.sub("{" + section + "}", option)
             rewritten.append(option)
@@ -68,7 +81,9 @@ def with_synonyms(sections: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, 
     return out
 
 
+_WORD = re.compile(r"[\w'-]+")  # a word as the patterns bound it: a run of what may not border an original
 _RULES = _synonym_rules()
+_FIRST_WORDS = _rules_by_first_word()
 SYNONYM_SECTIONS: dict[str, tuple[str, ...]] = {section: options for _, _, section, options in _RULES}
 SECTIONS: dict[str, tuple[str, ...]] = (
     with_synonyms(
