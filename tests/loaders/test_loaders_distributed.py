@@ -41,19 +41,13 @@ def _free_port() -> int:
 
 
 def _launch(world: int, out: Path, jobs: dict[str, dict]) -> list[subprocess.Popen]:
-    """The ``world`` ranks of one gloo group, running ``jobs`` (see ``loader_procs.py``) one after the other."""
+    """The ``world`` ranks of one gloo group, running ``jobs`` (see ``loader_procs.py``) one after the other: one
+    process, which forks the other ranks."""
     out.mkdir()
     port = str(_free_port())
     args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(out), json.dumps(jobs)]
-    return [
-        subprocess.Popen(
-            args,
-            env=subprocess_env(RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port),
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        for r in range(world)
-    ]
+    env = subprocess_env(WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    return [subprocess.Popen(args, env=env, stderr=subprocess.PIPE, start_new_session=True)]
 
 
 def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:

@@ -1,8 +1,9 @@
 """Real processes for the loader tests: one rank of a gloo job, or a training loop that can be killed.
 
-python loader_procs.py ranks OUT JOBS                  (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set; JOBS:
-                                                      JSON {NAME: {"source": DIR or {"DIR": proportion, ...},
-                                                      "workers": [counts], "resume": STATE or null}}; writes
+python loader_procs.py ranks OUT JOBS                  (WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: every rank of
+                                                      the group, forked from this process; JOBS: JSON {NAME:
+                                                      {"source": DIR or {"DIR": proportion, ...}, "workers":
+                                                      [counts], "resume": STATE or null}}; writes
                                                       OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2 ranks)
 python loader_procs.py train DIR CHECKPOINT WORKERS
 python loader_procs.py cached URL CACHE_DIR OUT        (reads every record through the cache; OUT/ready, then
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -69,6 +72,35 @@ def ranks(out: str, jobs: dict[str, dict]) -> None:
     dist.destroy_process_group()
 
 
+def world(out: str, jobs: dict[str, dict]) -> None:
+    """Every rank of one gloo group (``ranks``): ranks 1 and up forked from this process once torch is imported,
+    which torch then is once per group, and this process rank 0. A failed rank makes this process exit 1; a
+    failure here kills the forked ranks, which would wait on it."""
+    forked = []
+    for rank in range(1, int(os.environ["WORLD_SIZE"])):
+        pid = os.fork()
+        if pid == 0:
+            os.environ["RANK"] = str(rank)
+            code = 0
+            try:
+                ranks(out, jobs)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stderr.flush()
+            os._exit(code)
+        forked.append(pid)
+    os.environ["RANK"] = "0"
+    try:
+        ranks(out, jobs)
+    except BaseException:
+        for pid in forked:
+            os.kill(pid, signal.SIGKILL)
+        raise
+    if any(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0 for pid in forked):
+        sys.exit(1)
+
+
 def train(directory: str, checkpoint: str, workers: int) -> None:
     """Consume batches, checkpointing (batches so far + loader state) atomically after every step."""
     path = Path(checkpoint)
@@ -100,7 +132,7 @@ def cached(url: str, cache_dir: str, out: str) -> None:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     if sys.argv[1] == "ranks":
-        ranks(sys.argv[2], json.loads(sys.argv[3]))
+        world(sys.argv[2], json.loads(sys.argv[3]))
     elif sys.argv[1] == "cached":
         cached(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
