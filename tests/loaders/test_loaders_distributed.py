@@ -40,14 +40,14 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(world: int, out: Path, jobs: dict[str, dict]) -> list[subprocess.Popen]:
-    """The ``world`` ranks of one gloo group, running ``jobs`` (see ``loader_procs.py``) one after the other: one
-    process, which forks the other ranks."""
+def _launch(world: int, out: Path, jobs: dict[str, dict]) -> subprocess.Popen:
+    """The process of one gloo group, which forks its other ranks (``loader_procs.py``): ``world`` ranks running
+    ``jobs`` one after the other."""
     out.mkdir()
     port = str(_free_port())
     args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(out), json.dumps(jobs)]
     env = subprocess_env(WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    return [subprocess.Popen(args, env=env, stderr=subprocess.PIPE, start_new_session=True)]
+    return subprocess.Popen(args, env=env, stderr=subprocess.PIPE, start_new_session=True)
 
 
 def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
@@ -71,10 +71,9 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
     assert len(mixture_order) == (105 + 20) // GLOBAL_BATCH
     assert sum(int(i.split("-")[1]) >= 400 for b in mixture_order for i in b) == 30  # a quarter of 120
     plain = {"source": str(directory), "workers": [0, 1, 2, 3]}
-    one_and_two = _launch(1, tmp_path / "w1", {"plain": plain}) + _launch(
-        2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]}}
-    )
-    wait_all(one_and_two, timeout=120)
+    one = _launch(1, tmp_path / "w1", {"plain": plain})
+    two = _launch(2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]}})
+    wait_all([one, two], timeout=120)
     three = _launch(
         3,
         tmp_path / "w3",
@@ -87,7 +86,7 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
             },
         },
     )
-    wait_all(three, timeout=120)
+    wait_all([three], timeout=120)
 
     def results(world: int, job: str) -> list[dict]:
         return [

@@ -1,4 +1,4 @@
-"""Real processes for the loader tests: one rank of a gloo job, or a training loop that can be killed.
+"""Real processes for the loader tests: the ranks of a gloo job, or a training loop that can be killed.
 
 python loader_procs.py ranks OUT JOBS                  (WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: every rank of
                                                       the group, forked from this process; JOBS: JSON {NAME:
@@ -73,9 +73,9 @@ def ranks(out: str, jobs: dict[str, dict]) -> None:
 
 
 def world(out: str, jobs: dict[str, dict]) -> None:
-    """Every rank of one gloo group (``ranks``): ranks 1 and up forked from this process once torch is imported,
-    which torch then is once per group, and this process rank 0. A failed rank makes this process exit 1; a
-    failure here kills the forked ranks, which would wait on it."""
+    """Every rank of one gloo group (``ranks``): this process is rank 0 and forks ranks 1 and up, so that the group
+    imports torch once. A failed rank makes this process exit 1; a failure here kills the forked ranks, which
+    would wait on it."""
     forked = []
     for rank in range(1, int(os.environ["WORLD_SIZE"])):
         pid = os.fork()
