@@ -15,23 +15,39 @@ TESTS = Path(__file__).resolve().parent
 REPO_ROOT = TESTS.parent
 FIXTURES = TESTS / "fixtures"
 MODEL_FOLDERS = ("encodings", "training")  # every test there runs a model
+TORCH_MARK = "pytest.mark.torch"  # how a test elsewhere says it runs a model
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """Under ``-m "not torch"``, leave the model folders unimported: every test there is deselected, and
-    importing the suite's modules is most of the time it takes to collect."""
-    if config.getoption("markexpr") == "not torch" and collection_path.parent == TESTS:
+    """Leave unimported the modules whose tests are all deselected: under ``-m "not torch"`` the model
+    folders, under ``-m torch`` the other folders' modules that never write ``pytest.mark.torch`` (importing the
+    suite's modules is most of the time it takes to collect; pytest_collection_modifyitems checks that no
+    module marks a test another way)."""
+    markexpr = config.getoption("markexpr")
+    if markexpr == "not torch" and collection_path.parent == TESTS:
         return collection_path.name in MODEL_FOLDERS or None
+    if markexpr == "torch" and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return not _marks_torch_itself(collection_path) or None
     return None
 
 
+def _in_model_folder(path: Path) -> bool:
+    return path.parent.parent == TESTS and path.parent.name in MODEL_FOLDERS
+
+
+def _marks_torch_itself(path: Path) -> bool:
+    return _in_model_folder(path) or TORCH_MARK in path.read_text(encoding="utf-8")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``torch`` the tests of the model folders; elsewhere a test or module carries the mark itself.
-    `make test` runs the unmarked tests in two processes, then the marked ones alone, one at a time: two
-    torch processes on two cores run several times slower than one."""
+    """Mark ``torch`` the tests of the model folders; elsewhere a test or module carries the mark itself,
+    spelled ``pytest.mark.torch``. `make test` runs the unmarked tests in two processes, then the marked ones
+    alone, one at a time: two torch processes on two cores run several times slower than one."""
     for item in items:
-        if item.path.parent.name in MODEL_FOLDERS:
+        if _in_model_folder(item.path):
             item.add_marker(pytest.mark.torch)
+        elif item.get_closest_marker("torch") and not _marks_torch_itself(item.path):
+            raise pytest.UsageError(f"{item.path}: marks a test torch without spelling {TORCH_MARK}")
 
 
 @pytest.fixture(scope="session", autouse=True)
