@@ -20,9 +20,9 @@ TORCH_MARK = "pytest.mark.torch"  # how a test elsewhere says it runs a model
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave unimported the modules whose tests are all deselected: under ``-m "not torch"`` the model
-    folders, under ``-m torch`` the other folders' modules that never write ``pytest.mark.torch`` (importing the
-    suite's modules is most of the time it takes to collect; pytest_collection_modifyitems checks that no
-    module marks a test another way)."""
+    folders, under ``-m torch`` the other folders' modules that never write ``pytest.mark.torch``
+    (importing the suite's modules is most of the time it takes to collect; pytest_collection_modifyitems
+    checks that no module marks a test another way)."""
     markexpr = config.getoption("markexpr")
     if markexpr == "not torch" and collection_path.parent == TESTS:
         return collection_path.name in MODEL_FOLDERS or None
