@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def _in_model_folder(path: Path) -> bool:
     return path.parent.parent == TESTS and path.parent.name in MODEL_FOLDERS
 
 
+@functools.cache  # a module's torch tests are checked against its text once, not once each
 def _marks_torch_itself(path: Path) -> bool:
     return _in_model_folder(path) or TORCH_MARK in path.read_text(encoding="utf-8")
 
