@@ -60,8 +60,8 @@ def _run(command: list[str], cwd: Path) -> str:
 
 
 def _run_forked(script: Path) -> str:
-    """Run ``script`` as ``__main__`` in a child forked from this process, in the script's folder: a process of
-    its own that finds torch and transformers imported already (a fresh one spends 7 s on 2 cores importing
+    """Run ``script`` as ``__main__`` in a child forked from this process, in the script's folder: a process
+    of its own that finds torch and transformers imported already (a fresh one spends 7 s on 2 cores importing
     them for the `Trainer`), with fresh globals, so that a recipe that lacks an import still fails."""
     out = script.with_suffix(".out")
     child = multiprocessing.get_context("fork").Process(target=_main, args=(script, out))
