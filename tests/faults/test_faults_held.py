@@ -5,15 +5,14 @@ never reach a file.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing
 import os
 import signal
 import time
 import warnings
 
 import pytest
+from faults import forked
 from loader_fixtures import make_dataset
 from openai_server import ScriptedOpenAIServer, stories_args
 from training_fixtures import metrics, tiny_config, write_tiny_dataset
@@ -67,9 +66,7 @@ def test_train_killed_fresh_and_resumed_resumes_to_the_same_losses(tmp_path):
     args += ["--checkpoint-every", "1", "--no-progress"]
     for kill in range(2):
         steps_before = len(metrics(run)) if (run / "metrics.jsonl").exists() else 0
-        argv = [*map(str, args), *(["--resume"] if kill else [])]
-        process = multiprocessing.get_context("fork").Process(target=_quiet_main, args=(argv,))
-        process.start()
+        process = forked(*map(str, args), *(["--resume"] if kill else []))
         try:
             deadline = time.monotonic() + 120
             while not (run / "metrics.jsonl").exists() or len(metrics(run)) < steps_before + 2:
@@ -80,16 +77,10 @@ def test_train_killed_fresh_and_resumed_resumes_to_the_same_losses(tmp_path):
             process.join(timeout=30)
             assert process.exitcode == -signal.SIGKILL
         finally:
-            if process.is_alive():
-                process.kill()
-                process.join()
+            process.kill()
+            process.join(timeout=30)
     assert main([*map(str, args), "--resume"]) == 0  # the last resume in this process: torch is loaded here
     assert [m["loss"] for m in metrics(run)] == [m["loss"] for m in metrics(tmp_path / "reference")]
-
-
-def _quiet_main(argv: list[str]) -> None:
-    with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
-        main(argv)
 
 
 def test_an_api_key_is_never_written_or_printed(tmp_path, capsys, monkeypatch):

@@ -8,12 +8,13 @@ import csv
 import json
 import math
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from faults import hold_lock, kill_when, start, tree
-from process_tools import wait_until
+from faults import forked, hold_lock, tree
 from training_fixtures import tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
@@ -328,21 +329,25 @@ def test_a_run_folder_keeps_files_of_yours_and_a_folder_made_before_the_mark_res
 def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_lock_is_free(
     data, tmp_path, capsys
 ):
-    """The running run is a real ``ltsgen train`` process, killed with kill -9; the refused second run and
-    the run after the kill are started in this process (the lock is the other process's either way)."""
+    """The running run is ``ltsgen train`` in a process forked from this one, killed with kill -9; the refused
+    second run and the run after the kill are started in this process (the lock is the other process's
+    either way)."""
     run = tmp_path / "run"
-    first = start("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
+    first = forked("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
     lock = run / LOCK_PATH
     try:
-        wait_until(
-            first, lambda: lock.is_file() and lock.read_text().startswith(f"process {first.pid} "), 120
-        )
+        deadline = time.monotonic() + 120
+        while not (lock.is_file() and lock.read_text().startswith(f"process {first.pid} ")):
+            assert first.is_alive() and time.monotonic() < deadline, "the first run never held its lock"
+            time.sleep(0.02)
         assert main(["train", "--data", str(data), "--out", str(run), "--steps", "100000", *TINY]) == 2
         assert one_line(capsys, "train").startswith(
             f"ltsgen train: error: {run}: another ltsgen process is writing there (held by process {first.pid} on "
         )
     finally:
-        kill_when(first, lambda: True)
+        first.kill()
+        first.join(timeout=30)
+    assert first.exitcode == -signal.SIGKILL
     assert not (run / "checkpoint.pt").exists()  # killed before its first checkpoint
     assert main(["train", "--data", str(data), "--out", str(run), "--steps", "2", *TINY]) == 0
     assert json.loads((run / SUMMARY_NAME).read_text())["step"] == 2
