@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import multiprocessing
 import os
 import re
 import runpy
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from process_tools import forked, join_all
 
 from ltsgen.cli import main as ltsgen
 
@@ -60,17 +60,11 @@ def _run(command: list[str], cwd: Path) -> str:
 
 
 def _run_forked(script: Path) -> str:
-    """Run ``script`` as ``__main__`` in a child forked from this process, in the script's folder: a process
-    of its own that finds torch and transformers imported already (a fresh one spends 7 s on 2 cores importing
-    them for the `Trainer`), with fresh globals, so that a recipe that lacks an import still fails."""
+    """Run ``script`` as ``__main__`` in a child ``forked`` from this process, in the script's folder: it
+    finds torch and transformers imported already (a fresh process spends 7 s on 2 cores importing them for
+    the `Trainer`), and runs with fresh globals, so that a recipe that lacks an import still fails."""
     out = script.with_suffix(".out")
-    child = multiprocessing.get_context("fork").Process(target=_main, args=(script, out))
-    child.start()
-    child.join(timeout=300)
-    if child.exitcode is None:
-        child.kill()
-        child.join()
-    assert child.exitcode == 0, f"{script.name} exited with {child.exitcode} (its traceback is on stderr)"
+    join_all([forked(_main, script, out)], timeout=300)
     return out.read_text(encoding="utf-8")
 
 

@@ -12,7 +12,7 @@ import time
 import warnings
 
 import pytest
-from faults import forked
+from faults import forked_ltsgen
 from loader_fixtures import make_dataset
 from openai_server import ScriptedOpenAIServer, stories_args
 from training_fixtures import metrics, tiny_config, write_tiny_dataset
@@ -66,7 +66,7 @@ def test_train_killed_fresh_and_resumed_resumes_to_the_same_losses(tmp_path):
     args += ["--checkpoint-every", "1", "--no-progress"]
     for kill in range(2):
         steps_before = len(metrics(run)) if (run / "metrics.jsonl").exists() else 0
-        process = forked(*map(str, args), *(["--resume"] if kill else []))
+        process = forked_ltsgen(*map(str, args), *(["--resume"] if kill else []))
         try:
             deadline = time.monotonic() + 120
             while not (run / "metrics.jsonl").exists() or len(metrics(run)) < steps_before + 2:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from faults import forked, hold_lock, tree
+from faults import forked_ltsgen, hold_lock, tree
 from training_fixtures import tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
@@ -333,7 +333,7 @@ def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_
     second run and the run after the kill are started in this process (the lock is the other process's
     either way)."""
     run = tmp_path / "run"
-    first = forked("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
+    first = forked_ltsgen("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
     lock = run / LOCK_PATH
     try:
         deadline = time.monotonic() + 120

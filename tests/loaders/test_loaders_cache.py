@@ -178,7 +178,7 @@ def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
 def _cached_process(url: str, cache: Path, out: Path) -> subprocess.Popen:
     out.mkdir()
     return subprocess.Popen(
-        [sys.executable, str(SUPPORT / "loader_procs.py"), "cached", url, str(cache), str(out)],
+        [sys.executable, str(SUPPORT / "loader_procs.py"), url, str(cache), str(out)],
         env=subprocess_env(),
         stderr=subprocess.PIPE,
         start_new_session=True,

@@ -4,20 +4,22 @@ ranks, kill -9."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import random
+import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
+from loader_fixtures import make_dataset
 from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED, train
+from loader_procs import world as loader_world
+from process_tools import forked, join_all
 
 from ltsgen.loaders import StreamingDataset
 
-SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [17, 1, 9, 30, 4, 12, 1, 22, 6, 3]  # 105 records: 17 global batches of 6, 3 left over
 pytestmark = [pytest.mark.torch, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -40,14 +42,12 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(world: int, out: Path, jobs: dict[str, dict]) -> subprocess.Popen:
-    """The process of one gloo group, which forks its other ranks (``loader_procs.py``): ``world`` ranks running
-    ``jobs`` one after the other."""
+def _launch(world: int, out: Path, jobs: dict[str, dict]) -> multiprocessing.Process:
+    """Rank 0 of one gloo group, ``forked`` from this process, which forks its other ranks
+    (``loader_procs.world``): ``world`` ranks running ``jobs`` one after the other."""
     out.mkdir()
-    port = str(_free_port())
-    args = [sys.executable, str(SUPPORT / "loader_procs.py"), "ranks", str(out), json.dumps(jobs)]
-    env = subprocess_env(WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-    return subprocess.Popen(args, env=env, stderr=subprocess.PIPE, start_new_session=True)
+    env = {"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    return forked(loader_world, str(out), jobs, env=env)
 
 
 def merged(per_rank: list[list[list[str]]]) -> list[list[str]]:
@@ -73,7 +73,7 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
     plain = {"source": str(directory), "workers": [0, 1, 2, 3]}
     one = _launch(1, tmp_path / "w1", {"plain": plain})
     two = _launch(2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]}})
-    wait_all([one, two], timeout=120)
+    join_all([one, two], timeout=120)
     three = _launch(
         3,
         tmp_path / "w3",
@@ -86,7 +86,7 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
             },
         },
     )
-    wait_all([three], timeout=120)
+    join_all([three], timeout=120)
 
     def results(world: int, job: str) -> list[dict]:
         return [
@@ -113,7 +113,7 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
 
 
 def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(directory, global_order, tmp_path):
-    """A fresh process with 2 workers killed at a random step, its resume with 0 workers killed again (a kill
+    """A forked process with 2 workers killed at a random step, its resume with 0 workers killed again (a kill
     of a resumed process: a third kill would be one more of the same), then the resume with 1 worker, to the
     end, in this process: each with another worker count, the uninterrupted order."""
     checkpoint = tmp_path / "checkpoint.json"
@@ -121,24 +121,17 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
     for workers in (2, 0):  # each restart with another worker count
         seen = len(json.loads(checkpoint.read_text())["batches"]) if checkpoint.exists() else 0
         target = seen + rng.randint(1, 4)
-        args = [
-            sys.executable,
-            str(SUPPORT / "loader_procs.py"),
-            "train",
-            str(directory),
-            str(checkpoint),
-            str(workers),
-        ]
-        process = subprocess.Popen(args, env=subprocess_env(), stderr=subprocess.PIPE, start_new_session=True)
+        process = forked(train, str(directory), str(checkpoint), workers)
         try:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and process.poll() is None:
+            while time.monotonic() < deadline and process.is_alive():
                 if checkpoint.exists() and len(json.loads(checkpoint.read_text())["batches"]) >= target:
                     break
                 time.sleep(0.01)
-            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            assert process.is_alive(), f"the run ended before its kill (exit code {process.exitcode})"
         finally:
-            kill_group(process)  # the process and its DataLoader workers, mid-run
+            os.killpg(process.pid, signal.SIGKILL)  # the process and its DataLoader workers, mid-run
+            process.join()
     train(str(directory), str(checkpoint), 1)  # the last kill's resume, to the end, in this process
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-from process_tools import wait_until
+from process_tools import forked, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 LTSGEN = str(Path(sys.executable).parent / "ltsgen")
@@ -92,13 +92,10 @@ def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     )
 
 
-def forked(*args: str) -> multiprocessing.Process:
-    """Run ``ltsgen ARGS`` through ``ltsgen.cli.main`` in a child forked from this process, its output
-    dropped; its exit code is main's. A real process to kill, which finds torch loaded here: a fresh ``ltsgen
-    train`` spends 5 s on 2 cores importing torch and torch._dynamo before its first step."""
-    process = multiprocessing.get_context("fork").Process(target=_main_quietly, args=(list(map(str, args)),))
-    process.start()
-    return process
+def forked_ltsgen(*args: str) -> multiprocessing.Process:
+    """``ltsgen ARGS`` run by ``ltsgen.cli.main`` in a child ``forked`` from this process (which has torch
+    loaded), its output dropped; its exit code is main's."""
+    return forked(_main_quietly, list(map(str, args)))
 
 
 def _main_quietly(argv: list[str]) -> None:

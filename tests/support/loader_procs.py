@@ -1,13 +1,14 @@
-"""Real processes for the loader tests: the ranks of a gloo job, or a training loop that can be killed.
+"""Real processes for the loader tests: the ranks of a gloo job, a training loop that can be killed, and a
+reader of the node cache.
 
-python loader_procs.py ranks OUT JOBS                  (WORLD_SIZE, MASTER_ADDR, MASTER_PORT set: every rank of
-                                                      the group, forked from this process; JOBS: JSON {NAME:
-                                                      {"source": DIR or {"DIR": proportion, ...}, "workers":
-                                                      [counts], "resume": STATE or null}}; writes
-                                                      OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2 ranks)
-python loader_procs.py train DIR CHECKPOINT WORKERS
-python loader_procs.py cached URL CACHE_DIR OUT        (reads every record through the cache; OUT/ready, then
-                                                      waits for OUT/go; writes OUT/ids.json)
+``world(OUT, JOBS)`` and ``train(DIR, CHECKPOINT, WORKERS)`` run in children forked from the test process
+(``process_tools.forked``), where torch is loaded; ``world`` needs WORLD_SIZE, MASTER_ADDR and MASTER_PORT,
+and forks ranks 1 and up itself. JOBS is {NAME: {"source": DIR or {"DIR": proportion, ...}, "workers":
+[counts], "resume": STATE or null}}; ``world`` writes OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2
+ranks.
+
+python loader_procs.py URL CACHE_DIR OUT   (``cached``: reads every record through the cache; OUT/ready,
+                                           then waits for OUT/go; writes OUT/ids.json)
 """
 
 from __future__ import annotations
@@ -131,9 +132,4 @@ def cached(url: str, cache_dir: str, out: str) -> None:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    if sys.argv[1] == "ranks":
-        world(sys.argv[2], json.loads(sys.argv[3]))
-    elif sys.argv[1] == "cached":
-        cached(sys.argv[2], sys.argv[3], sys.argv[4])
-    else:
-        train(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    cached(*sys.argv[1:4])
