@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from process_tools import forked, join_all
+from process_tools import forked, free_port, join_all
 
 from ltsgen.cli import main as ltsgen
 
@@ -91,13 +91,21 @@ def test_the_trainer_recipe_trains_on_packed_blocks(work):
 
 @pytest.mark.torch
 def test_the_torchrun_loop_runs_on_two_ranks(work):
-    (work / "train_loop.py").write_text(
-        small(recipes()["A plain training loop under `torchrun`"]), encoding="utf-8"
-    )
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    out = _run([*torchrun, "train_loop.py"], work)
+    """Two gloo ranks forked from this process, with the variables torchrun gives each rank (test_training.py
+    runs ``ltsgen train`` under torchrun itself)."""
+    script = work / "train_loop.py"
+    script.write_text(small(recipes()["A plain training loop under `torchrun`"]), encoding="utf-8")
+    port = str(free_port())
+    ranks = []
+    for rank in range(2):
+        env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port}  # fmt: skip
+        ranks.append(forked(_main, script, work / f"rank{rank}.out", env=env))
+    join_all(ranks, timeout=300)
     # rank 0 alone prints; two ranks of 3 batches of 2 sequences each: 12 sequences in all
-    assert re.findall(r"^step 3: loss \d+\.\d{3}, (\d+) sequences read in all$", out, flags=re.M) == ["12"]
+    first, second = ((work / f"rank{rank}.out").read_text(encoding="utf-8") for rank in range(2))
+    found = re.findall(r"^step 3: loss \d+\.\d{3}, (\d+) sequences read in all$", first, flags=re.M)
+    assert found == ["12"] and second == ""
 
 
 def test_the_mixture_recipe_mixes_two_story_sets(work):

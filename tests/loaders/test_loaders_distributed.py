@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import random
 import signal
-import socket
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from loader_fixtures import make_dataset
 from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED, train
 from loader_procs import world as loader_world
-from process_tools import forked, join_all
+from process_tools import forked, free_port, join_all
 
 from ltsgen.loaders import StreamingDataset
 
@@ -36,17 +35,11 @@ def global_order(directory) -> list[list[str]]:
     return [list(batch["id"]) for batch in dataset.loader(num_workers=0)]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _launch(world: int, out: Path, jobs: dict[str, dict]) -> multiprocessing.Process:
     """Rank 0 of one gloo group, ``forked`` from this process, which forks its other ranks
     (``loader_procs.world``): ``world`` ranks running ``jobs`` one after the other."""
     out.mkdir()
-    env = {"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
+    env = {"WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     return forked(loader_world, str(out), jobs, env=env)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,6 +30,13 @@ def _lead_group(fn: Callable[..., object], args: tuple, env: dict[str, str]) -> 
     os.setsid()
     os.environ.update(env)
     fn(*args)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a gloo group's MASTER_PORT)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def join_all(processes: list[multiprocessing.Process], timeout: float) -> None:
