@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -16,14 +19,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loader_fixtures import kill_group, make_dataset, subprocess_env, wait_all
+from loader_fixtures import make_dataset, subprocess_env
+from loader_procs import cached
+from process_tools import forked, join_all
 
 from ltsgen.loaders import LoaderError, StreamingDataset, s3
 from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.storage import StorageError
 
-SUPPORT = Path(__file__).resolve().parents[1] / "support"
 SIZES = [14, 9, 17, 12, 6, 15]  # 73 records in 6 shards
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 
@@ -175,20 +179,16 @@ def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
     assert verified and data == (local / info.path).read_bytes()
 
 
-def _cached_process(url: str, cache: Path, out: Path) -> subprocess.Popen:
+def _cached_process(url: str, cache: Path, out: Path) -> multiprocessing.Process:
+    """A reader of ``url`` through ``cache`` (``loader_procs.cached``), ``forked`` from this process."""
     out.mkdir()
-    return subprocess.Popen(
-        [sys.executable, str(SUPPORT / "loader_procs.py"), url, str(cache), str(out)],
-        env=subprocess_env(),
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    return forked(cached, url, str(cache), str(out))
 
 
-def _wait_ready(outs: list[Path], processes: list[subprocess.Popen]) -> None:
+def _wait_ready(outs: list[Path], processes: list[multiprocessing.Process]) -> None:
     deadline = time.monotonic() + 120
     while not all((out / "ready").exists() for out in outs):
-        assert all(p.poll() is None for p in processes), [p.stderr.read().decode()[-2000:] for p in processes]
+        assert all(p.is_alive() for p in processes), "a reader ended before it was ready (see its stderr)"
         assert time.monotonic() < deadline
         time.sleep(0.02)
 
@@ -214,7 +214,7 @@ def test_two_processes_fetching_the_same_shards_at_once(s3_server, large_remote,
             for out in outs:
                 (out / "go").touch()
         finally:
-            wait_all(processes, timeout=180)
+            join_all(processes, timeout=180)
     expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]
     assert [json.loads((out / "ids.json").read_text()) for out in outs] == [expected, expected]
     assert set(shard_gets(requests).values()) == {1} and len(shard_gets(requests)) == 4
@@ -235,7 +235,8 @@ def test_kill_9_mid_download_leaves_nothing_to_clean(s3_server, large_remote, tm
             (out / "go").touch()
             time.sleep(rng.uniform(0.02, 0.4))
         finally:
-            kill_group(process)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.join()
         for path in cache.glob("*.parquet"):  # whatever carries a final name is whole and verified
             assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name.split(".")[0]
     expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -74,34 +71,14 @@ def make_dataset(
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    """The environment of a child process running ``tests/support/loader_procs.py``: one torch thread, this folder
-    on the path (and no empty entry: the repository's ``encodings/`` would shadow the package)."""
+    """The environment of a fresh Python child that runs loader code: one torch thread, this folder on the
+    path (and no empty entry: the repository's ``encodings/`` would shadow the package)."""
     here = str(Path(__file__).resolve().parent)
     paths = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(paths), **extra)
 
 
-def wait_all(processes: list[subprocess.Popen], timeout: float) -> None:
-    """Wait for every process (started with ``start_new_session=True`` and ``stderr=PIPE``) to exit 0,
-    its stderr in the failure message; the process groups still running at the end are killed."""
-    deadline = time.monotonic() + timeout
-    try:
-        for process in processes:
-            _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            assert process.returncode == 0, stderr.decode()[-3000:]
-    finally:
-        for process in processes:
-            kill_group(process)
-
-
-def kill_group(process: subprocess.Popen) -> None:
-    """kill -9 a process and its children (its session's group), if it still runs, and reap it."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-__all__ = ["EOS", "FORMATS", "document", "kill_group", "make_dataset", "subprocess_env", "wait_all"]
+__all__ = ["EOS", "FORMATS", "document", "make_dataset", "subprocess_env"]
 
 
 def bpe(vocab_size: int, texts: list[str]):

@@ -1,14 +1,10 @@
-"""Real processes for the loader tests: the ranks of a gloo job, a training loop that can be killed, and a
-reader of the node cache.
+"""Real processes for the loader tests, each run in a child forked from the test process
+(``process_tools.forked``), where torch is loaded: the ranks of a gloo job, a training loop that can be
+killed, and a reader of the node cache.
 
-``world(OUT, JOBS)`` and ``train(DIR, CHECKPOINT, WORKERS)`` run in children forked from the test process
-(``process_tools.forked``), where torch is loaded; ``world`` needs WORLD_SIZE, MASTER_ADDR and MASTER_PORT,
-and forks ranks 1 and up itself. JOBS is {NAME: {"source": DIR or {"DIR": proportion, ...}, "workers":
-[counts], "resume": STATE or null}}; ``world`` writes OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2
-ranks.
-
-python loader_procs.py URL CACHE_DIR OUT   (``cached``: reads every record through the cache; OUT/ready,
-                                           then waits for OUT/go; writes OUT/ids.json)
+``world(OUT, JOBS)`` needs WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and forks ranks 1 and up itself. JOBS is
+{NAME: {"source": DIR or {"DIR": proportion, ...}, "workers": [counts], "resume": STATE or null}}; ``world``
+writes OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2 ranks.
 """
 
 from __future__ import annotations
@@ -128,8 +124,3 @@ def cached(url: str, cache_dir: str, out: str) -> None:
         time.sleep(0.01)
     ids = [record["id"] for record in dataset]
     Path(out, "ids.json").write_text(json.dumps(ids))
-
-
-if __name__ == "__main__":
-    torch.set_num_threads(1)
-    cached(*sys.argv[1:4])
