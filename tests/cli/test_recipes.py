@@ -1,7 +1,9 @@
 """Every recipe of docs/recipes.md runs: its python block, with the constants at its top made small, in a
-process of its own beside a small story dataset with an attached tokenizer (the torchrun loop on two real gloo
-ranks; the Hub recipe uploads to the repository's local Hub-compatible server and reads the dataset back
-through ``hf://``). The two recipes that train are marked torch; the mixture and the Hub recipes only read."""
+process of its own beside a small story dataset with an attached tokenizer. The processes are forked from
+the test process, except the Hub recipe's (huggingface_hub reads its endpoint when it is imported); the
+torchrun loop runs on two real gloo ranks; the Hub recipe uploads to the repository's local Hub-compatible
+server and reads the dataset back through ``hf://``. The two recipes that train are marked torch; the
+mixture and the Hub recipes only read."""
 
 from __future__ import annotations
 
@@ -50,13 +52,6 @@ def work(tmp_path_factory) -> Path:
     )
     assert ltsgen(["tokenizer", "--data", lts, "--vocab-size", "300", "--no-progress"]) == 0
     return work
-
-
-def _run(command: list[str], cwd: Path) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def _run_forked(script: Path) -> str:
@@ -119,7 +114,7 @@ def test_the_mixture_recipe_mixes_two_story_sets(work):
     assert ltsgen(["stories", "--out", long, *args]) == 0
     attach_tokenizer(long, read_tokenizer(work / "lts" / "tokenizer.json"))
     (work / "mix.py").write_text(small(recipes()["A mixture of datasets"]), encoding="utf-8")
-    assert _run([sys.executable, "mix.py"], work).splitlines()[-1] == "3 mixed batches"
+    assert _run_forked(work / "mix.py").splitlines()[-1] == "3 mixed batches"
 
 
 def test_the_hub_recipe_uploads_the_dataset_and_the_hub_serves_it_as_on_disk(work, tmp_path):
