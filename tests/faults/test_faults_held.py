@@ -15,6 +15,7 @@ import pytest
 from faults import forked_ltsgen
 from loader_fixtures import make_dataset
 from openai_server import ScriptedOpenAIServer, stories_args
+from process_tools import kill_forked
 from training_fixtures import metrics, tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
@@ -77,8 +78,7 @@ def test_train_killed_fresh_and_resumed_resumes_to_the_same_losses(tmp_path):
             process.join(timeout=30)
             assert process.exitcode == -signal.SIGKILL
         finally:
-            process.kill()
-            process.join(timeout=30)
+            kill_forked(process)
     assert main([*map(str, args), "--resume"]) == 0  # the last resume in this process: torch is loaded here
     assert [m["loss"] for m in metrics(run)] == [m["loss"] for m in metrics(tmp_path / "reference")]
 

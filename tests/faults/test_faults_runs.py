@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from faults import forked_ltsgen, hold_lock, tree
+from process_tools import kill_forked
 from training_fixtures import tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
@@ -345,8 +346,7 @@ def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_
             f"ltsgen train: error: {run}: another ltsgen process is writing there (held by process {first.pid} on "
         )
     finally:
-        first.kill()
-        first.join(timeout=30)
+        kill_forked(first)
     assert first.exitcode == -signal.SIGKILL
     assert not (run / "checkpoint.pt").exists()  # killed before its first checkpoint
     assert main(["train", "--data", str(data), "--out", str(run), "--steps", "2", *TINY]) == 0

@@ -7,10 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import random
 import resource
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ import numpy as np
 import pytest
 from loader_fixtures import make_dataset, subprocess_env
 from loader_procs import cached
-from process_tools import forked, join_all
+from process_tools import forked, join_all, kill_forked
 
 from ltsgen.loaders import LoaderError, StreamingDataset, s3
 from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
@@ -235,8 +233,7 @@ def test_kill_9_mid_download_leaves_nothing_to_clean(s3_server, large_remote, tm
             (out / "go").touch()
             time.sleep(rng.uniform(0.02, 0.4))
         finally:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.join()
+            kill_forked(process)
         for path in cache.glob("*.parquet"):  # whatever carries a final name is whole and verified
             assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name.split(".")[0]
     expected = [record["id"] for record in StreamingDataset(local, shuffle=False, columns=["id"])]

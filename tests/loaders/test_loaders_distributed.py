@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import random
-import signal
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 from loader_fixtures import make_dataset
 from loader_procs import ELASTIC_STOP, GLOBAL_BATCH, SEED, train
 from loader_procs import world as loader_world
-from process_tools import forked, free_port, join_all
+from process_tools import forked, free_port, join_all, kill_forked
 
 from ltsgen.loaders import StreamingDataset
 
@@ -123,8 +121,7 @@ def test_kill_9_at_random_steps_then_resume_gives_the_uninterrupted_order(direct
                 time.sleep(0.01)
             assert process.is_alive(), f"the run ended before its kill (exit code {process.exitcode})"
         finally:
-            os.killpg(process.pid, signal.SIGKILL)  # the process and its DataLoader workers, mid-run
-            process.join()
+            kill_forked(process)  # the process and its DataLoader workers, mid-run
     train(str(directory), str(checkpoint), 1)  # the last kill's resume, to the end, in this process
     assert Path(str(checkpoint) + ".done").exists()
     assert json.loads(checkpoint.read_text())["batches"] == global_order

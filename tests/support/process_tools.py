@@ -50,8 +50,18 @@ def join_all(processes: list[multiprocessing.Process], timeout: float) -> None:
     finally:
         for process in processes:
             if process.exitcode is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.join()
+                kill_forked(process)
+
+
+def kill_forked(process: multiprocessing.Process) -> None:
+    """kill -9 a ``forked`` process and the processes it started (its group), and reap it. A group that is
+    gone already is no error, so that clean-up does not hide why a test stopped; a child that has not made its
+    group yet is killed alone (it has started nothing)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        process.kill()  # a no-op once it is reaped
+    process.join()
 
 
 def children(pid: int) -> list[int]:
