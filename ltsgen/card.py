@@ -194,6 +194,7 @@ def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
             if groups.get(group):
                 axes.hist(groups[group], bins=bins, histtype="step", linewidth=1.5, label=group)
         axes.set_xscale("log")
+        axes.xaxis.set_major_formatter("{x:,.0f}")  # 1,000 rather than 10^3, which also needs mathtext
         axes.set_xlabel(f"{unit} per sample (log scale)")
         axes.set_ylabel("samples")
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
