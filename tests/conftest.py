@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -93,14 +95,11 @@ def c4_buckets_reference(real_data, tmp_path_factory) -> tuple[Path, Path]:
     from corpus_fixtures import C4_GZ
     from remote_fixtures import BUCKETS
 
-    from ltsgen.cli import main
-
-    local = tmp_path_factory.mktemp("c4-reference")
+    local = _reference_folder(tmp_path_factory, "c4-reference")
     tokenizer, reference = local / "tok.json", local / "buckets"
     train = ["tokenizer", "--source", "c4", "--vocab-size", "512", "--input", str(real_data / C4_GZ)]
-    assert main([*train, "--out", str(tokenizer)]) == 0
     argv = ["buckets", *BUCKETS, "--input", str(real_data / C4_GZ), "--tokenizer", str(tokenizer)]
-    assert main([*argv, "--out", str(reference)]) == 0
+    _build_once(local, [*train, "--out", str(tokenizer)], [*argv, "--out", str(reference)])
     return tokenizer, reference
 
 
@@ -110,11 +109,9 @@ def small_reference(tmp_path_factory) -> Path:
     Read it, never write into it."""
     from remote_fixtures import SMALL
 
-    from ltsgen.cli import main
-
-    reference = tmp_path_factory.mktemp("small-reference") / "lts"
-    assert main(["stories", "--out", str(reference), *SMALL]) == 0
-    return reference
+    local = _reference_folder(tmp_path_factory, "small-reference")
+    _build_once(local, ["stories", "--out", str(local / "lts"), *SMALL])
+    return local / "lts"
 
 
 @pytest.fixture(scope="session")
@@ -139,11 +136,36 @@ def killed_reference(tmp_path_factory) -> Path:
     without a kill: what their resumed builds must equal. Read it, never write into it."""
     from remote_fixtures import KILLED
 
+    local = _reference_folder(tmp_path_factory, "killed-reference")
+    _build_once(local, ["stories", "--out", str(local / "lts"), *KILLED])
+    return local / "lts"
+
+
+def _reference_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """The folder of a reference that ``_build_once`` makes once per test run: under ``pytest -n``, one
+    folder in the run's temporary folder, shared by the workers (each would otherwise build the same
+    reference again, seconds of CPU each), else one of this session's."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return tmp_path_factory.mktemp(name)
+    return tmp_path_factory.getbasetemp().parent / name  # the run's folder, above each worker's own
+
+
+def _build_once(local: Path, *commands: list[str]) -> None:
+    """Run the ``ltsgen`` commands that fill ``local``, unless they already did: the first worker to ask
+    runs them while the others wait, and a folder whose commands did not all succeed is built again."""
     from ltsgen.cli import main
 
-    reference = tmp_path_factory.mktemp("killed-reference") / "lts"
-    assert main(["stories", "--out", str(reference), *KILLED]) == 0
-    return reference
+    local.mkdir(exist_ok=True)
+    done = local.with_name(f"{local.name}.done")
+    with open(local.with_name(f"{local.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return
+        shutil.rmtree(local)  # what a build that failed left
+        local.mkdir()
+        for argv in commands:
+            assert main(argv) == 0, argv
+        done.touch()
 
 
 @pytest.fixture(scope="session")
