@@ -179,6 +179,7 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
 def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
     """Draw the histograms on Agg figures of their own: pyplot (its state and slow import) is not needed."""
     Figure = require("matplotlib.figure", "build", "length histograms").Figure  # noqa: N806
+    LogLocator = require("matplotlib.ticker", "build", "length histograms").LogLocator  # noqa: N806
 
     plots = []
     for name, groups, unit in ((WORDS_PLOT, lengths.words, "words"), (TOKENS_PLOT, lengths.tokens, "tokens")):
@@ -195,6 +196,7 @@ def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
                 axes.hist(groups[group], bins=bins, histtype="step", linewidth=1.5, label=group)
         axes.set_xscale("log")
         axes.xaxis.set_major_formatter("{x:,.0f}")  # 1,000 rather than 10^3, which also needs mathtext
+        axes.xaxis.set_minor_locator(LogLocator(subs=(2, 5)))  # 20 and 50 between 10 and 100 (not all 8)
         axes.set_xlabel(f"{unit} per sample (log scale)")
         axes.set_ylabel("samples")
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
