@@ -10,12 +10,11 @@ import math
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 from faults import forked_ltsgen, hold_lock, tree
-from process_tools import kill_forked
+from process_tools import kill_forked, wait_until
 from training_fixtures import tiny_config, write_tiny_dataset
 
 from ltsgen.cli import main
@@ -337,10 +336,7 @@ def test_a_second_run_into_a_running_one_is_refused_naming_it_and_a_killed_runs_
     first = forked_ltsgen("train", "--data", data, "--out", run, "--steps", "100000", *TINY)
     lock = run / LOCK_PATH
     try:
-        deadline = time.monotonic() + 120
-        while not (lock.is_file() and lock.read_text().startswith(f"process {first.pid} ")):
-            assert first.is_alive() and time.monotonic() < deadline, "the first run never held its lock"
-            time.sleep(0.02)
+        wait_until(first, lambda: lock.is_file() and lock.read_text().startswith(f"process {first.pid} "))
         assert main(["train", "--data", str(data), "--out", str(run), "--steps", "100000", *TINY]) == 2
         assert one_line(capsys, "train").startswith(
             f"ltsgen train: error: {run}: another ltsgen process is writing there (held by process {first.pid} on "

@@ -95,19 +95,30 @@ def still_alive(pids: list[int], seconds: float = 10.0) -> list[int]:
     return [p for p in pids if alive(p)]
 
 
-def wait_until(process: subprocess.Popen, ready: Callable[[], bool], timeout: float = 120.0) -> None:
-    """Wait until ``ready()`` while ``process`` runs (a crash test's moment to kill it). Between checks it
-    sleeps nine times as long as the last check took, from 20 ms to 100 ms: a check that lists a bucket (16 ms
-    against the local S3 server, client and server together) then takes a seventh of a core, not half of one,
-    from the build it watches, and one slow check cannot sleep past the moment to kill."""
+def wait_until(
+    process: subprocess.Popen | multiprocessing.process.BaseProcess,
+    ready: Callable[[], bool],
+    timeout: float = 120.0,
+) -> None:
+    """Wait until ``ready()`` while ``process`` (a subprocess or a ``forked`` child) runs: a crash test's
+    moment to kill it. Between checks it sleeps nine times as long as the last check took, from 20 ms to 100
+    ms: a check that lists a bucket (16 ms against the local S3 server, client and server together) then takes
+    a seventh of a core, not half of one, from the build it watches, and one slow check cannot sleep past the
+    moment to kill."""
     deadline = time.monotonic() + timeout
     while True:
         started = time.monotonic()
         if ready():
             return
-        assert process.poll() is None, "the process ended before it could be killed"
+        assert _running(process), "the process ended before it could be killed"
         assert time.monotonic() < deadline, "the process never got to the point to kill it"
         time.sleep(min(0.1, max(0.02, 9 * (time.monotonic() - started))))
+
+
+def _running(process: subprocess.Popen | multiprocessing.process.BaseProcess) -> bool:
+    if isinstance(process, multiprocessing.process.BaseProcess):
+        return process.is_alive()
+    return process.poll() is None
 
 
 def kill_9(process: subprocess.Popen) -> None:
