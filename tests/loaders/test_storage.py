@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_tools import free_port
 
 from ltsgen.loaders import storage as storage_module
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, parse_storage_options
@@ -95,10 +96,7 @@ def test_missing_files_and_bad_options_are_one_line(store, tmp_path):
 
 def test_storage_options_reach_the_filesystem(s3_server):
     bucket = s3_server.bucket()
-    with socket.socket() as probe:  # a port where nothing listens
-        probe.bind(("127.0.0.1", 0))
-        dead = probe.getsockname()[1]
-    wrong = Storage(f"s3://{bucket}", {"endpoint_url": f"http://127.0.0.1:{dead}", "config_kwargs": {
+    wrong = Storage(f"s3://{bucket}", {"endpoint_url": f"http://127.0.0.1:{free_port()}", "config_kwargs": {
         "retries": {"max_attempts": 1}, "connect_timeout": 1}})  # fmt: skip
     with pytest.raises(StorageError) as error:
         wrong.read_bytes("x")

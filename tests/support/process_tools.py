@@ -33,7 +33,7 @@ def _lead_group(fn: Callable[..., object], args: tuple, env: dict[str, str]) -> 
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (for a gloo group's MASTER_PORT)."""
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a local server, or a gloo group's MASTER_PORT)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,15 +28,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from process_tools import free_port
+
 
 def start_listening(
     command: Callable[[int], list[str]], ready_path: str, timeout: float, **popen: Any
 ) -> tuple[subprocess.Popen, int]:
     """Run the server ``command(port)`` on a free port of 127.0.0.1 (output discarded) and wait until a
     ``GET ready_path`` answers; return the process and the port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     argv = command(port)
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
     deadline = time.monotonic() + timeout
