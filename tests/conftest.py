@@ -155,13 +155,12 @@ def _build_once(local: Path, *commands: list[str]) -> None:
     runs them while the others wait, and a folder whose commands did not all succeed is built again."""
     from ltsgen.cli import main
 
-    local.mkdir(exist_ok=True)
     done = local.with_name(f"{local.name}.done")
     with open(local.with_name(f"{local.name}.lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
             return
-        shutil.rmtree(local)  # what a build that failed left
+        shutil.rmtree(local, ignore_errors=True)  # what a build that failed left
         local.mkdir()
         for argv in commands:
             assert main(argv) == 0, argv
