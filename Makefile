@@ -24,14 +24,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The tests that run no model share the two cores; those marked `torch` then run alone, one at a time (two
-# torch processes on two cores run several times slower than one). Both parts always run. Bytecode is cached
-# even where PYTHONDONTWRITEBYTECODE is set: otherwise each of the suite's processes compiles ltsgen again,
-# and each collection rewrites every test module (3 s more per collection here).
+# Two test processes share the two cores. The tests that run a model (marked `torch`) are one group, which
+# one of them runs, one test at a time, while the other runs the rest; then both take what is left, so that
+# two models never share the cores (tests/conftest.py schedules this for `--dist loadgroup`). Bytecode is
+# cached even where PYTHONDONTWRITEBYTECODE is set: otherwise each of the suite's processes compiles ltsgen
+# again, and each collection rewrites every test module (3 s more per collection here).
 test: export PYTHONDONTWRITEBYTECODE :=
 test: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not torch" -n 2 --dist worksteal; status=$$?; \
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m torch && exit $$status
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 # `make demo`: from nothing, build a small LongTinyStories with the built-in engine, train a tokenizer, train
 # every position encoding at 64 tokens with 5 seeds (RoPE, RoPE-PI and YaRN share one training), evaluate

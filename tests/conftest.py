@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import functools
 import os
@@ -23,14 +24,13 @@ TORCH_MARK = "pytest.mark.torch"  # how a test elsewhere says it runs a model
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Leave unimported the modules whose tests are all deselected: under ``-m "not torch"`` the model
-    folders, under ``-m torch`` the other folders' modules that never write ``pytest.mark.torch``
-    (importing the suite's modules is most of the time it takes to collect; pytest_collection_modifyitems
-    checks that no module marks a test another way)."""
+    folders, under ``-m torch`` the other folders' modules that mark no test torch (importing the suite's
+    modules is most of the time it takes to collect)."""
     markexpr = config.getoption("markexpr")
     if markexpr == "not torch" and collection_path.parent == TESTS:
         return collection_path.name in MODEL_FOLDERS or None
     if markexpr == "torch" and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
-        return not _marks_torch_itself(collection_path) or None
+        return _torch_tests(collection_path) == frozenset() or None
     return None
 
 
@@ -38,20 +38,71 @@ def _in_model_folder(path: Path) -> bool:
     return path.parent.parent == TESTS and path.parent.name in MODEL_FOLDERS
 
 
-@functools.cache  # a module's torch tests are checked against its text once, not once each
-def _marks_torch_itself(path: Path) -> bool:
-    return _in_model_folder(path) or TORCH_MARK in path.read_text(encoding="utf-8")
+@functools.cache
+def _torch_tests(path: Path) -> frozenset[str] | None:
+    """The tests of a module that run a model, read from its source: None for all of them (a model folder,
+    or a module whose ``pytestmark`` holds the torch mark), else the functions decorated with it."""
+    if _in_model_folder(path):
+        return None
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and "pytestmark" in [getattr(t, "id", None) for t in node.targets]:
+            if TORCH_MARK in ast.unparse(node.value):
+                return None
+        elif isinstance(node, ast.FunctionDef) and TORCH_MARK in map(ast.unparse, node.decorator_list):
+            names.add(node.name)
+    return frozenset(names)
+
+
+def _runs_a_model(path: Path, function: str) -> bool:
+    names = _torch_tests(path)
+    return names is None or function in names
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``torch`` the tests of the model folders; elsewhere a test or module carries the mark itself,
-    spelled ``pytest.mark.torch``. `make test` runs the unmarked tests in two processes, then the marked ones
-    alone, one at a time: two torch processes on two cores run several times slower than one."""
+    """Mark ``torch`` the tests of the model folders; elsewhere a test or its module carries the mark itself,
+    written as ``@pytest.mark.torch`` or in ``pytestmark``, where the scheduler of `make test` reads it."""
     for item in items:
         if _in_model_folder(item.path):
             item.add_marker(pytest.mark.torch)
-        elif item.get_closest_marker("torch") and not _marks_torch_itself(item.path):
-            raise pytest.UsageError(f"{item.path}: marks a test torch without spelling {TORCH_MARK}")
+        elif bool(item.get_closest_marker("torch")) != _runs_a_model(item.path, item.originalname):
+            raise pytest.UsageError(f"{item.nodeid}: write its torch mark as @{TORCH_MARK} or in pytestmark")
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`make test` (``-n 2 --dist loadgroup``): the tests marked torch are one group, which one process runs
+    one at a time while the other takes the other tests one by one (then both do): two models never run at
+    once. The group is read from the modules' source, because xdist's own groups (``xdist_group``) travel
+    in test ids that pytest 9.2 no longer lets a plugin change."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModelTestsInOneProcess(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module, _, test = nodeid.partition("::")
+            return "torch" if _runs_a_model(config.rootpath / module, test.partition("[")[0]) else nodeid
+
+    return ModelTestsInOneProcess(config, log)
+
+
+_MODEL_TEST_PROCESSES: set[str] = set()  # the xdist workers that ran a test marked torch
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    worker = getattr(report, "node", None)  # on xdist's controller, the worker that ran the test
+    if worker is not None and "torch" in report.keywords:
+        _MODEL_TEST_PROCESSES.add(worker.gateway.id)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Fail a `make test` run whose model tests ran in more than one process (two models at once)."""
+    if session.config.getvalue("dist") == "loadgroup" and len(_MODEL_TEST_PROCESSES) > 1:
+        processes = ", ".join(sorted(_MODEL_TEST_PROCESSES))
+        terminal = session.config.pluginmanager.get_plugin("terminalreporter")
+        terminal.write_line(f"the tests marked torch ran in {processes}: expected one process", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -66,7 +117,8 @@ def _one_torch_thread():
 @pytest.fixture(autouse=True)
 def _a_model_runs_only_in_a_torch_test(request):
     """A test that runs a model in this process must carry the ``torch`` mark, so that `make test` never
-    runs it beside another test: every module's forward pass of an unmarked test is recorded, and fails it."""
+    runs it beside another model test: every module's forward pass of an unmarked test is recorded, and
+    fails it."""
     torch = sys.modules.get("torch")
     if torch is None or request.node.get_closest_marker("torch"):
         yield
