@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 
 import pytest
@@ -72,10 +73,11 @@ def test_kill_9_mid_upload_then_rerun_is_byte_identical(s3_server, killed_refere
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         wait_until(build, lambda: len(fs.find(f"{prefix}/.ltsgen/journal.jsonl")) >= 3)
-        # while it runs, a second build of the same directory is refused (its lease is live)
+        build.send_signal(signal.SIGSTOP)  # held mid-build: it cannot finish while this test runs a build
+        # while it is held, a second build of the same directory is refused (its lease is live)
         assert main(["stories", "--out", url, *KILLED]) == 2
         assert "another build is running there (" in capsys.readouterr().err
-        kill_9(build)  # the driver only, mid-upload: its workers must follow it
+        kill_9(build)  # the held driver only, mid-upload: its workers must follow it
     finally:
         if build.poll() is None:
             build.kill()
