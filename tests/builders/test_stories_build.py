@@ -163,6 +163,7 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path, capsys):
             assert process.poll() is None, "the build ended before it could be killed"
             assert time.monotonic() < deadline
             time.sleep(0.005)
+        os.kill(process.pid, signal.SIGSTOP)  # held while its workers are listed: no shard more
         workers = children(process.pid)
         assert workers, "the build should run worker processes"
         os.kill(process.pid, signal.SIGKILL)  # the build process only: its workers must follow it

@@ -122,7 +122,9 @@ def _running(process: subprocess.Popen | multiprocessing.process.BaseProcess) ->
 
 
 def kill_9(process: subprocess.Popen) -> None:
-    """kill -9 ``process`` alone; its children (workers, a local Ray runtime) must end with it."""
+    """kill -9 ``process`` alone; its children (workers, a local Ray runtime) must end with it. It is held
+    (SIGSTOP) while its children are listed: it makes no progress between the caller's check and the kill."""
+    process.send_signal(signal.SIGSTOP)
     workers = children(process.pid)
     process.send_signal(signal.SIGKILL)
     assert process.wait(timeout=30) == -signal.SIGKILL
