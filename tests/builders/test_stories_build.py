@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_tools import children, still_alive
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
@@ -125,27 +126,6 @@ def test_other_arguments_are_refused_unless_overwrite(small_build, tmp_path):
     assert read_manifest(out).builder["arguments"]["max_words"] == 901
 
 
-def children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (from /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Running (not gone, not a zombie)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path, capsys):
     reference = tmp_path / "reference"
     assert main(["stories", "--out", str(reference), *KILLED, "--workers", "2"]) == 0
@@ -168,10 +148,7 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path, capsys):
         assert workers, "the build should run worker processes"
         os.kill(process.pid, signal.SIGKILL)  # the build process only: its workers must follow it
         process.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(alive(pid) for pid in workers), "worker processes outlived the killed build"
+        assert still_alive(workers, seconds=10) == [], "worker processes outlived the killed build"
     finally:
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the build's process group
             os.killpg(process.pid, signal.SIGKILL)
