@@ -460,6 +460,7 @@ class StreamingDataset(IterableDataset):
                 data = self._blocks(process, stream, orders[stream], positions)
             yield batch, first, data
             process.prefetch()
+        self._settle()
 
     # ------------------------------------------------------------------ internals
 
@@ -575,6 +576,12 @@ class StreamingDataset(IterableDataset):
     def _read_formats(self) -> set[str]:
         """The formats of the shards this dataset reads."""
         return {self.read_format}
+
+    def _settle(self) -> None:
+        """Wait for this process's reads in the background to end, at the end of its part of an epoch: a
+        DataLoader worker exits then, and the shards it was fetching whole belong in the node's cache."""
+        if self._process is not None and self._process.pid == os.getpid():
+            self._process.reader.settle()
 
     def _process_state(self) -> _ProcessState:
         if self._process is None or self._process.pid != os.getpid():
@@ -726,6 +733,12 @@ class StreamingMixture(StreamingDataset):
                 self.mixture.items(self.seed, first, self.batch_size, self.seq_len),
             )
             self.mixture.prefetch()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Each source's ``_settle``."""
+        for source in self.sources:
+            source._settle()
 
 
 class _ProcessState:

@@ -54,6 +54,7 @@ class _Batches(IterableDataset):
                         _Piece(batch, 0, ds._stream_piece(*tails[batch])) if batch in tails else next(batches)
                     )
                 yield done
+            ds._settle()
         except LtsgenError as error:  # torch would wrap it in a multi-line "Caught ... in DataLoader worker"
             yield [*done, _WorkerFailure(error, batch)]  # after the batches made before it
 

@@ -132,6 +132,11 @@ class ShardReader:
         """
         self._pool.submit(fn, *args)
 
+    def settle(self) -> None:
+        """Wait until the background reads and decodes have ended, those they queued included (an epoch's
+        last downloads into the node's cache, before a DataLoader worker exits)."""
+        self._pool.settle()
+
     def forget(self) -> None:
         """Drop every decoded shard (a new epoch order needs other shards first)."""
         self._decoded.clear()
@@ -299,15 +304,17 @@ class _DaemonPool:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._running = 0
+        self._unfinished = 0  # calls submitted and not yet ended (run, cancelled or dropped)
         self._closed = False
         _POOLS.add(self)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
-        self.jobs.put((future, fn, args))
         with self._lock:
+            self._unfinished += 1
             start = self.started < self.size
             self.started += start
+        self.jobs.put((future, fn, args))
         if start:
             threading.Thread(target=self._run, name="ltsgen-shards", daemon=True).start()
         return future
@@ -321,8 +328,15 @@ class _DaemonPool:
                 self.jobs.get_nowait()[0].cancel()
             except queue.Empty:
                 break
+            self._ended(running=False)
         with self._idle:
             self._idle.wait_for(lambda: self._running == 0, timeout)
+
+    def settle(self) -> None:
+        """Wait until every call submitted has ended (calls submitted by calls too: each is counted before
+        the call that submits it ends)."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._unfinished == 0)
 
     def _run(self) -> None:
         while True:
@@ -332,15 +346,20 @@ class _DaemonPool:
                 self._running += start
             if not start:
                 future.cancel()  # closed (a no-op when its caller cancelled it)
+                self._ended(running=False)
                 continue
             try:
                 future.set_result(fn(*args))
             except BaseException as error:  # handed to the caller of result()
                 future.set_exception(error)
             finally:
-                with self._idle:
-                    self._running -= 1
-                    self._idle.notify_all()
+                self._ended(running=True)
+
+    def _ended(self, running: bool) -> None:
+        with self._idle:
+            self._running -= running
+            self._unfinished -= 1
+            self._idle.notify_all()
 
 
 _POOLS: weakref.WeakSet[_DaemonPool] = weakref.WeakSet()  # this process's pools

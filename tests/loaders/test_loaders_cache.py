@@ -1,6 +1,7 @@
 """Remote loading through the node-local shard cache, against a real S3-compatible server on 127.0.0.1:
-each shard fetched once per node (counted by the server), exact order and resume with 2 workers, eviction
-under a tiny limit, two processes fetching the same shards at once, and a kill -9 mid-download."""
+each shard fetched once per node (counted by the server), an epoch that ends with its downloads into the
+cache, exact order and resume with 2 workers, eviction under a tiny limit, two processes fetching the same
+shards at once, and a kill -9 mid-download."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from process_tools import forked, join_all, kill_forked
 from ltsgen.loaders import LoaderError, StreamingDataset, s3
 from ltsgen.loaders.cache import PART_SUFFIX, ShardCache, parse_size
 from ltsgen.loaders.contract import read_manifest
+from ltsgen.loaders.reader import ShardReader
 from ltsgen.loaders.storage import StorageError
 
 SIZES = [14, 9, 17, 12, 6, 15]  # 73 records in 6 shards
@@ -104,6 +106,30 @@ def test_two_workers_fetch_each_shard_once_and_keep_order_and_resume(s3_server, 
     resumed = make(remote, cache_dir=cache).loader(num_workers=1)
     resumed.load_state_dict(loader.state_dict())
     assert head + batches(resumed) == expected
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_epoch_ends_after_its_downloads_into_the_cache(
+    s3_server, local, remote, tmp_path, monkeypatch, workers
+):
+    """A shard read by range for the first batch is fetched whole in the background; with the first such
+    download held 1 s, the epoch still ends with every shard in the cache (a worker exiting at once would
+    drop it; a main process would leave it unfinished)."""
+    complete = ShardReader._complete
+
+    def held_once(reader: ShardReader, index: int, decoded) -> None:
+        if not getattr(reader, "held", False):
+            reader.held = True
+            time.sleep(1)
+        complete(reader, index, decoded)
+
+    monkeypatch.setattr(ShardReader, "_complete", held_once)  # forked workers inherit it
+    cache, expected = tmp_path / "cache", batches(make(local).loader())
+    shards = read_manifest(local).shards("train")
+    with s3_server.recording(ranges=True) as requests:
+        assert batches(make(remote, cache_dir=cache).loader(num_workers=workers)) == expected
+        assert cache_files(cache) == {f"{s.sha256}.parquet": s.bytes for s in shards}
+    assert shard_gets(requests) == Counter(shard.path.rsplit("/", 1)[-1] for shard in shards)
 
 
 def test_without_a_cache_each_process_reads_for_itself(s3_server, local, remote):
