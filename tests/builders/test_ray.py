@@ -18,6 +18,9 @@ from training_fixtures import write_tiny_dataset
 from ltsgen.cli import main
 
 ray = pytest.importorskip("ray")
+# all four tests in `make test`'s process for the tests marked torch (one of them runs models as Ray tasks):
+# one Ray runtime, whose start takes seconds of both cores, serves the module
+pytestmark = pytest.mark.torch
 TIMINGS = ("peak_memory_mib", "train_tokens_per_s")
 
 
@@ -98,7 +101,6 @@ def test_ray_tasks_see_the_commands_storage_options(ray_runtime, monkeypatch):
         assert list(engine.map(os.getenv, ["FSSPEC_S3"])) == ['{"endpoint_url": "http://127.0.0.1:9"}']
 
 
-@pytest.mark.torch
 def test_compare_runs_as_ray_tasks_equal_the_local_engine(ray_runtime, tmp_path):
     """Two encodings, each run a Ray task (the two at once, one CPU each): the same losses and evaluations as
     in this process. (A grid of seeds adds runs of the same kind: test_compare.py covers grids.)"""
