@@ -115,6 +115,8 @@ def test_an_epoch_ends_after_its_downloads_into_the_cache(
     """A shard read by range for the first batch is fetched whole in the background; with the first such
     download held 1 s, the epoch still ends with every shard in the cache (a worker exiting at once would
     drop it; a main process would leave it unfinished)."""
+    cache, expected = tmp_path / "cache", batches(make(local).loader())
+    shards = read_manifest(local).shards("train")
     complete = ShardReader._complete
 
     def held_once(reader: ShardReader, index: int, decoded) -> None:
@@ -124,8 +126,6 @@ def test_an_epoch_ends_after_its_downloads_into_the_cache(
         complete(reader, index, decoded)
 
     monkeypatch.setattr(ShardReader, "_complete", held_once)  # forked workers inherit it
-    cache, expected = tmp_path / "cache", batches(make(local).loader())
-    shards = read_manifest(local).shards("train")
     with s3_server.recording(ranges=True) as requests:
         assert batches(make(remote, cache_dir=cache).loader(num_workers=workers)) == expected
         assert cache_files(cache) == {f"{s.sha256}.parquet": s.bytes for s in shards}
