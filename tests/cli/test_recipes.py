@@ -79,6 +79,8 @@ def test_the_document_holds_the_four_recipes():
 @pytest.mark.torch
 def test_the_trainer_recipe_trains_on_packed_blocks(work):
     pytest.importorskip("accelerate")
+    from transformers import Trainer  # noqa: F401  (imported before the fork, as `_run_forked` says)
+
     (work / "hf.py").write_text(small(recipes()["Hugging Face `Trainer`"]), encoding="utf-8")
     out = _run_forked(work / "hf.py")
     assert re.search(r"^trained 3 steps, loss \d+\.\d{3}$", out, flags=re.M), out

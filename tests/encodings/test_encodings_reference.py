@@ -1,4 +1,6 @@
-"""The pure math of ltsgen.encodings against Hugging Face transformers and the test vectors of the spec."""
+"""The pure math of ltsgen.encodings against Hugging Face transformers and the test vectors of the spec.
+The tests that compare with transformers import it themselves: collecting the suite leaves it unimported
+(4-5 s in each test process, which the process that never runs these tests saves)."""
 
 from __future__ import annotations
 
@@ -6,11 +8,6 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, build_alibi_tensor
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-from transformers.models.t5.modeling_t5 import T5Attention
 
 from ltsgen.encodings import (
     alibi_slopes,
@@ -21,7 +18,9 @@ from ltsgen.encodings import (
 )
 
 
-def llama_config(head_dim: int, **rope_parameters) -> LlamaConfig:
+def llama_config(head_dim: int, **rope_parameters):
+    from transformers import LlamaConfig
+
     return LlamaConfig(
         hidden_size=head_dim * 4,
         num_attention_heads=4,
@@ -36,12 +35,16 @@ def llama_config(head_dim: int, **rope_parameters) -> LlamaConfig:
 
 @pytest.mark.parametrize("num_heads", [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48])
 def test_alibi_slopes_match_bloom(num_heads):
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes
+
     ours = alibi_slopes(num_heads)
     reference = _get_alibi_slopes(num_heads, torch.device("cpu"))
     torch.testing.assert_close(ours.float(), reference, rtol=1e-6, atol=0)
 
 
 def test_alibi_bias_matches_bloom_alibi_tensor_up_to_a_row_constant():
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
     from ltsgen.encodings import build
 
     num_heads, length = 6, 20
@@ -76,6 +79,8 @@ def test_alibi_slopes_spec_vectors(num_heads, expected):
 
 @pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (16, 64), (32, 256), (8, 20)])
 def test_t5_buckets_match_transformers(num_buckets, max_distance):
+    from transformers.models.t5.modeling_t5 import T5Attention
+
     distance = torch.arange(0, 5000)
     reference = T5Attention._relative_position_bucket(
         -distance, bidirectional=False, num_buckets=num_buckets, max_distance=max_distance
@@ -114,6 +119,8 @@ def test_t5_bucket_spec_vectors():
 
 @pytest.mark.parametrize(("head_dim", "base"), [(64, 10000.0), (32, 10000.0), (16, 500000.0), (128, 1e6)])
 def test_rope_inv_freq_matches_transformers_llama_default(head_dim, base):
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
     config = llama_config(head_dim, rope_type="default", rope_theta=base)
     reference, attention_scale = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
     assert attention_scale == 1.0
@@ -122,6 +129,8 @@ def test_rope_inv_freq_matches_transformers_llama_default(head_dim, base):
 
 @pytest.mark.parametrize("factor", [2.0, 4.0, 8.0])
 def test_pi_matches_transformers_linear(factor):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     from ltsgen.encodings import build
 
     config = llama_config(64, rope_type="linear", rope_theta=10000.0, factor=factor)
@@ -137,6 +146,8 @@ def test_pi_matches_transformers_linear(factor):
      (64, 10000.0, 2.0, 64, 16.0, 2.0), (16, 10000.0, 4.0, 64, 32.0, 1.0)],
 )  # fmt: skip
 def test_yarn_matches_transformers(head_dim, base, factor, original_length, beta_fast, beta_slow):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     config = llama_config(
         head_dim, rope_type="yarn", rope_theta=base, factor=factor,
         original_max_position_embeddings=original_length, beta_fast=beta_fast, beta_slow=beta_slow,
