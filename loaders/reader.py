@@ -14,7 +14,8 @@ background while the current one is consumed. The most recent decoded shards are
 daemons, so a process never waits at exit for a prefetch it no longer needs: at exit the queued calls are
 cancelled and only those already running are let finish (at most ``EXIT_WAIT_S``), so that no thread is
 inside pyarrow's native code while the interpreter and pyarrow's thread pools are torn down (that aborts
-the process with "terminate called without an active exception").
+the process with "terminate called without an active exception"). At the end of its part of an epoch a
+process waits for every call (``settle``): the shards it was fetching whole belong in the node's cache.
 """
 
 from __future__ import annotations
@@ -303,7 +304,6 @@ class _DaemonPool:
         self.started = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
-        self._running = 0
         self._unfinished = 0  # calls submitted and not yet ended (run, cancelled or dropped)
         self._closed = False
         _POOLS.add(self)
@@ -328,9 +328,9 @@ class _DaemonPool:
                 self.jobs.get_nowait()[0].cancel()
             except queue.Empty:
                 break
-            self._ended(running=False)
-        with self._idle:
-            self._idle.wait_for(lambda: self._running == 0, timeout)
+            self._ended()
+        with self._idle:  # the calls running, and those they queue meanwhile, which no thread starts now
+            self._idle.wait_for(lambda: self._unfinished == 0, timeout)
 
     def settle(self) -> None:
         """Wait until every call submitted has ended (calls submitted by calls too: each is counted before
@@ -343,21 +343,19 @@ class _DaemonPool:
             future, fn, args = self.jobs.get()
             with self._lock:  # closing and starting a call exclude each other: close() waits for every start
                 start = not self._closed and future.set_running_or_notify_cancel()
-                self._running += start
             if not start:
                 future.cancel()  # closed (a no-op when its caller cancelled it)
-                self._ended(running=False)
+                self._ended()
                 continue
             try:
                 future.set_result(fn(*args))
             except BaseException as error:  # handed to the caller of result()
                 future.set_exception(error)
             finally:
-                self._ended(running=True)
+                self._ended()
 
-    def _ended(self, running: bool) -> None:
+    def _ended(self) -> None:
         with self._idle:
-            self._running -= running
             self._unfinished -= 1
             self._idle.notify_all()
 
