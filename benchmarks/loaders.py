@@ -25,7 +25,8 @@ time of the process and its workers per million tokens, and ltsgen's 1/2/4-worke
 0-worker figure. A last table (``--workers-only`` runs it alone) gives one epoch with each worker count
 against 0 workers for: pre-made batches through the DataLoader, one or 32 per message (the ceiling of the
 loader's messages), the packed stored ids, and C4 records (the repository's sample) tokenized by a
-``transform`` in the process that serves them.
+``transform`` in the process that serves them, with the cores each setting keeps busy: those of the
+0-worker process bound what workers can add on this machine.
 
     python benchmarks/loaders.py [--docs 20000] [--shards 8] [--epochs 3] [--workers 0,1,2,4] [--datasets lts,c4]
 """
@@ -478,10 +479,12 @@ def scaling_case(case: str, directory: Path, workers: int, seq_len: int) -> dict
         epoch = (batch["input_ids"] for batch in dataset.loader(num_workers=workers))
     start, own, every = time.perf_counter(), time.process_time(), _cpu_seconds()
     tokens = sum(b.numel() if hasattr(b, "numel") else sum(len(ids) for ids in b) for b in epoch)
+    wall = time.perf_counter() - start
     return {
-        "tokens_per_s": tokens / (time.perf_counter() - start),
+        "tokens_per_s": tokens / wall,
         "main_cpu_s": time.process_time() - own,
         "cpu_s": _cpu_seconds() - every,
+        "wall_s": wall,
     }
 
 
@@ -502,8 +505,8 @@ def worker_scaling(directory: Path, workers: list[int], rounds: int, seq_len: in
         f"\n## DataLoader workers against 0 workers: one epoch, medians of {rounds} fresh processes in turns; "
         f"CPU: the main process (all processes)\n"
     )
-    print("| case | workers | M tokens/s | over 0 workers | CPU s per epoch |")
-    print("|---|---|---|---|---|")
+    print("| case | workers | M tokens/s | over 0 workers | CPU s per epoch | cores busy |")
+    print("|---|---|---|---|---|---|")
     for case in SCALING_CASES:
         base = results.get(("ids" if case.startswith("ipc") else case, 0))  # the ceiling against the loader
         for count in workers:
@@ -513,13 +516,29 @@ def worker_scaling(directory: Path, workers: list[int], rounds: int, seq_len: in
             rate = statistics.median(r["tokens_per_s"] for r in runs)
             over = f"{rate / statistics.median(r['tokens_per_s'] for r in base):.2f}x" if base else "-"
             main_cpu, cpu = (statistics.median(r[k] for r in runs) for k in ("main_cpu_s", "cpu_s"))
-            print(f"| {case} | {count} | {rate / 1e6:.2f} | {over} | {main_cpu:.2f} ({cpu:.2f}) |")
+            print(
+                f"| {case} | {count} | {rate / 1e6:.2f} | {over} | {main_cpu:.2f} ({cpu:.2f}) "
+                f"| {_cores_busy(runs):.2f} |"
+            )
     print(
         "\nipc-batch / ipc-run: pre-made [8, 1025] uint16 batches through the DataLoader, 1 or 32 per message, "
         "made int64 in the main process (the ceiling of the loader's messages; over ids' 0 workers); ids: the "
         "lts stored ids packed by StreamingDataset.loader(); tokenize: C4 records tokenized by a transform "
-        "where they are served"
+        "where they are served; cores busy: CPU seconds of all processes over the epoch's wall seconds"
     )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    for case in ("ids", "tokenize"):
+        if results.get((case, 0)):
+            busy = _cores_busy(results[(case, 0)])
+            print(
+                f"{case}: 0 workers keep {busy:.2f} of the {cores} cores busy, so workers can reach at most "
+                f"{cores / busy:.2f}x its tokens/s here, before any cost of their own"
+            )
+
+
+def _cores_busy(runs: list[dict]) -> float:
+    """The median over ``runs`` of the CPU seconds of all processes per wall-clock second of the epoch."""
+    return statistics.median(r["cpu_s"] / r["wall_s"] for r in runs)
 
 
 # ---------------------------------------------------------------------------- shuffle quality
