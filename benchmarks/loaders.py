@@ -532,7 +532,7 @@ def worker_scaling(directory: Path, workers: list[int], rounds: int, seq_len: in
             busy = _cores_busy(results[(case, 0)])
             print(
                 f"{case}: 0 workers keep {busy:.2f} of the {cores} cores busy, so workers can reach at most "
-                f"{cores / busy:.2f}x its tokens/s here, before any cost of their own"
+                f"{cores / busy:.2f}x the 0-worker tokens/s here, before any cost of their own"
             )
 
 
