@@ -526,7 +526,9 @@ def worker_scaling(directory: Path, workers: list[int], rounds: int, seq_len: in
         "lts stored ids packed by StreamingDataset.loader(); tokenize: C4 records tokenized by a transform "
         "where they are served; cores busy: CPU seconds of all processes over the epoch's wall seconds"
     )
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from ltsgen.loaders.reader import usable_cpus
+
+    cores = usable_cpus()  # the CPUs the loader sizes its decoding threads by
     for case in ("ids", "tokenize"):
         if results.get((case, 0)):
             busy = _cores_busy(results[(case, 0)])

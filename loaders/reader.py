@@ -274,6 +274,11 @@ def check_text_lengths(
             )
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def decoding_threads(window: int, workers: int, remote: bool) -> int:
     """Threads that fetch and decode shards in one process.
 
@@ -287,8 +292,7 @@ def decoding_threads(window: int, workers: int, remote: bool) -> int:
     """
     if remote:
         return window
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, min(window, cpus // max(1, workers)))
+    return max(1, min(window, usable_cpus() // max(1, workers)))
 
 
 EXIT_WAIT_S = 10.0  # at exit, how long the calls already running are waited for
