@@ -44,6 +44,7 @@ from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
 from .state import STATE_FORMAT, WorkerWitness, check_state, dataset_state, mixture_text
 from .stored_ids import stored_token_shards
+from .token_counts import read_token_counts, write_token_counts
 
 ON_ERROR = ("raise", "skip")
 MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
@@ -82,6 +83,10 @@ class StreamingDataset(IterableDataset):
         max_doc_chars: with ``seq_len`` on untokenized data, a shard holding a text longer than this is
             refused (or skipped with ``on_error="skip"``) before it is tokenized, which costs about 130 bytes
             of memory per character; 0 for no limit.
+        token_counts: with ``seq_len`` on untokenized data, a local JSON file of each shard's token count
+            for the tokenizer (``token_counts.py``): the shards counted there are not tokenized to plan
+            the stream, and those counted here are written to it (``ltsgen train`` keeps one in its run
+            folder, so that a resumed run plans without tokenizing the split).
     """
 
     def __init__(
@@ -112,6 +117,7 @@ class StreamingDataset(IterableDataset):
         cache_dir: str | os.PathLike | None = None,
         cache_limit: int | str | None = None,
         max_doc_chars: int = MAX_DOC_CHARS,
+        token_counts: str | os.PathLike | None = None,
     ) -> None:
         super().__init__()
         check_pipe(str(path_or_url), allow_pipe)
@@ -132,6 +138,7 @@ class StreamingDataset(IterableDataset):
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
         self.max_doc_chars = max_doc_chars
+        self.token_counts = token_counts
         self.cache = None if cache_dir is None else ShardCache(cache_dir, cache_limit)
         self._read_manifest()
         self.streams = self._streams()
@@ -204,10 +211,17 @@ class StreamingDataset(IterableDataset):
         self._shard_tokens: dict[int, int] = {
             i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
+        counting = self.token_counts is not None and self.seq_len is not None and not self.tokenized
+        recorded = read_token_counts(self.token_counts, self._tokenizer_sha256()) if counting else {}
+        for i, shard in enumerate(self.shards):
+            if shard.sha256 in recorded:
+                self._shard_tokens[i] = recorded[shard.sha256]
         self.plans = [
             BatchPlan(self._stream_total(i), self.global_batch_size, self.remainder)
             for i in range(len(self.streams))
         ]
+        if counting:
+            self._record_token_counts(recorded)
         if self.num_batches == 0:
             if self.skipped:
                 raise self._skipped_error(f"split {self.split!r} has too few items left for one global batch")
@@ -215,6 +229,17 @@ class StreamingDataset(IterableDataset):
                 f"{join(self.root, MANIFEST_NAME)}: split {self.split!r} has too few items for one global "
                 f"batch of {self.global_batch_size}"
             )
+
+    def _record_token_counts(self, recorded: dict[str, int]) -> None:
+        """Add the shards counted here (not those skipped as corrupt) to the ``token_counts`` file."""
+        skipped = self.skipped
+        counted = {
+            shard.sha256: self._shard_tokens[i]
+            for i, shard in enumerate(self.shards)
+            if shard.sha256 is not None and i in self._shard_tokens and self._where(shard) not in skipped
+        }
+        if not counted.items() <= recorded.items():
+            write_token_counts(self.token_counts, self._tokenizer_sha256(), {**recorded, **counted})
 
     def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
         """A mapping ``{path_or_url: proportion}`` makes a ``StreamingMixture``."""
@@ -836,8 +861,9 @@ class _ProcessState:
                 background=self.reader.background,
             )
             if len(valid) == len(shards) and packed.total != nominal:
+                counted = "" if ds.token_counts is None else f" (by the manifest, or in {ds.token_counts})"
                 raise LoaderError(
-                    f"{ds.root}: a window packs to {packed.total} tokens, the manifest counts {nominal}"
+                    f"{ds.root}: a window packs to {packed.total} tokens, its shards count {nominal}{counted}"
                 )
             return packed
 

@@ -4,6 +4,8 @@ and the dataset's own state."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -139,6 +141,79 @@ def test_untokenized_data_is_tokenized_on_the_fly_with_the_directorys_tokenizer(
     count = len(stream) // 16
     assert dataset.eos_id == eos and len(dataset) == count
     assert torch.cat([b["input_ids"] for b in dataset]).tolist() == stream[: count * 16]
+
+
+class CountingTokenizer:
+    """A tokenizer that counts the texts it encodes in batches (the loader tokenizes a shard at a time)."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.encoded = tokenizer, 0
+
+    def encode_batch(self, texts, **options):
+        self.encoded += len(texts)
+        return self.tokenizer.encode_batch(texts, **options)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def story_texts(count: int) -> list[str]:
+    return [f"story {i}: " + " ".join(["the cat sat on the mat", "a dog ran"][i % 2] for _ in range(i % 4 + 1))
+            for i in range(count)]  # fmt: skip
+
+
+def test_token_counts_plan_a_later_construction_without_tokenizing(tmp_path):
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+    counts = tmp_path / "run" / "token_counts.json"
+    first = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=CountingTokenizer(tokenizer),
+                             token_counts=counts)  # fmt: skip
+    assert first.tokenizer.encoded == 30  # the 3 shards tokenized to plan the stream
+    recorded = json.loads(counts.read_text())
+    shards = read_manifest(directory).shards("train")
+    per_shard = [sum(len(tokenizer.encode(t, add_special_tokens=False).ids) + 1 for t in texts[i : i + 10])
+                 for i in (0, 10, 20)]  # fmt: skip
+    assert recorded == {
+        "format": "ltsgen.token_counts/1",
+        "tokenizer_sha256": first.state_dict()["identity"]["tokenizer_sha256"],
+        "counts": dict(sorted((s.sha256, n) for s, n in zip(shards, per_shard, strict=True))),
+    }
+    written = counts.stat().st_mtime_ns
+    later = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=CountingTokenizer(tokenizer),
+                             token_counts=counts)  # fmt: skip
+    assert later.tokenizer.encoded == 0 and len(later) == len(first) == sum(per_shard) // 16
+    assert counts.stat().st_mtime_ns == written  # nothing new to record
+    assert torch.equal(
+        torch.stack([b["input_ids"] for b in later]), torch.stack([b["input_ids"] for b in first])
+    )
+
+
+def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_path):
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+    counts = tmp_path / "token_counts.json"
+    StreamingDataset(
+        directory, seq_len=15, tokenizer=bpe(300, ["story of a dog and a cat"]), token_counts=counts
+    )
+    other = json.loads(counts.read_text())
+    fresh = CountingTokenizer(tokenizer)
+    dataset = StreamingDataset(directory, seq_len=15, tokenizer=fresh, token_counts=counts)
+    assert fresh.encoded == 30  # the other tokenizer's counts are not this one's
+    mine = json.loads(counts.read_text())
+    assert mine["tokenizer_sha256"] == dataset.state_dict()["identity"]["tokenizer_sha256"]
+    assert mine["tokenizer_sha256"] != other["tokenizer_sha256"] and mine["counts"] != other["counts"]
+    for damaged in ('{"format": "ltsgen.token_counts/1", "tokeni', "[1, 2]", '{"counts": {"a": -1}}'):
+        counts.write_text(damaged)
+        fresh = CountingTokenizer(tokenizer)
+        with pytest.warns(UserWarning, match=f"^{re.escape(str(counts))}: "):
+            StreamingDataset(directory, seq_len=15, tokenizer=fresh, token_counts=counts)
+        assert fresh.encoded == 30 and json.loads(counts.read_text()) == mine
+    wrong = {**mine, "counts": {key: value + 1 for key, value in mine["counts"].items()}}
+    counts.write_text(json.dumps(wrong))  # counts that do not match the text are caught when a window packs
+    with pytest.raises(LoaderError, match=f"a window packs to .* in {re.escape(str(counts))}"):
+        list(StreamingDataset(directory, seq_len=15, tokenizer=tokenizer, token_counts=counts))
 
 
 def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):
