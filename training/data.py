@@ -210,12 +210,14 @@ class TrainingBatches:
     be a mixture ``PATH=WEIGHT,...`` (``training_data``), each source read in its own epochs.
     """
 
-    def __init__(self, data_dir, *, seq_len, batch_size, seed, tokenizer, rank=0, world_size=1) -> None:
+    def __init__(
+        self, data_dir, *, seq_len, batch_size, seed, tokenizer, rank=0, world_size=1, token_counts=None
+    ) -> None:
         from ltsgen.loaders import StreamingDataset
 
         self.blocks = StreamingDataset(
             training_data(data_dir), TRAIN_SPLIT, shuffle=True, seed=seed, rank=rank, world_size=world_size,
-            batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer,
+            batch_size=batch_size, seq_len=seq_len, tokenizer=tokenizer, token_counts=token_counts,
         )  # fmt: skip
         self.batch_size = batch_size
 

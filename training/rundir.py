@@ -4,6 +4,7 @@ RUN/config.json          the training and model settings (encoding options resol
 RUN/checkpoint.pt        model, optimizer, scheduler, generators and loader state (+ checkpoint.pt.sha256)
 RUN/metrics.jsonl        one JSON object per logged step
 RUN/tokenizer.json       the run's tokenizer
+RUN/token_counts.json    each shard's token count, when the run tokenizes text (a resume plans from it)
 RUN/train_summary.json   written when the run has finished
 RUN/eval.json            evaluation (eval-<encoding>.json: the weights evaluated under another scaling)
 RUN/.ltsgen/run.json     marks the folder as an ltsgen run; RUN/.ltsgen/lock is held while a run writes
@@ -35,7 +36,16 @@ DIGEST_NAME = CHECKPOINT_NAME + ".sha256"
 METRICS_NAME = "metrics.jsonl"
 SUMMARY_NAME = "train_summary.json"
 EVAL_NAME = "eval.json"
-RUN_FILES = (CONFIG_NAME, CHECKPOINT_NAME, DIGEST_NAME, METRICS_NAME, TOKENIZER_NAME, SUMMARY_NAME)
+TOKEN_COUNTS_NAME = "token_counts.json"
+RUN_FILES = (
+    CONFIG_NAME,
+    CHECKPOINT_NAME,
+    DIGEST_NAME,
+    METRICS_NAME,
+    TOKENIZER_NAME,
+    TOKEN_COUNTS_NAME,
+    SUMMARY_NAME,
+)
 STATE_DIR = ".ltsgen"
 LOCK_PATH = f"{STATE_DIR}/lock"  # the very claim a build takes on its directory (ltsgen.outputs.LOCK_PATH)
 #: what marks a folder as ltsgen's, by kind; and, for folders made before the mark, the files that show it

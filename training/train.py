@@ -40,6 +40,7 @@ from ltsgen.training.rundir import (
     CONFIG_NAME,
     METRICS_NAME,
     SUMMARY_NAME,
+    TOKEN_COUNTS_NAME,
     claim_folder,
     clean_up_failed_run,
     final_name,
@@ -350,6 +351,7 @@ def _start(config: TrainConfig, placement, checkpoint, train_tokenizer) -> _Run:
     batches = TrainingBatches(
         config.data, seq_len=config.train_length, batch_size=config.batch_size, seed=config.seed,
         tokenizer=tokenizer, rank=placement.rank, world_size=placement.world_size,
+        token_counts=run_dir / TOKEN_COUNTS_NAME,
     )  # fmt: skip
     start_step = (
         0 if checkpoint is None else restore(checkpoint, model, optimizer, scheduler, batches, placement)
