@@ -14,6 +14,7 @@ import hashlib
 import inspect
 import json
 import os
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -128,6 +129,8 @@ class StreamingDataset(IterableDataset):
             _check_integer("eos_id", eos_id, 32)
         if cache_dir is None and cache_limit is not None:
             raise UsageError("cache_limit needs cache_dir (the folder it limits)")
+        if token_counts is not None and is_remote(str(token_counts)):
+            raise UsageError(f"token_counts is a local file, not {token_counts}")
         self.root = str(path_or_url)
         self.split, self.bucket = split, bucket
         self.shuffle, self.seed, self.epoch, self.shuffle_window = shuffle, seed, epoch, shuffle_window
@@ -238,8 +241,14 @@ class StreamingDataset(IterableDataset):
             for i, shard in enumerate(self.shards)
             if shard.sha256 is not None and i in self._shard_tokens and self._where(shard) not in skipped
         }
-        if not counted.items() <= recorded.items():
+        if counted.items() <= recorded.items():
+            return
+        try:
             write_token_counts(self.token_counts, self._tokenizer_sha256(), {**recorded, **counted})
+        except OSError as error:  # a cache: the dataset reads as well without it
+            warnings.warn(
+                f"{self.token_counts}: token counts not kept ({error.strerror or error})", stacklevel=4
+            )
 
     def __new__(cls, path_or_url: Any = None, *args: Any, **kwargs: Any):
         """A mapping ``{path_or_url: proportion}`` makes a ``StreamingMixture``."""

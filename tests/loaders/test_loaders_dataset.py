@@ -210,6 +210,16 @@ def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_p
         with pytest.warns(UserWarning, match=f"^{re.escape(str(counts))}: "):
             StreamingDataset(directory, seq_len=15, tokenizer=fresh, token_counts=counts)
         assert fresh.encoded == 30 and json.loads(counts.read_text()) == mine
+    blocked = tmp_path / "a file" / "token_counts.json"  # its folder cannot be made
+    blocked.parent.write_text("")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kept = StreamingDataset(directory, seq_len=15, tokenizer=tokenizer, token_counts=blocked)
+    said = [str(warning.message).removeprefix(f"{blocked}: ").split(" (")[0] for warning in caught]
+    assert said == ["token counts unreadable, counting again", "token counts not kept"]
+    assert len(kept) == len(dataset)
+    with pytest.raises(UsageError, match="^token_counts is a local file, not s3://"):
+        StreamingDataset(directory, seq_len=15, tokenizer=tokenizer, token_counts="s3://bucket/counts.json")
     wrong = {**mine, "counts": {key: value + 1 for key, value in mine["counts"].items()}}
     counts.write_text(json.dumps(wrong))  # counts that do not match the text are caught when a window packs
     with pytest.raises(LoaderError, match=f"a window packs to .* in {re.escape(str(counts))}"):
