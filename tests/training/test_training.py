@@ -103,10 +103,9 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path,
     first = train(pieces, stop_after=3, progress=False)
     assert first["step"] == 3 and not first["finished"]
     assert not (tmp_path / "pieces" / "train_summary.json").exists()
+    # the counts the resume plans from, one per training shard
     counted = json.loads((tmp_path / "pieces" / "token_counts.json").read_text())["counts"]
-    assert set(counted) == {
-        shard.sha256 for shard in read_manifest(tiny_data).shards("train")
-    }  # the resume's plan
+    assert set(counted) == {shard.sha256 for shard in read_manifest(tiny_data).shards("train")}
     resumed = train(pieces, resume=True, progress=False)
     assert resumed["step"] == 7 and resumed["last_loss"] == reference["last_loss"]
     assert [m["loss"] for m in metrics(tmp_path / "pieces")] == [
