@@ -99,7 +99,8 @@ def register(subparsers) -> None:
         summary=SUMMARY,
         description=SUMMARY + ". Writes RUN/config.json (every setting, encoding options resolved for the "
         "training length), RUN/checkpoint.pt with its sha256, RUN/metrics.jsonl (JSON lines), "
-        "RUN/tokenizer.json and RUN/train_summary.json (with what the encoding learned). A run that fails "
+        "RUN/tokenizer.json, RUN/token_counts.json (when it tokenizes text: what --resume plans from) and "
+        "RUN/train_summary.json (with what the encoding learned). A run that fails "
         "before its first checkpoint removes what it wrote. RUN is a new or empty folder, or one of an "
         "earlier run (a folder with a dataset or files of yours is refused); one run at a time writes there. "
         "A run whose loss stops being finite ends with an error naming the step (exit status 2). Several "
