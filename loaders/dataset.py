@@ -40,7 +40,7 @@ from .order import (
     window_groups,
     worker_batches,
 )
-from .packing import PackedWindow, block_positions, tokenize_column
+from .packing import PackedWindow, TextTokens, block_positions, tokenize_column
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
 from .state import STATE_FORMAT, WorkerWitness, check_state, dataset_state, mixture_text
@@ -214,11 +214,14 @@ class StreamingDataset(IterableDataset):
         self._shard_tokens: dict[int, int] = {
             i: s.tokens + s.samples for i, s in enumerate(self.read_shards) if s.tokens is not None
         }
+        self._record_tokens: dict[str, np.ndarray] = {}  # shard sha256 -> its records' token counts
         counting = self.token_counts is not None and self.seq_len is not None and not self.tokenized
         recorded = read_token_counts(self.token_counts, self._tokenizer_sha256()) if counting else {}
         for i, shard in enumerate(self.shards):
-            if shard.sha256 in recorded:
-                self._shard_tokens[i] = recorded[shard.sha256]
+            counts = recorded.get(shard.sha256)
+            if counts is not None and len(counts) == shard.samples:
+                self._record_tokens[shard.sha256] = np.asarray(counts, dtype=np.int32)
+                self._shard_tokens[i] = sum(counts) + shard.samples
         self.plans = [
             BatchPlan(self._stream_total(i), self.global_batch_size, self.remainder)
             for i in range(len(self.streams))
@@ -233,15 +236,11 @@ class StreamingDataset(IterableDataset):
                 f"batch of {self.global_batch_size}"
             )
 
-    def _record_token_counts(self, recorded: dict[str, int]) -> None:
+    def _record_token_counts(self, recorded: dict[str, list[int]]) -> None:
         """Add the shards counted here (not those skipped as corrupt) to the ``token_counts`` file."""
-        skipped = self.skipped
-        counted = {
-            shard.sha256: self._shard_tokens[i]
-            for i, shard in enumerate(self.shards)
-            if shard.sha256 is not None and i in self._shard_tokens and self._where(shard) not in skipped
-        }
-        if counted.items() <= recorded.items():
+        counted = {sha256: counts.tolist() for sha256, counts in self._record_tokens.items()}
+        counted = {sha256: counts for sha256, counts in counted.items() if recorded.get(sha256) != counts}
+        if not counted:
             return
         try:
             write_token_counts(self.token_counts, self._tokenizer_sha256(), {**recorded, **counted})
@@ -522,6 +521,10 @@ class StreamingDataset(IterableDataset):
             for column_of in map(reader.get, _chunks(missing, self.shuffle_window)):
                 for index, column in column_of.items():  # None: skipped as corrupt, adds nothing
                     self._shard_tokens[index] = 0 if column is None else int(column.offsets[-1]) + len(column)
+                    if column is not None and self.shards[index].sha256 is not None:
+                        self._record_tokens[self.shards[index].sha256] = np.diff(column.offsets).astype(
+                            np.int32
+                        )
         return self._shard_tokens[shard]
 
     def _where(self, info: ShardInfo) -> str:
@@ -554,12 +557,17 @@ class StreamingDataset(IterableDataset):
             return None
         return functools.partial(_read_ranges, where, self.storage_options)
 
-    def _token_column(self, shard: ShardColumns) -> TokenColumn:
-        """The token ids of a decoded shard (tokenized here when the data has none)."""
+    def _token_column(self, shard: ShardColumns, info: ShardInfo) -> TokenColumn:
+        """The token ids of a decoded shard: its own, else its text's, tokenized as the records are reached
+        when their token counts are known (``TextTokens``), else all at once."""
         if shard.tokens is not None:
             return shard.tokens
         dtype = np.uint16 if self.tokenizer.get_vocab_size() <= 2**16 else np.uint32
-        return tokenize_column(shard.fields["text"], self.tokenizer, dtype)
+        counts = self._record_tokens.get(info.sha256)
+        if counts is None:
+            return tokenize_column(shard.fields["text"], self.tokenizer, dtype)
+        counted_by = "the loader" if self.token_counts is None else str(self.token_counts)
+        return TextTokens(shard.fields["text"], counts, self.tokenizer, dtype, self._where(info), counted_by)
 
     def _skipped_error(self, what: str) -> LoaderError:
         """``what`` happened because shards were skipped as corrupt: one line naming them and why."""
@@ -909,7 +917,7 @@ def _read_ranges(url: str, storage_options: dict[str, Any], spans: list[tuple[in
     return read_ranges(url, spans, storage_options=storage_options)
 
 
-def _identity(item):
+def _identity(item, info: ShardInfo | None = None):
     return item
 
 

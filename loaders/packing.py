@@ -14,6 +14,7 @@ sees a position beyond ``seq_len`` in training.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -154,3 +155,68 @@ def tokenize_column(texts: Sequence[str], tokenizer, dtype: np.dtype) -> TokenCo
     """
     encodings = tokenizer.encode_batch(list(texts), add_special_tokens=False)
     return TokenColumn.from_arrays([np.asarray(e.ids, dtype=dtype) for e in encodings])
+
+
+class TextTokens(TokenColumn):
+    """The token ids of a shard's texts, tokenized a few records at a time as they are first asked for.
+
+    The records' token counts are known beforehand (a ``token_counts`` file), so a window can be laid out
+    and cut before any text is tokenized: a first batch tokenizes the dozen documents it reaches, not the
+    window's shards. Each record's ids are checked against its count. Safe to use from several threads:
+    ``decode`` (another thread, ahead) takes ``CHUNK`` records at a time, so ``load`` waits for one chunk
+    at most.
+    """
+
+    CHUNK = 32
+
+    def __init__(
+        self,
+        texts: Sequence[str],
+        counts: np.ndarray,
+        tokenizer,
+        dtype: np.dtype,
+        where: str,
+        counted_by: str,
+    ) -> None:
+        """``counts[i]``: the number of ids of ``texts[i]``, as ``counted_by`` (named in a mismatch) says."""
+        offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        super().__init__(np.empty(int(offsets[-1]), dtype=dtype), offsets)
+        self._texts, self._tokenizer, self._where, self._counted_by = texts, tokenizer, where, counted_by
+        self._done = np.zeros(len(counts), dtype=bool)
+        self._lock = threading.Lock()
+        self.complete = not len(counts)
+
+    def load(self, rows: np.ndarray) -> None:
+        if not self.complete:
+            self._tokenize(np.asarray(rows, dtype=np.int64))
+
+    def load_all(self) -> None:
+        self.decode()
+
+    def decode(self, rows: np.ndarray | None = None) -> None:
+        todo = np.arange(len(self._done)) if rows is None else np.asarray(rows, dtype=np.int64)
+        for start in range(0, len(todo), self.CHUNK):
+            if self.complete:
+                return
+            self._tokenize(todo[start : start + self.CHUNK])
+
+    def _tokenize(self, rows: np.ndarray) -> None:
+        with self._lock:
+            rows = sorted({row for row in rows.tolist() if not self._done[row]})
+            if not rows:
+                return
+            texts = [self._texts[row] for row in rows]
+            for row, encoding in zip(
+                rows, self._tokenizer.encode_batch(texts, add_special_tokens=False), strict=True
+            ):
+                lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
+                if len(encoding.ids) != hi - lo:
+                    raise LoaderError(
+                        f"{self._where}: record {row} tokenizes to {len(encoding.ids)} ids, "
+                        f"{self._counted_by} counts {hi - lo}"
+                    )
+                self.values[lo:hi] = encoding.ids
+            self._done[rows] = True
+            if self._done.all():
+                self.complete, self._texts = True, None

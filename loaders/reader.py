@@ -52,7 +52,8 @@ class ShardReader:
         fmt: the shards' format (``contract.FORMATS``).
         shards: the split's shards as read, in manifest order.
         columns: fields to decode (None: all).
-        convert: what to keep of a decoded shard (its token column, or the whole ``ShardColumns``).
+        convert: what to keep of a decoded shard, given it and its manifest entry (its token column, or the
+            whole ``ShardColumns``).
         verify: check each shard's sha256 against the manifest on its first read in this process (where
             the manifest has a footer_sha256: the footer's, and each row group's against the footer).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
@@ -74,7 +75,7 @@ class ShardReader:
         shards: list[ShardInfo],
         *,
         columns: Iterable[str] | None,
-        convert: Callable[[ShardColumns], Any],
+        convert: Callable[[ShardColumns, ShardInfo], Any],
         verify: bool,
         on_error: str,
         keep: int,
@@ -170,7 +171,7 @@ class ShardReader:
             check_counts(shard, info, where)
             if self.max_text_chars:
                 check_text_lengths(shard, self.max_text_chars, where)
-            return self.convert(shard)
+            return self.convert(shard, info)
         except StorageError:  # a cache folder that cannot be written: the user's to fix, never a bad shard
             raise
         except LoaderError as error:

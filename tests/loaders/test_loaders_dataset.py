@@ -162,7 +162,7 @@ def story_texts(count: int) -> list[str]:
             for i in range(count)]  # fmt: skip
 
 
-def test_token_counts_plan_a_later_construction_without_tokenizing(tmp_path):
+def test_token_counts_plan_a_later_construction_and_its_first_batch_tokenizes_what_it_reaches(tmp_path):
     texts = story_texts(30)
     tokenizer = bpe(300, texts)
     directory = write_text_dataset(tmp_path, tokenizer, texts)
@@ -170,23 +170,43 @@ def test_token_counts_plan_a_later_construction_without_tokenizing(tmp_path):
     first = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=CountingTokenizer(tokenizer),
                              token_counts=counts)  # fmt: skip
     assert first.tokenizer.encoded == 30  # the 3 shards tokenized to plan the stream
-    recorded = json.loads(counts.read_text())
+    ids = [len(tokenizer.encode(text, add_special_tokens=False).ids) for text in texts]
     shards = read_manifest(directory).shards("train")
-    per_shard = [sum(len(tokenizer.encode(t, add_special_tokens=False).ids) + 1 for t in texts[i : i + 10])
-                 for i in (0, 10, 20)]  # fmt: skip
-    assert recorded == {
+    assert json.loads(counts.read_text()) == {
         "format": "ltsgen.token_counts/1",
         "tokenizer_sha256": first.state_dict()["identity"]["tokenizer_sha256"],
-        "counts": dict(sorted((s.sha256, n) for s, n in zip(shards, per_shard, strict=True))),
+        "counts": {
+            s.sha256: ids[10 * i : 10 * i + 10]
+            for i, s in sorted(enumerate(shards), key=lambda x: x[1].sha256)
+        },
     }
+    expected = [b["input_ids"] for b in first]
     written = counts.stat().st_mtime_ns
+    ends = np.cumsum([n + 1 for n in ids])  # where each document (and its EOS) ends in the unshuffled stream
+
+    def reached(
+        block: int,
+    ) -> int:  # the documents block ``block`` (tokens 16 * block to 16 * block + 15) touches
+        first_document, last_document = np.searchsorted(ends, [16 * block, 16 * block + 15], side="right")
+        return int(last_document - first_document) + 1
+
     later = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=CountingTokenizer(tokenizer),
                              token_counts=counts)  # fmt: skip
-    assert later.tokenizer.encoded == 0 and len(later) == len(first) == sum(per_shard) // 16
+    assert later.tokenizer.encoded == 0 and len(later) == len(first) == int(ends[-1]) // 16
     assert counts.stat().st_mtime_ns == written  # nothing new to record
-    assert torch.equal(
-        torch.stack([b["input_ids"] for b in later]), torch.stack([b["input_ids"] for b in first])
-    )
+    assert torch.equal(next(iter(later))["input_ids"], expected[0])
+    assert later.tokenizer.encoded == reached(0) < 10  # not a whole shard
+    stepper = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts)
+    stream = iter(stepper)
+    for _ in range(7):
+        next(stream)
+    resumed = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=CountingTokenizer(tokenizer),
+                               token_counts=counts)  # fmt: skip
+    resumed.load_state_dict(stepper.state_dict())
+    assert torch.equal(next(iter(resumed))["input_ids"], expected[7])
+    assert resumed.tokenizer.encoded == reached(7)  # a resume too tokenizes only what its batch reaches
+    again = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts)
+    assert torch.equal(torch.stack([b["input_ids"] for b in again]), torch.stack(expected))
 
 
 def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_path):
@@ -204,8 +224,14 @@ def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_p
     mine = json.loads(counts.read_text())
     assert mine["tokenizer_sha256"] == dataset.state_dict()["identity"]["tokenizer_sha256"]
     assert mine["tokenizer_sha256"] != other["tokenizer_sha256"] and mine["counts"] != other["counts"]
-    for damaged in ('{"format": "ltsgen.token_counts/1", "tokeni', "[1, 2]", '{"counts": {"a": -1}}'):
-        counts.write_text(damaged)
+    damaged = [
+        '{"format": "ltsgen.token_counts/1", "tokeni',
+        "[1, 2]",
+        '{"counts": {"a": [1]}}',
+        json.dumps({**mine, "counts": {key: [*value[:-1], -1] for key, value in mine["counts"].items()}}),
+    ]
+    for content in damaged:
+        counts.write_text(content)
         fresh = CountingTokenizer(tokenizer)
         with pytest.warns(UserWarning, match=f"^{re.escape(str(counts))}: "):
             StreamingDataset(directory, seq_len=15, tokenizer=fresh, token_counts=counts)
@@ -220,10 +246,12 @@ def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_p
     assert len(kept) == len(dataset)
     with pytest.raises(UsageError, match="^token_counts is a local file, not s3://"):
         StreamingDataset(directory, seq_len=15, tokenizer=tokenizer, token_counts="s3://bucket/counts.json")
-    wrong = {**mine, "counts": {key: value + 1 for key, value in mine["counts"].items()}}
-    counts.write_text(json.dumps(wrong))  # counts that do not match the text are caught when a window packs
-    with pytest.raises(LoaderError, match=f"a window packs to .* in {re.escape(str(counts))}"):
-        list(StreamingDataset(directory, seq_len=15, tokenizer=tokenizer, token_counts=counts))
+    swapped = {key: value[::-1] for key, value in mine["counts"].items()}  # each shard's total still right
+    counts.write_text(json.dumps({**mine, "counts": swapped}))
+    with pytest.raises(
+        LoaderError, match=rf"record \d+ tokenizes to \d+ ids, {re.escape(str(counts))} counts \d+$"
+    ):
+        list(StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts))
 
 
 def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):
