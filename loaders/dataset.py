@@ -521,10 +521,9 @@ class StreamingDataset(IterableDataset):
             for column_of in map(reader.get, _chunks(missing, self.shuffle_window)):
                 for index, column in column_of.items():  # None: skipped as corrupt, adds nothing
                     self._shard_tokens[index] = 0 if column is None else int(column.offsets[-1]) + len(column)
-                    if column is not None and self.shards[index].sha256 is not None:
-                        self._record_tokens[self.shards[index].sha256] = np.diff(column.offsets).astype(
-                            np.int32
-                        )
+                    sha256 = self.shards[index].sha256
+                    if column is not None and sha256 is not None:  # the records' counts, for TextTokens
+                        self._record_tokens[sha256] = np.diff(column.offsets).astype(np.int32)
         return self._shard_tokens[shard]
 
     def _where(self, info: ShardInfo) -> str:
@@ -917,7 +916,7 @@ def _read_ranges(url: str, storage_options: dict[str, Any], spans: list[tuple[in
     return read_ranges(url, spans, storage_options=storage_options)
 
 
-def _identity(item, info: ShardInfo | None = None):
+def _identity(item, info: ShardInfo):
     return item
 
 

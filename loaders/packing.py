@@ -160,9 +160,9 @@ def tokenize_column(texts: Sequence[str], tokenizer, dtype: np.dtype) -> TokenCo
 class TextTokens(TokenColumn):
     """The token ids of a shard's texts, tokenized a few records at a time as they are first asked for.
 
-    The records' token counts are known beforehand (a ``token_counts`` file), so a window can be laid out
-    and cut before any text is tokenized: a first batch tokenizes the dozen documents it reaches, not the
-    window's shards. Each record's ids are checked against its count. Safe to use from several threads:
+    The records' token counts are known beforehand (counted when the stream was planned, or read from a
+    ``token_counts`` file), so a window can be laid out and cut before any text is tokenized: a first batch
+    tokenizes the dozen documents it reaches, not the window's shards. Each record's ids are checked against its count. Safe to use from several threads:
     ``decode`` (another thread, ahead) takes ``CHUNK`` records at a time, so ``load`` waits for one chunk
     at most.
     """
