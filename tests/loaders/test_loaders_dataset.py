@@ -209,6 +209,23 @@ def test_token_counts_plan_a_later_construction_and_its_first_batch_tokenizes_wh
     assert torch.equal(torch.stack([b["input_ids"] for b in again]), torch.stack(expected))
 
 
+def test_text_tokenized_on_the_fly_packs_the_same_with_workers_and_token_counts(tmp_path):
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+    counts = tmp_path / "token_counts.json"
+
+    def epoch(workers: int, **options) -> torch.Tensor:  # windows of one shard: each worker serves its own
+        dataset = StreamingDataset(directory, seq_len=15, batch_size=2, shuffle_window=1, tokenizer=tokenizer,
+                                   **options)  # fmt: skip
+        return torch.cat([batch["input_ids"] for batch in dataset.loader(num_workers=workers)])
+
+    reference = epoch(0)
+    assert torch.equal(epoch(2), reference)
+    assert torch.equal(epoch(2, token_counts=counts), reference) and counts.exists()  # counted, written
+    assert torch.equal(epoch(2, token_counts=counts), reference)  # read: the workers tokenize as they reach
+
+
 def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_path):
     texts = story_texts(30)
     tokenizer = bpe(300, texts)
