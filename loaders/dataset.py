@@ -84,7 +84,7 @@ class StreamingDataset(IterableDataset):
         max_doc_chars: with ``seq_len`` on untokenized data, a shard holding a text longer than this is
             refused (or skipped with ``on_error="skip"``) before it is tokenized, which costs about 130 bytes
             of memory per character; 0 for no limit.
-        token_counts: with ``seq_len`` on untokenized data, a local JSON file of each shard's token count
+        token_counts: with ``seq_len`` on untokenized data, a local JSON file of each record's token count
             for the tokenizer (``token_counts.py``): the shards counted there are not tokenized to plan
             the stream, and those counted here are written to it (``ltsgen train`` keeps one in its run
             folder, so that a resumed run plans without tokenizing the split).
@@ -238,8 +238,11 @@ class StreamingDataset(IterableDataset):
 
     def _record_token_counts(self, recorded: dict[str, list[int]]) -> None:
         """Add the shards counted here (not those skipped as corrupt) to the ``token_counts`` file."""
-        counted = {sha256: counts.tolist() for sha256, counts in self._record_tokens.items()}
-        counted = {sha256: counts for sha256, counts in counted.items() if recorded.get(sha256) != counts}
+        counted = {  # those read from the file are there already (a list of another length was counted again)
+            sha256: counts.tolist()
+            for sha256, counts in self._record_tokens.items()
+            if sha256 not in recorded or len(recorded[sha256]) != len(counts)
+        }
         if not counted:
             return
         try:

@@ -162,9 +162,9 @@ class TextTokens(TokenColumn):
 
     The records' token counts are known beforehand (counted when the stream was planned, or read from a
     ``token_counts`` file), so a window can be laid out and cut before any text is tokenized: a first batch
-    tokenizes the dozen documents it reaches, not the window's shards. Each record's ids are checked against its count. Safe to use from several threads:
-    ``decode`` (another thread, ahead) takes ``CHUNK`` records at a time, so ``load`` waits for one chunk
-    at most.
+    tokenizes the dozen documents it reaches, not the window's shards. Each record's ids are checked against
+    its count. Safe to use from several threads: ``decode`` (another thread, ahead) takes ``CHUNK`` records
+    at a time, so ``load`` waits for one chunk at most.
     """
 
     CHUNK = 32

@@ -208,7 +208,7 @@ class TrainingBatches:
     rank ``r`` taking slice ``r`` of every global batch. Its state between batches is the loader's
     (seed, epoch, samples consumed), so a resumed run continues with the very next batch. ``data_dir`` may
     be a mixture ``PATH=WEIGHT,...`` (``training_data``), each source read in its own epochs.
-    ``token_counts``: the file that keeps the shards' token counts for text tokenized on the fly.
+    ``token_counts``: the file that keeps the records' token counts for text tokenized on the fly.
     """
 
     def __init__(

@@ -4,7 +4,7 @@ RUN/config.json          the training and model settings (encoding options resol
 RUN/checkpoint.pt        model, optimizer, scheduler, generators and loader state (+ checkpoint.pt.sha256)
 RUN/metrics.jsonl        one JSON object per logged step
 RUN/tokenizer.json       the run's tokenizer
-RUN/token_counts.json    each shard's token count, when the run tokenizes text (a resume plans from it)
+RUN/token_counts.json    each record's token count, when the run tokenizes text (a resume plans from it)
 RUN/train_summary.json   written when the run has finished
 RUN/eval.json            evaluation (eval-<encoding>.json: the weights evaluated under another scaling)
 RUN/.ltsgen/run.json     marks the folder as an ltsgen run; RUN/.ltsgen/lock is held while a run writes
