@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+import torch.distributed.nn.functional  # noqa: F401  (imported before a group exists: see ``setup``)
 
 from ltsgen.training.errors import TrainingError
 
@@ -44,7 +45,14 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 def setup(device: str = "auto") -> Placement:
-    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1), else run alone."""
+    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1), else run alone.
+
+    ``torch.distributed.nn.functional`` (which DDP imports) takes the default group as a default argument
+    of its functions when it is imported: imported after ``init_process_group`` it would keep the group,
+    and gloo's worker threads, alive past ``teardown`` into the interpreter's exit, where a worker that
+    still holds a finished collective's tensors aborts the process ("terminate called without an active
+    exception"). This module imports it first.
+    """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
         return Placement(0, 1, resolve_device(device))
@@ -59,6 +67,7 @@ def setup(device: str = "auto") -> Placement:
 
 
 def teardown(placement: Placement) -> None:
+    """Leave the process group (with the DDP model gone, this ends gloo's worker threads)."""
     if placement.distributed and dist.is_initialized():
         dist.destroy_process_group()
 

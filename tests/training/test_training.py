@@ -150,16 +150,32 @@ def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
         load_checkpoint(path)
 
 
+# `ltsgen train` under torchrun, then the names of the threads each rank has left when it returns
+TRAIN_THEN_LIST_THREADS = """
+import sys
+from pathlib import Path
+from ltsgen.cli import main
+code = main(sys.argv[1:])
+print("threads left:", sorted(path.read_text().strip() for path in Path("/proc/self/task").glob("*/comm")))
+sys.exit(code)
+"""
+
+
 def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer_path, tmp_path):
-    """Two ranks with half the batch each see the same global batches as one process: same weights."""
+    """Two ranks with half the batch each see the same global batches as one process: same weights. Each
+    rank ends gloo's threads before it exits (one still running at the interpreter's exit can abort it)."""
     common = ["--data", str(tiny_data), "--encoding", "alibi", "--train-length", "32", "--steps", "3",
               "--d-model", "32", "--n-layers", "2", "--heads", "2", "--tokenizer", str(tokenizer_path),
               "--device", "cpu", "--log-every", "1", "--no-progress"]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    script = tmp_path / "train_then_list_threads.py"
+    script.write_text(TRAIN_THEN_LIST_THREADS)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "ltsgen", "train", *common, "--batch-size", "2", "--out", str(tmp_path / "ddp")]  # fmt: skip
+               str(script), "train", *common, "--batch-size", "2", "--out", str(tmp_path / "ddp")]  # fmt: skip
     done = run_bounded(command, env, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
+    left = re.findall(r"threads left: (.*)", done.stdout)
+    assert len(left) == 2 and not any("gloo" in line for line in left), left
     summary = json.loads((tmp_path / "ddp" / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["step"] == 3
     assert ltsgen(["train", *common, "--batch-size", "4", "--out", str(tmp_path / "single")]) == 0
