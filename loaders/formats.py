@@ -184,6 +184,62 @@ class RowGroupTokens(TokenColumn):
                 self.complete = True
 
 
+class RowGroupTexts(Sequence[str]):
+    """The ``text`` column of a parquet shard, decoded a row group at a time when one of its rows is read.
+
+    For bytes already checked against their sha256: a window's first batch of text tokenized on the fly
+    decodes the row groups its few documents live in, not its shards whole. ``on_decode`` (optional) is
+    called with each row group's texts and its first row as it is decoded, before any is returned. Safe to
+    use from several threads.
+    """
+
+    def __init__(self, parquet, where: str) -> None:
+        metadata = parquet.metadata
+        counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._groups: list[list[str | None] | None] = [None] * len(counts)
+        self._parquet, self._where = parquet, where
+        self._lock = threading.Lock()
+        self.on_decode: Callable[[list, int], None] | None = None
+
+    @property
+    def decoded_groups(self) -> int:
+        """Row groups decoded so far (of ``len(self._groups)``)."""
+        return sum(texts is not None for texts in self._groups)
+
+    def __len__(self) -> int:
+        return int(self._group_starts[-1])
+
+    def __getitem__(self, row: int) -> str | None:  # type: ignore[override]
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        group = int(np.searchsorted(self._group_starts, row, side="right")) - 1
+        return self._group(group)[row - int(self._group_starts[group])]
+
+    def __iter__(self) -> Iterator[str | None]:
+        for group in range(len(self._groups)):
+            yield from self._group(group)
+
+    def _group(self, group: int) -> list[str | None]:
+        texts = self._groups[group]
+        if texts is not None:
+            return texts
+        with self._lock:
+            if self._groups[group] is None:
+                where = f"{self._where}: row group {group}"
+                try:
+                    table = self._parquet.read_row_group(group, columns=["text"], use_threads=False)
+                except Exception as error:  # pyarrow's own error on corrupt bytes
+                    raise LoaderError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
+                decoded = table.column(0).to_pylist()
+                if self.on_decode is not None:
+                    self.on_decode(decoded, int(self._group_starts[group]))
+                self._groups[group] = decoded
+                if all(texts is not None for texts in self._groups):
+                    self._parquet = None  # and with it the shard's bytes
+            return self._groups[group]
+
+
 @dataclass
 class ShardColumns:
     """A decoded shard: ``fields`` maps a record field to one value per row (``None`` where absent)."""
@@ -263,6 +319,7 @@ def decode_shard(
     columns: Sequence[str] | None = None,
     *,
     lazy_tokens: bool = False,
+    lazy_text: bool = False,
 ) -> ShardColumns:
     """Decode a whole shard held in memory, column by column.
 
@@ -274,6 +331,8 @@ def decode_shard(
         lazy_tokens: decode a parquet shard's ``input_ids`` a row group at a time as they are asked for
             (``RowGroupTokens``, when the shard has ``num_tokens``); for bytes checked against the
             manifest, since a row group that fails to decode is then found only when it is reached.
+        lazy_text: likewise a parquet shard's ``text``, a row group at a time as its rows are read
+            (``RowGroupTexts``).
 
     Returns:
         The decoded columns; ``LoaderError`` naming the shard when the bytes are corrupt.
@@ -283,7 +342,7 @@ def decode_shard(
     wanted = None if columns is None else set(columns)
     try:
         if fmt == "parquet":
-            shard = _decode_parquet(data, where, wanted, lazy_tokens)
+            shard = _decode_parquet(data, where, wanted, lazy_tokens, lazy_text)
         elif fmt == "webdataset":
             shard = _decode_tar(data, where, wanted)
         else:
@@ -310,7 +369,9 @@ def _meta(value: str | dict | None, where: str) -> dict | None:
 # ---------------------------------------------------------------- parquet
 
 
-def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool) -> ShardColumns:
+def _decode_parquet(
+    data: bytes, where: str, wanted: set[str] | None, lazy_tokens: bool, lazy_text: bool
+) -> ShardColumns:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -318,7 +379,7 @@ def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_token
     schema = parquet.schema_arrow
     selected = [n for n in schema.names if wanted is None or n in wanted]
     lazy = lazy_tokens and "input_ids" in selected and "num_tokens" in schema.names
-    eager = [n for n in selected if not (lazy and n == "input_ids")]
+    eager = [n for n in selected if not (lazy and n == "input_ids") and not (lazy_text and n == "text")]
     table = parquet.read(columns=sorted(set(eager) | {"num_tokens"}) if lazy else eager, use_threads=False)
     shard = ShardColumns(parquet.metadata.num_rows)
     for name in selected:
@@ -328,6 +389,8 @@ def _decode_parquet(data: bytes, where: str, wanted: set[str] | None, lazy_token
                 if lazy
                 else _arrow_token_column(table.column(name), where)
             )
+        elif name == "text" and lazy_text:
+            shard.fields[name] = RowGroupTexts(parquet, where)
         else:
             shard.fields[name] = table.column(name).to_pylist()
     return shard

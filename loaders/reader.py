@@ -4,7 +4,8 @@ A window of the epoch order needs several shards before its first item (its item
 together), so the shards of a window are opened at once, one thread each (reading, hashing and parquet
 decoding release the GIL). A shard that a window needs now (``get``) has the packed token ids of
 verified parquet shards decoded lazily, a row group at a time as the blocks reach them
-(``formats.RowGroupTokens``): the first batch of a window, or of a resume in its middle, decodes only the
+(``formats.RowGroupTokens``), and so is their text when it is tokenized on the fly
+(``formats.RowGroupTexts``): the first batch of a window, or of a resume in its middle, decodes only the
 row groups its few documents live in. A parquet shard whose footer lists its row groups' sha256
 (``footer_sha256`` in the manifest) is checked by its footer and row groups (``indexed.IndexedParquet``):
 a window's first batches read and check only the footers and the row groups they decode. Other shards are
@@ -34,7 +35,7 @@ from typing import Any
 
 from .contract import ShardInfo
 from .errors import LoaderError
-from .formats import ShardColumns, decode_shard
+from .formats import RowGroupTexts, ShardColumns, decode_shard
 from .indexed import IndexedParquet, ShardBytes
 from .storage import StorageError
 
@@ -166,7 +167,7 @@ class ShardReader:
                     self._check(index, data, where)
                 # only checked bytes are decoded lazily: a row group may then fail only when it is reached
                 lazy = lazy and (verified or self.verify)
-                shard = decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
+                shard = self._decode_bytes(data, where, lazy)
                 del data
             check_counts(shard, info, where)
             if self.max_text_chars:
@@ -197,7 +198,7 @@ class ShardReader:
         else:
             data, verified = self._fetch(info)
             if verified:  # checked whole at download
-                return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
+                return self._decode_bytes(data, where, lazy)
             source = ShardBytes(where, data=data)
         if source.size != info.bytes:
             raise LoaderError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
@@ -206,7 +207,13 @@ class ShardReader:
             return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
         indexed.check_row_groups()
         self._verified.add(index)
-        return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy)
+        return self._decode_bytes(data, where, lazy)
+
+    def _decode_bytes(self, data: bytes, where: str, lazy: bool) -> ShardColumns:
+        """Decode checked bytes; ``lazy``: parquet token ids, and text when a corrupt row group is to raise
+        (not to skip the shard, which must be known before its window is laid out), as they are reached."""
+        lazy_text = lazy and self.on_error == "raise"
+        return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy, lazy_text=lazy_text)
 
     def _check(self, index: int, data: bytes, where: str) -> None:
         """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""
@@ -258,7 +265,8 @@ def check_text_lengths(
     option: str = "max_doc_chars",
     remedy: str = "or store token ids",
 ) -> None:
-    """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized).
+    """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized);
+    texts decoded a row group at a time (``RowGroupTexts``) are checked as each row group is decoded.
 
     Args:
         shard: the decoded shard.
@@ -266,13 +274,21 @@ def check_text_lengths(
         where: its path or URL, for the message.
         option: the option that sets ``limit``, and ``remedy`` beside raising it, for the message.
     """
-    for row, text in enumerate(shard.fields.get("text") or []):
-        if text is not None and len(text) > limit:
-            raise LoaderError(
-                f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
-                f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
-                f"{', ' + remedy if remedy else ''})"
-            )
+
+    def check(texts: Iterable[str | None], first_row: int) -> None:
+        for row, text in enumerate(texts, first_row):
+            if text is not None and len(text) > limit:
+                raise LoaderError(
+                    f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
+                    f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
+                    f"{', ' + remedy if remedy else ''})"
+                )
+
+    texts = shard.fields.get("text")
+    if isinstance(texts, RowGroupTexts):
+        texts.on_decode = check
+    elif texts:
+        check(texts, 0)
 
 
 def usable_cpus() -> int:

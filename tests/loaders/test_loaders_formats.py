@@ -19,6 +19,7 @@ from ltsgen.loaders import LoaderError, StreamingDataset, read_shard
 from ltsgen.loaders.contract import FORMATS, read_manifest
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.indexed import IndexedParquet, ShardBytes, row_group_span
+from ltsgen.loaders.reader import check_text_lengths
 from ltsgen.loaders.sources import join
 
 
@@ -186,6 +187,29 @@ def test_parquet_token_ids_decode_by_row_group_as_they_are_asked_for(tmp_path):
     assert lazy.complete and np.array_equal(lazy.values, eager.values)
     records = decode_shard(data, "parquet", "s", lazy_tokens=True).records()
     assert [r["input_ids"].tolist() for r in records] == [eager[i].tolist() for i in range(11)]
+
+
+def test_parquet_text_decodes_by_row_group_as_rows_are_read_and_is_checked_as_it_is(tmp_path):
+    directory = make_dataset(tmp_path, [11], row_group_rows=3)
+    data = (directory / read_manifest(directory).shards("train")[0].path).read_bytes()
+    eager = decode_shard(data, "parquet", "s", ["text"]).fields["text"]
+    lazy = decode_shard(data, "parquet", "s", ["text"], lazy_text=True).fields["text"]
+    assert len(lazy) == 11 and lazy.decoded_groups == 0
+    decoded = []
+    lazy.on_decode = lambda texts, first: decoded.append((first, list(texts)))
+    assert lazy[4] == eager[4] and lazy.decoded_groups == 1
+    assert lazy[10] == eager[10] and lazy.decoded_groups == 2
+    assert list(lazy) == eager and lazy.decoded_groups == 4
+    assert decoded == [(3, eager[3:6]), (9, eager[9:11]), (0, eager[0:3]), (6, eager[6:9])]
+    with pytest.raises(IndexError):
+        lazy[11]
+    shard = decode_shard(data, "parquet", "s", ["text"], lazy_text=True)
+    check_text_lengths(shard, 10, "s")  # "document 10" alone is over: found when its row group is read
+    assert shard.fields["text"][4] == "document 4"
+    with pytest.raises(LoaderError, match=r"^s: record 10 has 11 characters, over max_doc_chars=10 "):
+        shard.fields["text"][9]
+    with pytest.raises(LoaderError, match="record 10 has 11 characters"):
+        check_text_lengths(decode_shard(data, "parquet", "s", ["text"]), 10, "s")
 
 
 def _indexed_shard(tmp_path, lengths=None):
