@@ -152,11 +152,12 @@ def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
 
 # `ltsgen train` under torchrun, then the names of the threads each rank has left when it returns
 TRAIN_THEN_LIST_THREADS = """
-import sys
+import os, sys
 from pathlib import Path
 from ltsgen.cli import main
 code = main(sys.argv[1:])
-print("threads left:", sorted(path.read_text().strip() for path in Path("/proc/self/task").glob("*/comm")))
+names = sorted(path.read_text().strip() for path in Path("/proc/self/task").glob("*/comm"))
+os.write(1, f"threads left: {names}\\n".encode())  # one write: the two ranks share the pipe
 sys.exit(code)
 """
 
