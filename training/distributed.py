@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-import torch.distributed.nn.functional  # noqa: F401  (imported before a group exists: see ``setup``)
 
 from ltsgen.training.errors import TrainingError
 
@@ -51,7 +51,7 @@ def setup(device: str = "auto") -> Placement:
     of its functions when it is imported: imported after ``init_process_group`` it would keep the group,
     and gloo's worker threads, alive past ``teardown`` into the interpreter's exit, where a worker that
     still holds a finished collective's tensors aborts the process ("terminate called without an active
-    exception"). This module imports it first.
+    exception"). It is imported here first.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size <= 1:
@@ -62,6 +62,7 @@ def setup(device: str = "auto") -> Placement:
         torch.cuda.set_device(local_rank)
         resolved = torch.device("cuda", local_rank)
     if not dist.is_initialized():
+        importlib.import_module("torch.distributed.nn.functional")  # before the group exists: see above
         dist.init_process_group(backend="nccl" if resolved.type == "cuda" else "gloo")
     return Placement(dist.get_rank(), dist.get_world_size(), resolved)
 
