@@ -1,7 +1,8 @@
 """Train every encoding alike at each training length and seed, evaluate each, write the report.
 
-OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs; OUT/runs/T<length>-seed<s>/
-holds one folder per encoding. RoPE, RoPE-PI and YaRN train the same model (RoPE at factor 1), so the family
+OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs, and so is OUT/token_counts.json
+(the records' token counts, when the text is tokenized on the fly: the split is counted once, not in every
+run); OUT/runs/T<length>-seed<s>/ holds one folder per encoding. RoPE, RoPE-PI and YaRN train the same model (RoPE at factor 1), so the family
 is trained once, as ``rope``, and its weights are evaluated under each scaling (zero-shot). With
 ``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from those weights at each evaluation length beyond
 the training length (factor = length / training length), as their papers do, and evaluated there.
@@ -35,6 +36,7 @@ from ltsgen.training.progress import GridProgress
 from ltsgen.training.report import FINETUNED, PLOTS, REPORT_FILES, write_report
 from ltsgen.training.rundir import (
     SUMMARY_NAME,
+    TOKEN_COUNTS_NAME,
     claim_folder,
     eval_name,
     read_record,
@@ -46,7 +48,9 @@ from ltsgen.training.train import TrainConfig, train
 SETTINGS_NAME = "compare.json"
 RESULTS_NAME = "results.json"
 # the temporary files of a comparison's own atomic writes (a killed comparison leaves them)
-_TEMPORARY = temporaries_of(map(re.escape, (SETTINGS_NAME, RESULTS_NAME, TOKENIZER_NAME, *REPORT_FILES)))
+_TEMPORARY = temporaries_of(
+    map(re.escape, (SETTINGS_NAME, RESULTS_NAME, TOKENIZER_NAME, TOKEN_COUNTS_NAME, *REPORT_FILES))
+)
 #: settings a rerun may change without invalidating finished runs (new runs or evaluations are made)
 FREE_SETTINGS = (
     "encodings", "train_lengths", "seeds", "eval_lengths", "eval_sequences", "eval_dtype", "batch_tokens",
@@ -96,6 +100,7 @@ class RunSpec:
     window_stride: int = 1
     eval_concat: bool = False
     progress: bool = False
+    token_counts: str | None = None  # the records' token counts, one file for every run (``train``)
 
 
 def run_job(spec: RunSpec) -> dict[str, Any]:
@@ -120,7 +125,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
         lines.append(f"{spec.tag}: trained earlier, kept")
     else:
         try:
-            summary = train(config, resume=True, progress=spec.progress)
+            summary = train(config, resume=True, progress=spec.progress, token_counts=spec.token_counts)
         except DivergedError as error:
             lines.append(f"{spec.tag}: {error}")
         else:
@@ -290,7 +295,8 @@ def _compare(base, settings, engine, train_tokenizer, progress, log) -> dict[str
     job = run_job if in_process else partial(run_job_with_threads, engine.cpus_per_job)
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
-                  entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process)  # fmt: skip
+                  entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process,
+                  token_counts=str(out / TOKEN_COUNTS_NAME))  # fmt: skip
     specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
     runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]

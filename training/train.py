@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
@@ -252,6 +253,7 @@ def train(
     stop_after: int | None = None,
     progress: bool = True,
     train_tokenizer: TokenizerTrainer | None = None,
+    token_counts: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Train (or continue) the run in ``config.out``; returns the summary (also RUN/train_summary.json).
 
@@ -263,6 +265,8 @@ def train(
         progress: a tqdm bar with loss and tokens/s.
         train_tokenizer: trains a tokenizer when neither ``config.tokenizer`` nor the dataset has one
             (``ltsgen.tokenizer.train_tokenizer``); without it such a run is an error.
+        token_counts: the local file that keeps the records' token counts when the text is tokenized on
+            the fly (default RUN/token_counts.json; ``compare`` gives its runs one file, counted once).
     """
     config.check()
     placement = distributed.setup(config.device)
@@ -274,7 +278,8 @@ def train(
         try:
             claim = stack.enter_context(claim_folder(run_dir, "run")) if placement.is_main else None
             distributed.barrier(placement)
-            return _train(config, placement, resume, stop_after, progress, train_tokenizer)
+            counts = Path(token_counts) if token_counts is not None else run_dir / TOKEN_COUNTS_NAME
+            return _train(config, placement, resume, stop_after, progress, train_tokenizer, counts)
         except BaseException as error:
             if claim is not None:  # the folder is this run's: remove what it wrote, and nothing else
                 clean_up_failed_run(claim)
@@ -286,7 +291,9 @@ def train(
             distributed.teardown(placement)
 
 
-def _train(config: TrainConfig, placement, resume, stop_after, progress, train_tokenizer) -> dict[str, Any]:
+def _train(
+    config: TrainConfig, placement, resume, stop_after, progress, train_tokenizer, token_counts: Path
+) -> dict[str, Any]:
     run_dir = Path(config.out)
     checkpoint = open_run(run_dir, config, resume, placement)
     if (
@@ -295,7 +302,7 @@ def _train(config: TrainConfig, placement, resume, stop_after, progress, train_t
         and (run_dir / SUMMARY_NAME).exists()
     ):
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
-    run = _start(config, placement, checkpoint, train_tokenizer)
+    run = _start(config, placement, checkpoint, train_tokenizer, token_counts)
     end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)
     meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
     _steps(run, end_step, meter, progress)
@@ -337,7 +344,7 @@ class _Run:
         distributed.barrier(self.placement)
 
 
-def _start(config: TrainConfig, placement, checkpoint, train_tokenizer) -> _Run:
+def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_counts: Path) -> _Run:
     """The tokenizer, model, optimizer, schedule and batches of a run, restored from ``checkpoint`` if any;
     the main rank writes RUN/config.json."""
     run_dir = Path(config.out)
@@ -350,8 +357,7 @@ def _start(config: TrainConfig, placement, checkpoint, train_tokenizer) -> _Run:
     optimizer, scheduler = make_optimizer(model, config, placement.device)
     batches = TrainingBatches(
         config.data, seq_len=config.train_length, batch_size=config.batch_size, seed=config.seed,
-        tokenizer=tokenizer, rank=placement.rank, world_size=placement.world_size,
-        token_counts=run_dir / TOKEN_COUNTS_NAME,
+        tokenizer=tokenizer, rank=placement.rank, world_size=placement.world_size, token_counts=token_counts,
     )  # fmt: skip
     start_step = (
         0 if checkpoint is None else restore(checkpoint, model, optimizer, scheduler, batches, placement)

@@ -50,6 +50,11 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
     )
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
+    # the text is tokenized on the fly: the records' token counts are kept once, for every run
+    counts = json.loads((out / "token_counts.json").read_text())
+    train_shards = json.loads((data / "manifest.json").read_text())["splits"]["train"]
+    assert sorted(counts["counts"]) == sorted(shard["sha256"] for shard in train_shards)
+    assert not list((out / "runs").glob("*/*/token_counts.json"))
     for name in FILES[5:]:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader((out / "results.csv").open()))
