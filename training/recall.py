@@ -126,10 +126,22 @@ def value_tokens(offsets: Sequence[tuple[int, int]], start: int, end: int) -> tu
 
 def substitute(text: str, value: str, kind: str, pool: dict[str, list[str]], key: str) -> str | None:
     """Another value of ``kind`` that ``text`` does not contain, picked by ``key`` (stable across runs)."""
-    candidates = [v for v in pool.get(kind, []) if v.lower() != value.lower() and not occurrences(text, v)]
+    lowered = text.lower() if text.isascii() else None
+    candidates = [
+        v for v in pool.get(kind, []) if v.lower() != value.lower() and not _occurs(text, lowered, v)
+    ]
     if not candidates:
         return None
     return candidates[zlib.crc32(f"{key}\0{value}".encode()) % len(candidates)]
+
+
+def _occurs(text: str, lowered: str | None, value: str) -> bool:
+    """Whether ``value`` occurs in ``text`` (``occurrences``). ``lowered``: ``text.lower()`` when ``text`` is
+    ASCII, where an ASCII value that is not a substring of it occurs nowhere, in any case (a quick test that
+    spares the regular expression's scan of the whole text for most values)."""
+    if lowered is not None and value.isascii() and value.lower() not in lowered:
+        return False
+    return bool(occurrences(text, value))
 
 
 def document_recalls(

@@ -19,6 +19,7 @@ from ltsgen.training.recall import (
     planted_facts,
     recall_scores,
     recall_set,
+    substitute,
     top1_correct,
     value_pool,
     value_tokens,
@@ -116,6 +117,18 @@ def test_a_recall_without_a_substitute_is_counted_not_scored():
     other = {"facts": [planted(GARDEN, "secret word", "Zeekin", [True, False, True])]}
     pool = value_pool({"river": meta, "garden": other})
     assert document_recalls("river", text, meta, word_encode, pool, 100).without_control == [21]
+
+
+def test_a_substitute_is_a_value_the_text_holds_in_no_case_ascii_or_not():
+    pool = {"name": ["Anna", "Bo", "Cara", "Dot", "Ève", "Kim"]}
+    for text in (
+        "anna and BO went out. Cara's cat.",
+        "Ève and ANNA and bo. Dotty met kIM.",
+        "Eve met a Dot and Annabel.",
+    ):
+        expected = [v for v in pool["name"] if v != "Kim" and not occurrences(text, v)]  # the regex alone
+        picked = {substitute(text, "Kim", "name", pool, key) for key in map(str, range(200))}
+        assert picked == set(expected) or (not expected and picked == {None}), (text, picked)
 
 
 def test_value_tokens_include_tokens_that_span_the_value_boundary():
