@@ -107,19 +107,17 @@ class RowGroupTokens(TokenColumn):
         fetch: Callable[[list[int]], None] | None = None,
     ) -> None:
         super().__init__(np.empty(int(offsets[-1]), dtype), offsets)
-        metadata = parquet.metadata
-        counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._group_starts = _row_group_starts(parquet)
         if self._group_starts[-1] != len(offsets) - 1:
             raise LoaderError(
                 f"{where}: {len(offsets) - 1} token counts for {self._group_starts[-1]} records"
             )
-        self._loaded = np.zeros(len(counts), dtype=bool)
+        self._loaded = np.zeros(len(self._group_starts) - 1, dtype=bool)
         self._parquet = parquet
         self._check, self._fetch = check, fetch
         self._lock = threading.Lock()
         self._where = where
-        self.complete = not counts  # every id decoded
+        self.complete = not len(self._loaded)  # every id decoded
 
     @property
     def decoded_groups(self) -> int:
@@ -162,11 +160,7 @@ class RowGroupTokens(TokenColumn):
             where = f"{self._where}: row group {group}"
             if self._check is not None:
                 self._check(group)
-            try:
-                table = self._parquet.read_row_group(group, columns=["input_ids"], use_threads=False)
-            except Exception as error:  # pyarrow's own error on corrupt bytes
-                raise LoaderError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
-            decoded = _arrow_token_column(table.column(0), where)
+            decoded = _arrow_token_column(_read_row_group(self._parquet, group, "input_ids", where), where)
             lo, hi = int(self._group_starts[group]), int(self._group_starts[group + 1])
             start, stop = int(self.offsets[lo]), int(self.offsets[hi])
             if len(decoded) != hi - lo or not np.array_equal(
@@ -194,10 +188,8 @@ class RowGroupTexts(Sequence[str]):
     """
 
     def __init__(self, parquet, where: str) -> None:
-        metadata = parquet.metadata
-        counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        self._group_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self._groups: list[list[str | None] | None] = [None] * len(counts)
+        self._group_starts = _row_group_starts(parquet)
+        self._groups: list[list[str | None] | None] = [None] * (len(self._group_starts) - 1)
         self._parquet, self._where = parquet, where
         self._lock = threading.Lock()
         self.on_decode: Callable[[list, int], None] | None = None
@@ -227,17 +219,28 @@ class RowGroupTexts(Sequence[str]):
         with self._lock:
             if self._groups[group] is None:
                 where = f"{self._where}: row group {group}"
-                try:
-                    table = self._parquet.read_row_group(group, columns=["text"], use_threads=False)
-                except Exception as error:  # pyarrow's own error on corrupt bytes
-                    raise LoaderError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
-                decoded = table.column(0).to_pylist()
+                decoded = _read_row_group(self._parquet, group, "text", where).to_pylist()
                 if self.on_decode is not None:
                     self.on_decode(decoded, int(self._group_starts[group]))
                 self._groups[group] = decoded
                 if all(texts is not None for texts in self._groups):
                     self._parquet = None  # and with it the shard's bytes
             return self._groups[group]
+
+
+def _row_group_starts(parquet) -> np.ndarray:
+    """The first record of each row group of a ``pyarrow.parquet.ParquetFile``, then its record count."""
+    metadata = parquet.metadata
+    counts = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def _read_row_group(parquet, group: int, column: str, where: str):
+    """One column of one row group (a chunked array); one line naming ``where`` on corrupt bytes."""
+    try:
+        return parquet.read_row_group(group, columns=[column], use_threads=False).column(0)
+    except Exception as error:  # pyarrow's own error on corrupt bytes
+        raise LoaderError(f"{where}: corrupt parquet ({type(error).__name__}: {error})") from None
 
 
 @dataclass
