@@ -1,11 +1,12 @@
 """Train every encoding alike at each training length and seed, evaluate each, write the report.
 
-OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs, and so is OUT/token_counts.json
-(the records' token counts, when the text is tokenized on the fly: the split is counted once, not in every
-run); OUT/runs/T<length>-seed<s>/ holds one folder per encoding. RoPE, RoPE-PI and YaRN train the same model (RoPE at factor 1), so the family
-is trained once, as ``rope``, and its weights are evaluated under each scaling (zero-shot). With
-``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from those weights at each evaluation length beyond
-the training length (factor = length / training length), as their papers do, and evaluated there.
+OUT/compare.json fixes the settings; OUT/tokenizer.json is shared by all runs, and so is
+OUT/token_counts.json (the records' token counts, when the text is tokenized on the fly: the split is counted
+once, not in every run); OUT/runs/T<length>-seed<s>/ holds one folder per encoding. RoPE, RoPE-PI and YaRN
+train the same model (RoPE at factor 1), so the family is trained once, as ``rope``, and its weights are
+evaluated under each scaling (zero-shot). With ``finetune_steps``, RoPE-PI and YaRN are also fine-tuned from
+those weights at each evaluation length beyond the training length (factor = length / training length), as
+their papers do, and evaluated there.
 
 Runs are picklable ``RunSpec``s processed by the top-level ``run_job``, dispatched through an ``Engine``
 (``ltsgen.engines``: this process, a local process pool or Ray tasks), as the builders' jobs are. A rerun skips what is finished and resumes
