@@ -137,9 +137,11 @@ def mid_epoch_state(system: str, directory: Path, tokenizer: Path) -> dict:
         state = dataset.state_dict()
         state["samples_consumed"] = (dataset.num_batches // 2) * BATCH
         return state
+    from ltsgen.loaders.contract import read_manifest
+
     stream = hf_stream(directory, tokenizer)
     rows = iter(stream)
-    for _ in range(len(texts_of(directory)) // 2):
+    for _ in range(sum(shard.samples for shard in read_manifest(directory).shards("train")) // 2):
         next(rows)
     return stream.state_dict()
 
