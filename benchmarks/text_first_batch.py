@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 SEQ_LEN = 512
 BATCH = 8
 VOCAB = 4096
@@ -205,14 +207,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as temp:
         root = args.data or Path(temp)
         root.mkdir(parents=True, exist_ok=True)
+        print("building the two datasets, the tokenizer and the mid-epoch states ...", flush=True)
         datasets = prepare(root, args.small, args.large)
+        runs = [(size, directory, system, resumed) for size, directory in datasets.items()
+                for system in SYSTEMS for resumed in (False, True)]  # fmt: skip
         results: dict[tuple, list[dict]] = {}
-        for _ in range(args.repeats):
-            for size, directory in datasets.items():
-                for system in SYSTEMS:
-                    for resumed in (False, True):
-                        done = child(system, directory, root / "tokenizer.json", resumed)
-                        results.setdefault((system, size, resumed), []).append(done)
+        for size, directory, system, resumed in tqdm(
+            runs * args.repeats, desc="first batches", unit="process"
+        ):
+            done = child(system, directory, root / "tokenizer.json", resumed)
+            results.setdefault((system, size, resumed), []).append(done)
     report(results, args)
 
 
