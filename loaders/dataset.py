@@ -398,8 +398,10 @@ class StreamingDataset(IterableDataset):
 
         Args:
             num_workers: DataLoader worker processes; each decodes the windows of the batches it serves.
-            **kwargs: other ``torch.utils.data.DataLoader`` arguments (``pin_memory``, ``timeout``, ...);
-                not ``batch_size`` or ``collate_fn``, which the dataset fixes.
+            **kwargs: other ``torch.utils.data.DataLoader`` arguments (``pin_memory``, ``timeout``,
+                ``prefetch_factor``: runs of batches requested ahead of each worker, by default about 8M
+                tokens' worth with 2 or more packing workers); not ``batch_size`` or ``collate_fn``, which
+                the dataset fixes.
 
         Returns:
             A ``StreamingLoader``: batches ``{"input_ids": LongTensor[batch_size, seq_len + 1]}`` when

@@ -15,6 +15,10 @@ from .formats import import_decoders
 from .order import window_groups, window_runs, worker_runs
 
 RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
+# packed tokens each of several workers may have made ahead of the main process (its runs in flight, as the
+# default prefetch_factor): about a shuffle window of 1,024-token blocks, so that a worker goes on with its
+# next window while the main process hands out another worker's (16 MB of uint16 ids)
+IN_FLIGHT_TOKENS = 1 << 23
 
 
 class _Batches(IterableDataset):
@@ -100,12 +104,15 @@ class _WorkerFailure:
 class StreamingLoader(DataLoader):
     """The DataLoader of ``StreamingDataset.loader()``: whole batches in global order for any worker count.
 
-    Workers send compact arrays through the pipe (no shared-memory segment per batch), in runs of
-    consecutive batches (one message per run), and the LongTensors are made here. Each batch carries its
-    global index: batches that come before their turn (a worker serving a later window) wait here, at most
-    about a window per worker, and the dataset in this process always stands after the last batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a
-    state taken with any world size or worker count (the global batch size must be the same). Workers start
-    from the dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
+    Workers send compact arrays through the pipe (no shared-memory segment per batch), in runs of consecutive
+    batches (one message per run), and the LongTensors are made here. When several workers pack, each may have
+    ``IN_FLIGHT_TOKENS`` tokens of runs made ahead (the default ``prefetch_factor``); one worker, which serves
+    every window, and records, whose sizes are not known ahead, keep the DataLoader's default of 2 runs. Each
+    batch carries its global index: batches that come before their turn (a worker serving a later window) wait
+    here, at most about a window per worker, and the dataset in this process always stands after the last
+    batch yielded: ``state_dict()`` is exact at any moment, and ``load_state_dict()`` accepts a state taken
+    with any world size or worker count (the global batch size must be the same). Workers start from the
+    dataset's position at each ``iter()``, which is why ``persistent_workers`` is refused.
     """
 
     def __init__(self, dataset: IterableDataset, num_workers: int = 0, **kwargs: Any) -> None:
@@ -117,9 +124,11 @@ class StreamingLoader(DataLoader):
                 f"StreamingDataset.loader() does not take {fixed[0]}: the dataset makes whole batches of its "
                 "own batch_size, and workers start from its position at each iter()"
             )
-        super().__init__(
-            _Batches(dataset), batch_size=None, num_workers=num_workers, collate_fn=_as_made, **kwargs
-        )
+        batches = _Batches(dataset)
+        if num_workers > 1 and dataset.seq_len is not None:
+            run_tokens = batches.longest * dataset.batch_size * (dataset.seq_len + 1)
+            kwargs.setdefault("prefetch_factor", max(2, IN_FLIGHT_TOKENS // run_tokens))
+        super().__init__(batches, batch_size=None, num_workers=num_workers, collate_fn=_as_made, **kwargs)
         self.streaming = dataset
 
     def __iter__(self):

@@ -18,6 +18,8 @@ from loader_fixtures import make_dataset, subprocess_env
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import StreamingDataset, collate_records
+from ltsgen.loaders import loader as loader_module
+from ltsgen.loaders.loader import IN_FLIGHT_TOKENS, RUN_ITEMS
 from ltsgen.loaders.order import window_groups
 from ltsgen.loaders.reader import decoding_threads
 
@@ -251,6 +253,28 @@ def test_loader_refuses_what_would_break_its_order(parquet_dir):
     for options in ({"batch_size": 4}, {"collate_fn": list}, {"num_workers": 1, "persistent_workers": True}):
         with pytest.raises(UsageError, match="does not take"):
             dataset.loader(**options)
+
+
+def test_packing_workers_have_a_bounded_number_of_tokens_made_ahead(parquet_dir, monkeypatch):
+    """Each of several packing workers may have IN_FLIGHT_TOKENS tokens of runs requested ahead (the default
+    prefetch_factor, at least the DataLoader's 2); the caller's value wins; one worker and records keep
+    the DataLoader's default."""
+    packed = StreamingDataset(parquet_dir, batch_size=2, seq_len=7)
+    assert packed.loader(num_workers=2).prefetch_factor == IN_FLIGHT_TOKENS // (RUN_ITEMS * 8) > 2
+    assert packed.loader(num_workers=2, prefetch_factor=3).prefetch_factor == 3
+    assert packed.loader().prefetch_factor is None  # no workers: nothing is made ahead
+    assert packed.loader(num_workers=1).prefetch_factor == 2
+    assert StreamingDataset(parquet_dir, batch_size=2).loader(num_workers=2).prefetch_factor == 2
+
+    def epoch(**options) -> list[tuple]:
+        return [
+            key(batch) for batch in StreamingDataset(parquet_dir, batch_size=2, seq_len=7).loader(**options)
+        ]
+
+    ahead = epoch(num_workers=2)
+    assert ahead == epoch(num_workers=2, prefetch_factor=2) == epoch() and len(ahead) == packed.num_batches
+    monkeypatch.setattr(loader_module, "IN_FLIGHT_TOKENS", RUN_ITEMS * 8 - 1)  # less than one run: the floor
+    assert packed.loader(num_workers=2).prefetch_factor == 2
 
 
 def test_making_and_iterating_a_loader_warns_nothing(parquet_dir):
