@@ -16,8 +16,8 @@ from .order import window_groups, window_runs, worker_runs
 
 RUN_ITEMS = 256  # the most items (blocks or records) a worker sends in one message: 32 batches of 8
 # packed tokens each of several workers may have made ahead of the main process (its runs in flight, as the
-# default prefetch_factor): about a shuffle window of 1,024-token blocks, so that a worker goes on with its
-# next window while the main process hands out another worker's (16 MB of uint16 ids)
+# default prefetch_factor), so that a worker goes on with its next window while the main process hands out
+# another worker's: 16 MB of uint16 ids, 31 runs of [8, 1025] blocks (measured: 16 to 64 such runs alike)
 IN_FLIGHT_TOKENS = 1 << 23
 
 
