@@ -523,7 +523,8 @@ class StreamingDataset(IterableDataset):
         if shard not in self._shard_tokens:  # untokenized data: tokenize once to count, a window at a time
             reader = self._process_state().reader
             missing = [i for i in range(len(self.shards)) if i not in self._shard_tokens]
-            for column_of in map(reader.get, _chunks(missing, self.shuffle_window)):
+            chunks = _chunks(missing, self.shuffle_window)  # each counted whole: remote shards fetched whole
+            for column_of in (reader.get(chunk, by_range=False) for chunk in chunks):
                 for index, column in column_of.items():  # None: skipped as corrupt, adds nothing
                     self._shard_tokens[index] = 0 if column is None else int(column.offsets[-1]) + len(column)
                     sha256 = self.shards[index].sha256

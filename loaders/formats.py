@@ -181,16 +181,17 @@ class RowGroupTokens(TokenColumn):
 class RowGroupTexts(Sequence[str]):
     """The ``text`` column of a parquet shard, decoded a row group at a time when one of its rows is read.
 
-    For bytes already checked against their sha256: a window's first batch of text tokenized on the fly
-    decodes the row groups its few documents live in, not its shards whole. ``on_decode`` (optional) is
-    called with each row group's texts and its first row as it is decoded, before any is returned. Safe to
-    use from several threads.
+    A window's first batch of text tokenized on the fly decodes the row groups its few documents live in,
+    not its shards whole. For bytes already checked against their sha256, or with ``check(group)`` (as in
+    ``RowGroupTokens``), which reads a row group's bytes and checks them just before it is decoded.
+    ``on_decode`` (optional) is called with each row group's texts and its first row as it is decoded,
+    before any is returned. Safe to use from several threads.
     """
 
-    def __init__(self, parquet, where: str) -> None:
+    def __init__(self, parquet, where: str, check: Callable[[int], None] | None = None) -> None:
         self._group_starts = _row_group_starts(parquet)
         self._groups: list[list[str | None] | None] = [None] * (len(self._group_starts) - 1)
-        self._parquet, self._where = parquet, where
+        self._parquet, self._where, self._check = parquet, where, check
         self._lock = threading.Lock()
         self.on_decode: Callable[[list, int], None] | None = None
 
@@ -219,12 +220,14 @@ class RowGroupTexts(Sequence[str]):
         with self._lock:
             if self._groups[group] is None:
                 where = f"{self._where}: row group {group}"
+                if self._check is not None:
+                    self._check(group)
                 decoded = _read_row_group(self._parquet, group, "text", where).to_pylist()
                 if self.on_decode is not None:
                     self.on_decode(decoded, int(self._group_starts[group]))
                 self._groups[group] = decoded
                 if all(texts is not None for texts in self._groups):
-                    self._parquet = None  # and with it the shard's bytes
+                    self._parquet = self._check = None  # and with them the shard's bytes
             return self._groups[group]
 
 

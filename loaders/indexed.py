@@ -19,7 +19,7 @@ import numpy as np
 
 from .contract import ROW_GROUP_INDEX_KEY
 from .errors import LoaderError
-from .formats import RowGroupTokens, ids_dtype
+from .formats import RowGroupTexts, RowGroupTokens, ids_dtype
 
 # A request to an object store costs about as long as a few MiB take to arrive, so a remote shard is read
 # in few requests: its last TAIL_READ bytes at once (the footer, and a whole shard up to this size), then
@@ -197,7 +197,8 @@ class ShardBytes:
 
 
 class IndexedParquet:
-    """The lazily decoded ``input_ids`` of a parquet shard whose footer lists its row groups' sha256.
+    """The lazily decoded ``input_ids`` or ``text`` of a parquet shard whose footer lists its row groups'
+    sha256.
 
     Opening reads the footer and checks it against the manifest's ``footer_sha256``; each row group's bytes
     are then read and checked against the footer's sha256 for it just before they are decoded. A first
@@ -240,6 +241,12 @@ class IndexedParquet:
         offsets = np.zeros(self.num_rows + 1, dtype=np.int64)
         np.cumsum(self.index.num_tokens, out=offsets[1:])
         return RowGroupTokens(self.parquet, offsets, dtype, self.where, self._check, self.fetch)
+
+    def texts(self) -> RowGroupTexts:
+        """The ``text`` column, each row group checked when it is decoded."""
+        if "text" not in self.parquet.schema_arrow.names:
+            raise LoaderError(f"{self.where}: no text column")
+        return RowGroupTexts(self.parquet, self.where, self._check)
 
     def fetch(self, groups: list[int]) -> None:
         """Read the bytes of row groups ``groups`` of a remote shard at once (``ShardBytes.fetch``), ahead

@@ -183,12 +183,13 @@ class ShardReader:
 
     def _by_row_group(self, index: int, where: str, lazy: bool, by_range: bool) -> ShardColumns:
         """A parquet shard checked by its footer and its row groups (``IndexedParquet``): when its packed
-        ids are decoded lazily (a window's first batches) only the row groups decoded are read and checked,
-        otherwise every row group is checked first (also with ``on_error="skip"``: which shards are skipped
-        changes a window's layout). A remote shard is read by range only for a window's first batches
-        (``by_range``), and fetched whole ahead of later windows, into the node's cache."""
+        ids, or the text tokenized into them, are decoded lazily (a window's first batches) only the row
+        groups decoded are read and checked, otherwise every row group is checked first (also with
+        ``on_error="skip"``: which shards are skipped changes a window's layout). A remote shard is read by
+        range only for a window's first batches (``by_range``), and fetched whole ahead of later windows,
+        into the node's cache."""
         info = self.shards[index]
-        ranged = lazy and self.on_error == "raise" and self.columns == ["input_ids"]
+        ranged = lazy and self.on_error == "raise" and self.columns in (["input_ids"], ["text"])
         path = self._local(info) if ranged else None
         ranges = self._ranges(info) if ranged and by_range and path is None else None
         if path is not None:
@@ -203,6 +204,8 @@ class ShardReader:
         if source.size != info.bytes:
             raise LoaderError(f"{where}: holds {source.size} bytes, the manifest says {info.bytes}")
         indexed = IndexedParquet(source, info.footer_sha256)
+        if ranged and self.columns == ["text"]:
+            return ShardColumns(indexed.num_rows, fields={"text": indexed.texts()})
         if ranged:
             return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
         indexed.check_row_groups()

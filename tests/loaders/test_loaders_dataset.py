@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from http_server import served_folder
 from loader_fixtures import EOS, bpe, document, make_dataset, write_text_dataset
 
 from ltsgen.errors import UsageError
@@ -207,6 +208,41 @@ def test_token_counts_plan_a_later_construction_and_its_first_batch_tokenizes_wh
     assert resumed.tokenizer.encoded == reached(7)  # a resume too tokenizes only what its batch reaches
     again = StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts)
     assert torch.equal(torch.stack([b["input_ids"] for b in again]), torch.stack(expected))
+
+
+def test_a_first_batch_of_text_reads_and_checks_only_the_row_groups_it_reaches(tmp_path):
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts, row_group_rows=2)
+    counts = tmp_path / "token_counts.json"
+    options = dict(seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts)
+    expected = [b["input_ids"] for b in StreamingDataset(directory, **options)]
+    last = directory / "train" / "shard-00002.parquet"  # in the first window, which holds all 3 shards
+    data = bytearray(last.read_bytes())
+    start, stop = row_group_span(pq.ParquetFile(last).metadata, 4)
+    data[stop - 3] ^= 0xFF  # its last row group (documents 28 and 29), same size
+    last.write_bytes(bytes(data))
+    stream = iter(StreamingDataset(directory, **options))
+    assert torch.equal(next(stream)["input_ids"], expected[0])  # its documents 0-1 only: shard 0's group 0
+    with pytest.raises(LoaderError, match=r"shard-00002.parquet: row group 4: sha256 .* does not match"):
+        list(stream)
+
+
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
+def test_text_over_http_counted_or_planned_from_counts_packs_as_the_local_copy(tmp_path):
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    (tmp_path / "data").mkdir()
+    directory = write_text_dataset(tmp_path / "data", tokenizer, texts, row_group_rows=2)
+    counts = tmp_path / "token_counts.json"
+    options = dict(seq_len=15, seed=3, tokenizer=tokenizer)
+    expected = torch.stack(
+        [b["input_ids"] for b in StreamingDataset(directory, **options, token_counts=counts)]
+    )
+    with served_folder(directory) as url:
+        for known in (None, counts):  # the shards counted whole, or read by range for the first batch
+            remote = StreamingDataset(url, **options, token_counts=known)
+            assert torch.equal(torch.stack([b["input_ids"] for b in remote]), expected)
 
 
 def test_text_tokenized_on_the_fly_packs_the_same_with_workers_and_token_counts(tmp_path):

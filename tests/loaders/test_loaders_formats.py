@@ -241,6 +241,23 @@ def test_an_indexed_shard_reads_and_checks_only_its_footer_and_the_row_groups_de
     assert tokens.complete and np.array_equal(tokens.values, eager.values)
 
 
+def test_an_indexed_shards_text_is_read_and_checked_a_row_group_at_a_time(tmp_path):
+    info, path, spans = _indexed_shard(tmp_path)
+    data = bytearray(path.read_bytes())
+    source = ShardBytes(str(path), path=path)
+    texts = IndexedParquet(source, info.footer_sha256).texts()
+    assert len(texts) == 11 and texts.decoded_groups == 0
+    assert texts[4] == "document 4" and texts.decoded_groups == 1
+    buffer = np.asarray(source.buffer)
+    (start, stop), last = spans[1], spans[-1][1]
+    assert not buffer[:start].any() and not buffer[stop:last].any()  # only row group 1 read
+    data[spans[2][1] - 3] ^= 0xFF  # row group 2 changes on disk before it is read
+    path.write_bytes(bytes(data))
+    with pytest.raises(LoaderError, match=r"shard-00000.parquet: row group 2: sha256 .* does not match"):
+        texts[7]
+    assert texts.decoded_groups == 1 and texts[10] == "document 10"  # row group 3 is intact
+
+
 def test_a_remote_shard_requests_the_row_groups_a_decode_needs_at_once_and_checks_each(tmp_path, monkeypatch):
     from ltsgen.loaders import indexed
 

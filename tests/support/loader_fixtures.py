@@ -94,12 +94,15 @@ def bpe(vocab_size: int, texts: list[str]):
     return tokenizer
 
 
-def write_text_dataset(directory: Path, tokenizer, texts: list[str]) -> Path:
+def write_text_dataset(
+    directory: Path, tokenizer, texts: list[str], row_group_rows: int | None = None
+) -> Path:
     """An untokenized dataset of ``texts`` in 3 parquet shards of 10 records, with ``tokenizer`` attached."""
     tokenizer.save(str(directory / "tokenizer.json"))
     infos = []
     for shard in range(3):
-        with ShardWriter(directory, f"train/shard-{shard:05d}.parquet", "parquet") as writer:
+        relpath = f"train/shard-{shard:05d}.parquet"
+        with ShardWriter(directory, relpath, "parquet", row_group_rows=row_group_rows) as writer:
             for i in range(shard * 10, shard * 10 + 10):
                 writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
         infos.append(writer.info)
