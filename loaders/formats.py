@@ -486,7 +486,7 @@ def _tar_members(view: memoryview, where: str) -> Iterator[tuple[str, int, int]]
             if kind == b"x":
                 pax = _pax_records(bytes(content), where)
                 pending_name = pax.get("path", pending_name)
-                pending_size = int(pax["size"]) if "size" in pax else None
+                pending_size = _pax_size(pax["size"], where, pos) if "size" in pax else None
             elif kind == b"L":
                 pending_name = bytes(content).rstrip(b"\0").decode("utf-8")
             continue
@@ -520,15 +520,27 @@ def _tar_name(header: memoryview) -> str:
 
 
 def _pax_records(raw: bytes, where: str) -> dict[str, str]:
+    """The ``key=value`` records of a pax header: each ``"<length> key=value\n"``, its length in bytes."""
     records = {}
     pos = 0
-    while pos < len(raw):
+    while pos < len(raw) and raw[pos]:  # the rest of the block after the last record is NUL
         length_text, _, _ = raw[pos:].partition(b" ")
-        length = int(length_text)
+        length = int(length_text) if length_text.isdigit() else 0
+        if length < len(length_text) + 2 or pos + length > len(raw) or raw[pos + length - 1] != 0x0A:
+            raise LoaderError(
+                f"{where}: corrupt tar pax header (record at byte {pos}: {raw[pos : pos + 20]!r})"
+            )
         key, _, value = raw[pos + len(length_text) + 1 : pos + length - 1].partition(b"=")
         records[key.decode("utf-8")] = value.decode("utf-8")
         pos += length
     return records
+
+
+def _pax_size(value: str, where: str, pos: int) -> int:
+    """A pax header's ``size``: a member's byte count."""
+    if not value.isdigit():
+        raise LoaderError(f"{where}: corrupt tar pax header before byte {pos} (size {value!r})")
+    return int(value)
 
 
 def _check_member_name(name: str, where: str) -> None:

@@ -15,7 +15,11 @@ from types import ModuleType
 
 
 class LtsgenError(Exception):
-    """A failure the user can fix (bad option, file, data or environment); the message is one line."""
+    """A failure the user can fix (bad option, file, data or environment); the message is one line: the
+    line breaks of a cause it quotes (a library's own message) are joined with spaces."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        super().__init__(" ".join(line.strip() for line in str(message).splitlines() if line.strip()), *args)
 
 
 class UsageError(LtsgenError):

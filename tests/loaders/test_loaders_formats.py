@@ -59,6 +59,11 @@ def test_corrupt_shard_bytes_give_an_error_naming_the_shard(dataset, tmp_path):
     broken.write_bytes(bytes(data[: len(data) // 2]))
     with pytest.raises(LoaderError, match=broken.name):
         list(read_shard(broken, fmt))
+    if fmt == "parquet":  # pyarrow's message about these bytes ends in a line break: joined, one line
+        broken.write_bytes(b"PAR1" + b"\0" * 100 + b"PAR1")
+        with pytest.raises(LoaderError, match=rf"^{broken}: corrupt parquet shard \(OSError: .*\)$") as error:
+            list(read_shard(broken, fmt))
+        assert "\n" not in str(error.value)
 
 
 def _tar_with(name: str, kind: bytes = tarfile.REGTYPE) -> bytes:
@@ -88,6 +93,36 @@ def test_tar_members_that_escape_or_link_are_refused(tmp_path, name, kind, messa
     path.write_bytes(_tar_with(name, kind))
     with pytest.raises(LoaderError, match=message):
         list(read_shard(path, "webdataset"))
+
+
+def _tar_with_pax(records: bytes) -> bytes:
+    """A tar whose member k0.txt ("hi") follows a pax header holding ``records`` as written."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo("PaxHeaders/k0.txt")
+        info.type, info.size = tarfile.XHDTYPE, len(records)
+        tar.addfile(info, io.BytesIO(records))
+        info = tarfile.TarInfo("k0.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        (b"13 size=-512\n", r"pax header before byte 1024 \(size '-512'\)"),  # a walk backwards: no end
+        (b"0 path=a\n", r"pax header \(record at byte 0: b'0 path=a\\n'\)"),  # a record going nowhere
+        (b"x path=a.txt\n", r"pax header \(record at byte 0"),
+        (b"99 path=a.txt\n", r"pax header \(record at byte 0"),  # longer than the header
+        (b"14 path=a.txt\n4 ", r"pax header \(record at byte 14"),
+    ],
+)
+def test_a_corrupt_pax_header_is_one_line_naming_the_shard(records, message):
+    with pytest.raises(LoaderError, match=f"^s.tar: corrupt tar {message}"):  # not a walk without end
+        decode_shard(_tar_with_pax(records), "webdataset", "s.tar")
+    shard = decode_shard(_tar_with_pax(b"14 path=a.txt\n"), "webdataset", "s.tar")
+    assert shard.fields == {"id": ["a"], "text": ["hi"]}  # a well-formed pax name is the member's
 
 
 def test_tar_decoding_keeps_no_tracked_object_per_record(tmp_path):
