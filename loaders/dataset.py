@@ -189,7 +189,7 @@ class StreamingDataset(IterableDataset):
         so the packed stream and the state's identity are those of tokenizing the text), or the text,
         tokenized here; and the EOS id between documents."""
         self.tokenized = all(s.tokens is not None for s in self.shards)
-        self._tokenizer = tokenizer
+        self._tokenizer = tokenizer = _as_tokenizer(tokenizer)
         self._tokenizer_digest: str | None = None
         self.eos_id = eos_id
         stored_ids = None if self.seq_len is None or self.tokenized else stored_token_shards(
@@ -293,7 +293,12 @@ class StreamingDataset(IterableDataset):
                 raise LoaderError(
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
-            self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+            try:
+                self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+            except Exception as error:  # not UTF-8, not JSON, not a tokenizer: tokenizers' own Exception
+                raise LoaderError(
+                    f"{location}: not a tokenizer.json ({type(error).__name__}: {error})"
+                ) from None
             self._tokenizer_digest = hashlib.sha256(raw).hexdigest()
         return self._tokenizer
 
@@ -979,6 +984,24 @@ def _check_integer(name: str, value: Any, bits: int) -> None:
     """A one-line ``UsageError`` unless ``value`` is an integer from 0 to ``2**bits - 1``."""
     if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**bits):
         raise UsageError(f"{name} must be an integer from 0 to 2**{bits} - 1, not {value!r}")
+
+
+TOKENIZER_METHODS = ("encode_batch", "token_to_id", "get_vocab_size", "to_str")  # of a tokenizers.Tokenizer
+
+
+def _as_tokenizer(tokenizer: Any) -> Any:
+    """``tokenizer=`` as the loaders use it: None, a path (read when first needed), a ``tokenizers.Tokenizer``
+    (or an object with its methods), or a transformers fast tokenizer's ``backend_tokenizer``."""
+    if tokenizer is None or isinstance(tokenizer, str | os.PathLike):
+        return tokenizer
+    tokenizer = getattr(tokenizer, "backend_tokenizer", None) or tokenizer
+    missing = [name for name in TOKENIZER_METHODS if not callable(getattr(tokenizer, name, None))]
+    if missing:
+        raise UsageError(
+            "tokenizer must be a tokenizers.Tokenizer, a transformers fast tokenizer or the path of a "
+            f"tokenizer.json, not a {type(tokenizer).__name__} (it has no {missing[0]}())"
+        )
+    return tokenizer
 
 
 def _eos_id(tokenizer, where: str) -> int:

@@ -144,6 +144,31 @@ def test_untokenized_data_is_tokenized_on_the_fly_with_the_directorys_tokenizer(
     assert torch.cat([b["input_ids"] for b in dataset]).tolist() == stream[: count * 16]
 
 
+def test_a_tokenizer_that_cannot_be_read_or_used_is_one_line(tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+    expected = torch.stack(
+        [b["input_ids"] for b in StreamingDataset(directory, seq_len=15, tokenizer=tokenizer)]
+    )
+    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer)  # its backend_tokenizer is used
+    assert torch.equal(
+        torch.stack([b["input_ids"] for b in StreamingDataset(directory, seq_len=15, tokenizer=wrapped)]),
+        expected,
+    )
+    for content in (b"", b"not json", b'{"a": 1}', b"\xff\xfe\x00b"):
+        path = tmp_path / "bad.json"
+        path.write_bytes(content)
+        with pytest.raises(LoaderError, match=rf"^{path}: not a tokenizer.json \(\w+: .+\)$"):
+            StreamingDataset(directory, seq_len=15, tokenizer=str(path))
+    with pytest.raises(LoaderError, match=rf"^{tmp_path / 'none.json'}: not found$"):
+        StreamingDataset(directory, seq_len=15, tokenizer=tmp_path / "none.json")
+    with pytest.raises(UsageError, match=r"^tokenizer must be .* not a dict \(it has no encode_batch\(\)\)$"):
+        StreamingDataset(directory, seq_len=15, tokenizer={"vocab": {}})
+
+
 class CountingTokenizer:
     """A tokenizer that counts the texts it encodes in batches (the loader tokenizes a shard at a time)."""
 
