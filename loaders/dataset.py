@@ -820,7 +820,7 @@ class _ProcessState:
             keep=2 * dataset.shuffle_window,
             threads=decoding_threads(dataset.shuffle_window, _processes(), is_remote(dataset.root)),
             lazy=packed,
-            max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else 0,
+            max_text_chars=dataset.max_doc_chars if packed and not dataset.tokenized else None,
         )
 
     def _cached(self, key: tuple[int, int], build: Callable[[], Any]) -> Any:

@@ -62,8 +62,9 @@ class ShardReader:
         threads: decoding threads.
         lazy: decode the token ids of verified parquet shards that ``get`` asks for a row group at a time
             as they are needed (``convert`` then gets a ``RowGroupTokens`` column, completed by ``prefetch``).
-        max_text_chars: refuse a shard with a ``text`` longer than this (0: no limit), before ``convert``
-            (which tokenizes it: about 130 bytes of memory per character).
+        max_text_chars: for text that ``convert`` tokenizes (None: it does not), refuse a shard whose
+            texts are missing or not strings, or longer than this (0: no limit; tokenizing takes about 130
+            bytes of memory per character), before ``convert``.
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class ShardReader:
         keep: int,
         threads: int,
         lazy: bool = False,
-        max_text_chars: int = 0,
+        max_text_chars: int | None = None,
     ) -> None:
         self._fetch, self._where, self._local, self._ranges = fetch, where, local, ranges
         self._by_range: dict[int, ShardBytes] = {}  # remote shards opened by range, to be fetched whole
@@ -170,8 +171,8 @@ class ShardReader:
                 shard = self._decode_bytes(data, where, lazy)
                 del data
             check_counts(shard, info, where)
-            if self.max_text_chars:
-                check_text_lengths(shard, self.max_text_chars, where)
+            if self.max_text_chars is not None:
+                check_texts(shard, self.max_text_chars, where)
             return self.convert(shard, info)
         except StorageError:  # a cache folder that cannot be written: the user's to fix, never a bad shard
             raise
@@ -261,26 +262,33 @@ def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:
         )
 
 
-def check_text_lengths(
+def check_texts(
     shard: ShardColumns,
     limit: int,
     where: str,
     option: str = "max_doc_chars",
     remedy: str = "or store token ids",
 ) -> None:
-    """Refuse a decoded shard with a ``text`` longer than ``limit`` characters (before it is tokenized);
-    texts decoded a row group at a time (``RowGroupTexts``) are checked as each row group is decoded.
+    """Refuse a decoded shard whose text cannot be tokenized: no ``text`` column, a record without a text
+    or with one that is not a string, or (``limit`` > 0) a text longer than ``limit`` characters. Texts
+    decoded a row group at a time (``RowGroupTexts``) are checked as each row group is decoded.
 
     Args:
         shard: the decoded shard.
-        limit: the most characters a text may have.
+        limit: the most characters a text may have (0: no limit).
         where: its path or URL, for the message.
         option: the option that sets ``limit``, and ``remedy`` beside raising it, for the message.
     """
 
     def check(texts: Iterable[str | None], first_row: int) -> None:
         for row, text in enumerate(texts, first_row):
-            if text is not None and len(text) > limit:
+            if not isinstance(text, str):
+                raise LoaderError(
+                    f"{where}: record {row} has no text to tokenize"
+                    if text is None
+                    else f"{where}: record {row}'s text is {type(text).__name__}, not a string"
+                )
+            if limit and len(text) > limit:
                 raise LoaderError(
                     f"{where}: record {row} has {len(text):,} characters, over {option}={limit:,} (tokenizing "
                     f"it takes about {len(text) * 130 / 1e9:.1f} GB; raise {option}, 0 for no limit"
@@ -288,9 +296,11 @@ def check_text_lengths(
                 )
 
     texts = shard.fields.get("text")
+    if texts is None:
+        raise LoaderError(f"{where}: no text to tokenize (the shard has no text field)")
     if isinstance(texts, RowGroupTexts):
         texts.on_decode = check
-    elif texts:
+    else:
         check(texts, 0)
 
 

@@ -36,7 +36,7 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
-from ltsgen.loaders.reader import check_text_lengths
+from ltsgen.loaders.reader import check_texts
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.outputs import (
     LOCK_PATH,
@@ -194,8 +194,7 @@ def _write_token_shard(
         raise LoaderError(f"{where}: sha256 does not match the manifest's (corrupt or changed shard)")
     columns = decode_shard(data, fmt, where, ["id", "text", "source"])
     del data
-    if max_doc_chars:
-        check_text_lengths(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
+    check_texts(columns, max_doc_chars, where, "--max-doc-chars", remedy="")
     values, offsets = encode_arrays(tokenizer, columns.fields["text"])
     relpath = token_shard_path(sha256, shard.path)
     announce(store, relpath)

@@ -4,6 +4,7 @@ and the dataset's own state."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 import shutil
@@ -330,6 +331,44 @@ def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_p
         LoaderError, match=rf"record \d+ tokenizes to \d+ ids, {re.escape(str(counts))} counts \d+$"
     ):
         list(StreamingDataset(directory, seq_len=15, shuffle=False, tokenizer=tokenizer, token_counts=counts))
+
+
+@pytest.mark.parametrize(
+    ("texts", "message"),
+    [
+        ([None, "a dog ran"], "record 0 has no text to tokenize"),
+        ([7, 8], "record 0's text is int, not a string"),
+        (None, r"no text to tokenize \(the shard has no text field\)"),
+    ],
+)
+def test_text_that_cannot_be_tokenized_is_one_line_or_skipped(tmp_path, texts, message):
+    """Shards another writer made (ltsgen's own refuses such records): the text tokenized on the fly is
+    checked before it is tokenized, a row group at a time as it is decoded."""
+    import pyarrow as pa
+
+    good = story_texts(20)
+    tokenizer = bpe(300, good)
+    directory = write_text_dataset(tmp_path, tokenizer, good + ["x"] * 10)
+    manifest = read_manifest(directory)
+    bad = manifest.splits["train"][2]
+    columns = {"id": [f"b{i}" for i in range(10)], "source": ["lts"] * 10, "num_words": [1] * 10}
+    if texts is not None:
+        columns["text"] = texts * 5
+    pq.write_table(pa.table(columns), directory / bad.path)
+    data = (directory / bad.path).read_bytes()
+    manifest.splits["train"][2] = dataclasses.replace(
+        bad, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data), footer_sha256=None
+    )
+    write_manifest(directory, manifest)
+    with pytest.raises(LoaderError, match=rf"^{directory / bad.path}: {message}$"):
+        list(StreamingDataset(directory, seq_len=15, tokenizer=tokenizer))
+    with pytest.warns(UserWarning, match=message):  # the shards are counted at construction
+        skipping = StreamingDataset(
+            directory, seq_len=15, tokenizer=tokenizer, on_error="skip", shuffle=False
+        )
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    stream = [t for text in good for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]
+    assert torch.cat([b["input_ids"] for b in skipping]).tolist() == stream[: len(stream) // 16 * 16]
 
 
 def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):

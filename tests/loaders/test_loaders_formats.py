@@ -19,7 +19,7 @@ from ltsgen.loaders import LoaderError, StreamingDataset, read_shard
 from ltsgen.loaders.contract import FORMATS, read_manifest
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.indexed import IndexedParquet, ShardBytes, row_group_span
-from ltsgen.loaders.reader import check_text_lengths
+from ltsgen.loaders.reader import check_texts
 from ltsgen.loaders.sources import join
 
 
@@ -239,12 +239,12 @@ def test_parquet_text_decodes_by_row_group_as_rows_are_read_and_is_checked_as_it
     with pytest.raises(IndexError):
         lazy[11]
     shard = decode_shard(data, "parquet", "s", ["text"], lazy_text=True)
-    check_text_lengths(shard, 10, "s")  # "document 10" alone is over: found when its row group is read
+    check_texts(shard, 10, "s")  # "document 10" alone is over: found when its row group is read
     assert shard.fields["text"][4] == "document 4"
     with pytest.raises(LoaderError, match=r"^s: record 10 has 11 characters, over max_doc_chars=10 "):
         shard.fields["text"][9]
     with pytest.raises(LoaderError, match="record 10 has 11 characters"):
-        check_text_lengths(decode_shard(data, "parquet", "s", ["text"]), 10, "s")
+        check_texts(decode_shard(data, "parquet", "s", ["text"]), 10, "s")
 
 
 def _indexed_shard(tmp_path, lengths=None):
