@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -694,6 +694,18 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
     yield b"".join(parts)
 
 
+def _json_ids(value: Any, where: str, number: int) -> np.ndarray:
+    """A JSON line's ``input_ids``: a list of integer ids below 2**32 (no float, string or bool passes)."""
+    ids = np.asarray(value)
+    if not ids.size:
+        return np.zeros(0, dtype=np.uint32)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= 2**32:
+        raise LoaderError(
+            f"{where}: line {number}: input_ids must be a list of integer ids in 0..{2**32 - 1}"
+        )
+    return ids.astype(np.uint32)
+
+
 def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> ShardColumns:
     """A jsonl.zst shard, line by line: only the ``wanted`` fields of each record are kept."""
     fields: dict[str, list] = {}
@@ -713,9 +725,7 @@ def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> Shard
         for name, values in fields.items():
             values.append(row.get(name))
         if keep_ids:
-            ids.append(
-                None if row.get("input_ids") is None else np.asarray(row["input_ids"], dtype=np.uint32)
-            )
+            ids.append(None if row.get("input_ids") is None else _json_ids(row["input_ids"], where, number))
         rows += 1
     shard = ShardColumns(rows)
     shard.fields = {name: fields[name] for name in sorted(fields)}

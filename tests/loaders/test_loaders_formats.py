@@ -95,6 +95,21 @@ def test_tar_members_that_escape_or_link_are_refused(tmp_path, name, kind, messa
         list(read_shard(path, "webdataset"))
 
 
+@pytest.mark.parametrize(
+    "ids", ["[1.7, 2.2]", '["5", "6"]', "[true, false]", "[-1, 2]", "[4294967296]", "[[1], [2]]"]
+)
+def test_jsonl_input_ids_that_are_not_integer_ids_are_refused(ids):
+    import zstandard
+
+    lines = ['{"id": "a", "text": "x", "source": "s", "input_ids": [1, 2]}',
+             f'{{"id": "b", "text": "y", "source": "s", "input_ids": {ids}}}']  # fmt: skip
+    data = zstandard.ZstdCompressor().compress("\n".join(lines).encode())
+    with pytest.raises(LoaderError, match=r"^s.jsonl.zst: line 2: input_ids must be a list of integer ids"):
+        decode_shard(data, "jsonl.zst", "s.jsonl.zst")
+    good = zstandard.ZstdCompressor().compress("\n".join([lines[0], lines[0].replace('"a"', '"b"')]).encode())
+    assert decode_shard(good, "jsonl.zst", "s.jsonl.zst").tokens[1].tolist() == [1, 2]
+
+
 def _tar_with_pax(records: bytes) -> bytes:
     """A tar whose member k0.txt ("hi") follows a pax header holding ``records`` as written."""
     buffer = io.BytesIO()
