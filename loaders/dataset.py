@@ -732,7 +732,7 @@ class StreamingMixture(StreamingDataset):
                              remainder=remainder, **(options if is_remote(root) else local))
             for index, root in enumerate(roots)
         ]  # fmt: skip
-        self.mixture = Mixture(sources, roots, weights, options.get("tokenizer"))
+        self.mixture = Mixture(sources, roots, weights)
         self.sources, first = sources, sources[0]
         self.root = mixture_text(self.mixture.mixture)
         self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle

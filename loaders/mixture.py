@@ -44,7 +44,10 @@ from .sources import join
 
 RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
 LOG = logging.getLogger(__name__)
-_WEIGHT = re.compile(r"^(.*)=\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*$", re.DOTALL)
+# PATH=WEIGHT, the weight any number (a sign, nan and inf included, to be refused as a weight by name)
+_WEIGHT = re.compile(
+    r"^(.*)=\s*([-+]?(?:[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?|nan|inf(?:inity)?))\s*$", re.I | re.S
+)
 
 
 def parse_mixture(text: str) -> str | dict[str, float]:
@@ -71,7 +74,12 @@ def parse_mixture(text: str) -> str | dict[str, float]:
         source = match.group(1).strip()
         if source in mixture:
             raise UsageError(f"--data {text!r}: {source!r} is given twice")
-        mixture[source] = float(match.group(2))
+        weight = float(match.group(2))
+        if not 0 < weight < math.inf:
+            raise UsageError(
+                f"--data {text!r}: the weight of {source!r}, {match.group(2)}, is not a positive number"
+            )
+        mixture[source] = weight
     return mixture
 
 
@@ -169,14 +177,13 @@ class Mixture:
         sources: one ``StreamingDataset`` per source (rank 0 of world size 1, batch size 1), read through its
             own order.
         roots: the sources' paths or URLs, as given.
-        weights: their integer weights (``resolve_weights``).
-        tokenizer: the tokenizer the sources were given, if any (packed sources must share one).
+        weights: their integer weights (``resolve_weights``); packed sources must share one tokenizer.
     """
 
-    def __init__(self, sources: list, roots: list[str], weights: list[int], tokenizer: Any = None) -> None:
+    def __init__(self, sources: list, roots: list[str], weights: list[int]) -> None:
         self.sources = sources
         if sources[0].seq_len is not None:
-            _check_shared_tokenizer(sources, tokenizer)
+            _check_shared_tokenizer(sources)
         self.mixture = [[root, w] for root, w in zip(roots, weights, strict=True)]
         self.schedule = Schedule(weights)
         self.epoch_items = sum(source.plans[0].total for source in sources)
@@ -267,17 +274,17 @@ def _unrecorded_tokenizer(source: Any, stored: dict[str, Any]) -> str:
     return f"tokenizer sha256 {hashlib.sha256(raw).hexdigest()[:12]}"
 
 
-def _check_shared_tokenizer(sources: list, given: Any) -> None:
-    """Refuse to pack sources whose token ids come from different tokenizers, naming two of them."""
+def _check_shared_tokenizer(sources: list) -> None:
+    """Refuse to pack sources whose token ids come from different tokenizers, naming two of them: each
+    source's is the sha256 of the tokenizer that tokenizes its text (the given one, or its own), or of the
+    one its stored ids were made with."""
     identities = []
     for source in sources:
-        stored = source.manifest.tokenizer or {}
-        if given is not None and (not source.tokenized or source.reads_stored_ids):  # stored: of the given
-            identity = "the given tokenizer"
-        elif stored.get("sha256"):
-            identity = f"tokenizer sha256 {stored['sha256'][:12]}"
+        sha256 = source._tokenizer_sha256()
+        if sha256:
+            identity = f"tokenizer sha256 {sha256[:12]}"
         else:
-            identity = _unrecorded_tokenizer(source, stored)
+            identity = _unrecorded_tokenizer(source, source.manifest.tokenizer or {})
         identities.append(f"{identity}, EOS {source.eos_id}")
     for source, identity in zip(sources[1:], identities[1:], strict=True):
         if identity != identities[0]:

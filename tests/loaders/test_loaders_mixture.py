@@ -3,6 +3,7 @@ count or rank split, exact and elastic resume, the state's identity and the shar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import pickle
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from loader_fixtures import make_dataset
+from loader_fixtures import bpe, make_dataset, write_text_dataset
 
 from ltsgen.errors import UsageError
 from ltsgen.loaders import LoaderError, StreamingDataset, StreamingMixture, parse_mixture
@@ -214,6 +215,22 @@ def test_packing_refuses_sources_tokenized_differently_naming_both(sources, tmp_
         StreamingDataset({a: 1, str(unrecorded[0]): 1}, seq_len=4)
 
 
+def test_text_and_ids_of_the_same_tokenizer_pack_together_whichever_gives_it(tmp_path):
+    texts = [f"story {i}: " + "the cat sat on the mat " * (1 + i % 3) for i in range(30)]
+    tokenizer = bpe(300, texts)
+    (tmp_path / "text").mkdir()
+    text = str(write_text_dataset(tmp_path / "text", tokenizer, texts))
+    sha256 = hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest()
+    ids = str(make_dataset(tmp_path / "ids", [10, 10], tokenizer_sha256=sha256))
+    for given in (None, tokenizer, f"{text}/tokenizer.json"):  # its own, the object, the file
+        assert len(StreamingDataset({text: 1, ids: 1}, seq_len=7, tokenizer=given)) > 0
+    other = bpe(300, ["a story of another tokenizer"])
+    with pytest.raises(
+        LoaderError, match=rf"one tokenizer: {text} has tokenizer sha256 \w{{12}}, EOS 0, {ids} has "
+    ):
+        StreamingDataset({text: 1, ids: 1}, seq_len=7, tokenizer=other)
+
+
 def test_mixture_options_and_the_cli_form_are_checked(sources):
     a, b = sources
     assert parse_mixture("data/lts") == "data/lts"
@@ -222,7 +239,13 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
     (Path(a).parent / "runs=1").mkdir(exist_ok=True)
     assert parse_mixture(str(Path(a).parent / "runs=1")) == str(Path(a).parent / "runs=1")  # a folder's name
     assert parse_mixture("lts=0.7, s3://bucket/c4=buckets=0.3") == {"lts": 0.7, "s3://bucket/c4=buckets": 0.3}
-    for text, problem in (("lts=0.7,c4", "'c4' is not PATH=WEIGHT"), ("a=1,a=2", "'a' is given twice")):
+    for text, problem in (
+        ("lts=0.7,c4", "'c4' is not PATH=WEIGHT"),
+        ("a=1,a=2", "'a' is given twice"),
+        ("a=-1,b=2", "the weight of 'a', -1, is not a positive number"),
+        ("a=1,b=nan", "the weight of 'b', nan, is not a positive number"),
+        ("a=0,b=1", "the weight of 'a', 0, is not a positive number"),
+    ):
         with pytest.raises(UsageError, match=problem):
             parse_mixture(text)
     for proportions in ({a: 0, b: 1}, {a: -1, b: 1}, {a: float("nan"), b: 1}):
