@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .base import PositionEncoding, distance_bias
+from .base import EncodingError, PositionEncoding, distance_bias
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -16,7 +16,7 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     every other slope of the 2c-head list, so head order is not sorted.
     """
     if num_heads < 1:
-        raise ValueError(f"num_heads must be positive, got {num_heads}")
+        raise EncodingError(f"num_heads must be positive, got {num_heads}")
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .alibi import alibi_slopes
-from .base import PositionEncoding, RotaryTables, distance_bias
+from .base import EncodingError, PositionEncoding, RotaryTables, distance_bias
 from .rotary import rope_inv_freq, rotary_tables
 
 LINEAR_FLOOR = 1e-4
@@ -46,6 +46,8 @@ class APE(PositionEncoding):
         sqrt_init: float = 0.1,
     ):
         super().__init__(num_heads, head_dim)
+        if not (log_init > 0 and sqrt_init > 0):
+            raise EncodingError(f"ape needs log_init > 0 and sqrt_init > 0, got {log_init} and {sqrt_init}")
         self.base = base
         self.register_buffer("inv_freq", rope_inv_freq(head_dim, base).float(), persistent=False)
         self.log_frequency_scale = nn.Parameter(torch.zeros(num_heads, head_dim // 2))

@@ -43,7 +43,7 @@ class PositionEncoding(nn.Module):
     def __init__(self, num_heads: int, head_dim: int):
         super().__init__()
         if num_heads < 1 or head_dim < 1:
-            raise ValueError(f"num_heads and head_dim must be positive, got {num_heads} and {head_dim}")
+            raise EncodingError(f"num_heads and head_dim must be positive, got {num_heads} and {head_dim}")
         self.num_heads = num_heads
         self.head_dim = head_dim
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from .base import PositionEncoding, distance_bias
+from .base import EncodingError, PositionEncoding, distance_bias
 
 EPS = 1e-6
 #: Query-key pairs per chunk in the per-pair path; bounds its intermediates.
@@ -56,9 +56,13 @@ class FIRE(PositionEncoding):
     ):
         super().__init__(num_heads, head_dim)
         if mlp_layers < 1 or mlp_width < 1:
-            raise ValueError(f"fire needs mlp_layers >= 1 and mlp_width >= 1, got {mlp_layers}, {mlp_width}")
+            raise EncodingError(
+                f"fire needs mlp_layers >= 1 and mlp_width >= 1, got {mlp_layers}, {mlp_width}"
+            )
         if threshold is not None and threshold <= 0:
-            raise ValueError(f"fire threshold must be positive or None, got {threshold}")
+            raise EncodingError(f"fire threshold must be positive or None, got {threshold}")
+        if not c > 0:
+            raise EncodingError(f"fire needs c > 0 (its log transform log(c x + 1)), got {c}")
         self.shared_across_layers = share_across_layers
         layers: list[nn.Module] = []
         width_in = 1

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import PositionEncoding, distance_bias
+from .base import EncodingError, PositionEncoding, distance_bias
 
 MIN_PARAMETER = 0.01
 MAX_POWER = 2.0
@@ -34,7 +34,7 @@ class Kerple(PositionEncoding):
     def __init__(self, num_heads: int, head_dim: int, variant: str = "log"):
         super().__init__(num_heads, head_dim)
         if variant not in self.VARIANTS:
-            raise ValueError(f"kerple variant must be one of {self.VARIANTS}, got {variant!r}")
+            raise EncodingError(f"kerple variant must be one of {self.VARIANTS}, got {variant!r}")
         self.variant = variant
         scale_init, shape_init = (2.0, 1.0) if variant == "log" else (1.0, 2.0)
         self.scale = nn.Parameter(scale_init * torch.rand(num_heads))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Mapping
 
 from ltsgen.errors import did_you_mean
@@ -113,10 +114,12 @@ def training_options(
 
 
 def _typed(name: str, key: str, value: object, default: object) -> object:
-    """``value`` (text from a command line is parsed first) as the type of ``default``; None passes through
-    (it disables FIRE's threshold), and the constructor checks ranges."""
+    """``value`` (text from a command line is parsed first) as the type of ``default``, a finite number; None
+    passes through (it disables FIRE's threshold), and the constructor checks ranges (``EncodingError``)."""
     if isinstance(value, str):
         value = _parse(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise EncodingError(f"{name} option {key}={value!r}: expected a finite number")
     if value is None or default is None:
         return value
     if isinstance(default, float) and type(value) is int:

@@ -11,13 +11,15 @@ from typing import Any
 
 import torch
 
-from .base import PositionEncoding, RotaryTables
+from .base import EncodingError, PositionEncoding, RotaryTables
 
 
 def rope_inv_freq(head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """RoPE frequencies ``base ** (-2t / head_dim)`` for t = 0 .. head_dim/2 - 1, in float64."""
     if head_dim % 2:
-        raise ValueError(f"rotary encodings need an even head_dim, got {head_dim}")
+        raise EncodingError(f"rotary encodings need an even head_dim, got {head_dim}")
+    if not base > 1:
+        raise EncodingError(f"rotary encodings need base > 1, got {base}")
     return 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
 
 
@@ -87,7 +89,7 @@ class _Rescaled(RoPE):
     def __init__(self, num_heads: int, head_dim: int, factor: float, original_length: int, base: float):
         super().__init__(num_heads, head_dim, base)
         if factor <= 0 or original_length < 1:
-            raise ValueError(
+            raise EncodingError(
                 f"{type(self).__name__.lower()} needs factor > 0 and original_length >= 1, got {factor}, {original_length}"
             )
         self.trained_factor = float(factor)
@@ -155,6 +157,8 @@ class YaRN(_Rescaled):
         beta_fast: float = 32.0,
         beta_slow: float = 1.0,
     ):
+        if not 0 < beta_slow < beta_fast:
+            raise EncodingError(f"yarn needs 0 < beta_slow < beta_fast, got {beta_slow} and {beta_fast}")
         self.beta_fast = beta_fast
         self.beta_slow = beta_slow
         super().__init__(num_heads, head_dim, factor, original_length, base)

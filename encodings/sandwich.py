@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import PositionEncoding, distance_bias
+from .base import EncodingError, PositionEncoding, distance_bias
 
 
 class Sandwich(PositionEncoding):
@@ -20,7 +20,9 @@ class Sandwich(PositionEncoding):
         super().__init__(num_heads, head_dim)
         self.dim = head_dim if dim is None else dim
         if self.dim < 2 or self.dim % 2:
-            raise ValueError(f"sandwich dim must be even and >= 2, got {self.dim}")
+            raise EncodingError(f"sandwich dim must be even and >= 2, got {self.dim}")
+        if not base > 1:
+            raise EncodingError(f"sandwich needs base > 1, got {base}")
         frequencies = base ** (-2.0 * torch.arange(1, self.dim // 2 + 1, dtype=torch.float64) / self.dim)
         heads = torch.arange(1, num_heads + 1, dtype=torch.float64)
         self.register_buffer("frequencies", frequencies, persistent=False)

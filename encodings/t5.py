@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import PositionEncoding, distance_bias
+from .base import EncodingError, PositionEncoding, distance_bias
 
 
 def t5_relative_position_bucket(
@@ -39,7 +39,7 @@ class T5Bias(PositionEncoding):
     def __init__(self, num_heads: int, head_dim: int, num_buckets: int = 32, max_distance: int = 128):
         super().__init__(num_heads, head_dim)
         if num_buckets < 2 or max_distance <= num_buckets // 2:
-            raise ValueError(
+            raise EncodingError(
                 f"t5 needs num_buckets >= 2 and max_distance > num_buckets / 2, got {num_buckets}, {max_distance}"
             )
         self.num_buckets = num_buckets

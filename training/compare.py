@@ -255,6 +255,10 @@ def compare(
     train_lengths = sorted(set(train_lengths or [base.train_length]))
     seeds = list(dict.fromkeys(seeds if seeds is not None else [base.seed]))
     _check_options(encodings, base.encoding_options)
+    for encoding in encodings:  # values out of range: refused before anything is written
+        for train_length in train_lengths:
+            options = dict(_options_of(encoding, base))
+            replace(base, encoding=encoding, train_length=train_length, encoding_options=options).check()
     if window_stride < 1:
         raise TrainingError(f"--window-stride must be at least 1 (got {window_stride})")
     settings = {**asdict(base), "encodings": encodings, "train_lengths": train_lengths, "seeds": seeds,

@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from ltsgen.encodings import NAMES, canonical_name, training_options
+from ltsgen.encodings import NAMES, build, canonical_name, training_options
 from ltsgen.loaders.files import atomic_path
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
@@ -163,7 +163,10 @@ class TrainConfig:
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise TrainingError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones
-        self.encoding_options_resolved()  # unknown options and bad values fail here, before any work
+        options = (
+            self.encoding_options_resolved()
+        )  # unknown options and bad values fail here, before any work
+        build(self.encoding, self.n_heads, self.d_model // self.n_heads, **options)  # and values out of range
 
     def encoding_options_resolved(self) -> dict[str, Any]:
         """Every option of the encoding for this training length, defaults included (``encoding_options``

@@ -242,4 +242,10 @@ def test_an_option_no_compared_encoding_has_names_the_closest(data, tmp_path, ca
     assert ltsgen(["compare", "--data", str(data), "--encodings", "alibi", "--encoding-option", "x=1",
                    "--out", str(tmp_path / "cmp"), *TINY]) == 2  # fmt: skip
     assert capsys.readouterr().err.endswith("no compared encoding has such an option; they take no options\n")
+    assert (
+        ltsgen([*args, "--encoding-option", "threshold=0"]) == 2
+    )  # out of range: before anything is written
+    assert (
+        capsys.readouterr().err == "ltsgen compare: error: fire threshold must be positive or None, got 0.0\n"
+    )
     assert not (tmp_path / "cmp").exists()

@@ -211,6 +211,19 @@ def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, c
     assert len(err.splitlines()) == 1 and "--device 'cuda': CUDA is not available" in err
     assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--encoding-option", "width=3"]) == 2
     assert "encoding 'rope' has no option 'width'" in capsys.readouterr().err
+    for encoding, option, problem in (  # values out of range: one line before any work, never a divergence
+        ("fire", "threshold=0", "fire threshold must be positive or None, got 0.0"),
+        ("rope", "base=-1", "rotary encodings need base > 1, got -1.0"),
+        ("rope", "base=nan", "rope option base=nan: expected a finite number"),
+        ("yarn", "beta_fast=-1", "yarn needs 0 < beta_slow < beta_fast, got 1.0 and -1.0"),
+        ("t5", "num_buckets=0", "t5 needs num_buckets >= 2"),
+        ("sandwich", "dim=3", "sandwich dim must be even and >= 2, got 3"),
+        ("ape", "log_init=0", "ape needs log_init > 0 and sqrt_init > 0"),
+    ):
+        command = ["train", "--data", str(tiny_data), "--out", str(run), "--encoding", encoding]
+        assert ltsgen([*command, "--encoding-option", option]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ltsgen train: error: {problem}") and err.count("\n") == 1, err
     assert not run.exists()
 
 
