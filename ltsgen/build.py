@@ -340,6 +340,11 @@ def _refuse(
     if previous == wanted:
         return
     if not overwrite and previous is not None and _holds_shards(store):
+        if "arguments" in previous and previous.get("name") != wanted.get("name"):
+            raise BuildError(  # another builder's: listing how all its arguments differ would say nothing more
+                f"{store}: holds a build of {previous.get('name')}, not of {wanted.get('name')}; use another "
+                "--out, or --overwrite to replace it (removes only the files that build wrote)"
+            )
         raise BuildError(
             f"{store}: holds a build with other arguments ({_difference(previous, wanted)}); rerun with "
             "--overwrite to replace it (removes only the files that build wrote)"
@@ -445,17 +450,37 @@ def _previous_builder(store: Storage) -> dict[str, Any] | None:
     return None
 
 
+DIFFERENCES_SHOWN = 6  # differing arguments named in a refusal; the others counted
+VALUE_CHARS = 60  # characters of one value shown in it
+
+
 def _difference(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """What differs between two builders, in one short line: each value capped (a list of many items,
+    the input files say, shown by its count), and the differences past the first few counted."""
     changes = []
     # name, version and any other part of the identity, then the arguments
     for part in sorted((set(old) | set(new)) - {"arguments"}):
         if old.get(part) != new.get(part):
-            changes.append(f"{part} {old.get(part)} -> {new.get(part)}")
+            changes.append(f"{part} {_shown(old.get(part))} -> {_shown(new.get(part))}")
     old_args, new_args = old.get("arguments") or {}, new.get("arguments") or {}
     for key in sorted(set(old_args) | set(new_args)):
         if old_args.get(key) != new_args.get(key):
-            changes.append(f"{key} {old_args.get(key)} -> {new_args.get(key)}")
+            changes.append(f"{key} {_shown(old_args.get(key))} -> {_shown(new_args.get(key))}")
+    if len(changes) > DIFFERENCES_SHOWN:
+        changes[DIFFERENCES_SHOWN:] = [f"and {len(changes) - DIFFERENCES_SHOWN} more"]
     return ", ".join(changes) or "different builder"
+
+
+def _shown(value: Any) -> str:
+    """A builder value as a refusal shows it: whole when short, else a list or object by its number of items
+    (the input files, say), any other value cut at ``VALUE_CHARS`` characters."""
+    text = str(value)
+    if len(text) <= VALUE_CHARS:
+        return text
+    if isinstance(value, (list, dict)):
+        items = f"{len(value)} {'item' if len(value) == 1 else 'items'}"
+        return f"[{items}]" if isinstance(value, list) else f"{{{items}}}"
+    return text[: VALUE_CHARS - 3] + "..."
 
 
 def finished_manifest(directory: Path | str | Storage, builder: dict[str, Any]) -> Manifest | None:

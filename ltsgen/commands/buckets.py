@@ -6,7 +6,7 @@ import argparse
 import os
 
 from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, reader_options
+from ltsgen.commands.corpus_options import add_reader_arguments, count, reader_options
 from ltsgen.loaders.contract import FORMATS
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
@@ -53,12 +53,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eval-lengths", help="evaluation lengths L, when not the --bucket-lengths")
     parser.add_argument(
         "--eval-sequences",
-        type=int,
+        type=count(0),
         default=100,
         metavar="N",
         help="evaluation sequences per length (0: none)",
     )
-    add_hidden_alias(parser, "--eval-per-length", "eval_sequences", type=int)
+    add_hidden_alias(parser, "--eval-per-length", "eval_sequences", type=count(0))
     parser.add_argument(
         "--eval-concat", action="store_true", help="also write the concatenated-stream evaluation sets"
     )
@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--format", default="parquet", choices=list(FORMATS), help="shard format")
     parser.add_argument(
-        "--shard-tokens", type=int, default=1 << 24, help="at most this many tokens per shard"
+        "--shard-tokens", type=count(1), default=1 << 24, help="at most this many tokens per shard"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
     add_engine_arguments(parser, "tokenizing and shard jobs")
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.input:
         raise UsageError("--input is required (files, folders or globs; dataset names for --source hf)")
-    if (args.workers is not None and args.workers < 1) or args.shard_tokens < 1 or args.eval_sequences < 0:
-        raise UsageError("--workers and --shard-tokens must be at least 1, --eval-sequences at least 0")
+    if args.workers is not None and args.workers < 1:  # --workers is shared with `ltsgen stories`: its words
+        raise UsageError(f"--workers must be at least 1, not {args.workers}")
     try:
         lengths = parse_lengths(args.bucket_lengths, "--bucket-lengths")
         eval_lengths = parse_lengths(args.eval_lengths, "--eval-lengths") if args.eval_lengths else lengths

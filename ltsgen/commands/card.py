@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                     "away (ltsgen never writes over a file of yours)"
                 )
         if args.out is not None:
-            refuse_copy_over(args.out)
+            refuse_copy_over(args.out, directory)
         replaced = card_conflict(directory)
         path = write_card(directory)
         if args.out is not None:

@@ -18,12 +18,21 @@ SOURCE_HELP = (
 )
 
 
-def _count(text: str) -> int:
-    """An argparse type: a whole number, 0 or more."""
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
+def count(at_least: int = 0):
+    """An argparse ``type``: an integer, ``at_least`` or more. Anything else is refused while the command line
+    is parsed, in one line naming the option, worded as ``ltsgen train``'s limits are
+    (``argument --max-doc-chars: must be at least 0 (got -1)``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < at_least:
+            raise argparse.ArgumentTypeError(f"must be at least {at_least} (got {text})")
+        return value
+
+    return parse
 
 
 def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -60,7 +69,7 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
     )
     group.add_argument(
         "--max-doc-chars",
-        type=_count,
+        type=count(0),
         default=MAX_DOC_CHARS,
         metavar="N",
         help="skip (and count) documents longer than N characters, which bounds memory: tokenizing costs "

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from ltsgen.commands import add_command, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, reader_options, screen
+from ltsgen.commands.corpus_options import add_reader_arguments, count, reader_options, screen
 
 SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
 
@@ -43,7 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included"
     )
     parser.add_argument(
-        "--max-documents", type=int, help="train on at most this many documents (the first ones)"
+        "--max-documents",
+        type=count(1),
+        metavar="N",
+        help="train on at most this many documents (the first ones)",
     )
     parser.add_argument(
         "--out",
@@ -110,8 +113,13 @@ def run(args: argparse.Namespace) -> int:
                 yield text
 
     tokenizer = train_tokenizer(texts(), args.vocab_size)
-    if counts["documents"] == 0:
-        raise TokenizerError("no documents to train on")
+    if counts["documents"] == 0:  # as `ltsgen buckets` says it: what was read, and why none of it was kept
+        skipped = ", ".join(f"{kind} {number:,}" for kind, number in sorted(policy.counts.items()))
+        raise TokenizerError(
+            f"{args.data or _inputs(args.input)}: no documents to train on"
+            + (f" ({skipped})" if skipped else "")
+            + "; nothing was written"
+        )
     if args.out is None:
         entry, previous, kept = attach_tokenizer(
             data, tokenizer, progress=not args.no_progress, max_doc_chars=args.max_doc_chars
@@ -133,3 +141,8 @@ def run(args: argparse.Namespace) -> int:
     if policy.counts:
         print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))
     return 0
+
+
+def _inputs(inputs: list[str]) -> str:
+    """The --input values as a message names them: the first, and how many more."""
+    return inputs[0] + (f" and {len(inputs) - 1} more inputs" if len(inputs) > 1 else "")

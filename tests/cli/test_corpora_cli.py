@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 from faults import corpus_and_tokenizer, tree
@@ -59,3 +60,120 @@ def test_earlier_spellings_build_the_same_dataset(tmp_path):
     assert main(["card", str(tmp_path / "new"), "--out", str(tmp_path / "cards" / "new.md")]) == 0
     old, new = (tmp_path / "cards" / "old.md").read_text(), (tmp_path / "cards" / "new.md").read_text()
     assert old.replace("old_", "new_") == new
+
+
+# ------------------------------------------------------------------ one-line refusals
+
+REQUIRED = {
+    "buckets": ["--source", "text", "--input", "corpus", "--tokenizer", "tok.json"],
+    "tokenizer": ["--source", "text", "--input", "corpus"],
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value", "problem"),
+    [
+        ("buckets", "--max-doc-chars", "-1", "must be at least 0 (got -1)"),
+        ("tokenizer", "--max-doc-chars", "-1", "must be at least 0 (got -1)"),
+        ("tokenizer", "--max-doc-chars", "many", "expected an integer, got 'many'"),
+        ("tokenizer", "--max-documents", "0", "must be at least 1 (got 0)"),
+        ("tokenizer", "--max-documents", "-3", "must be at least 1 (got -3)"),
+        ("buckets", "--eval-sequences", "-1", "must be at least 0 (got -1)"),
+        ("buckets", "--eval-per-length", "-1", "must be at least 0 (got -1)"),
+        ("buckets", "--shard-tokens", "0", "must be at least 1 (got 0)"),
+        ("buckets", "--shard-tokens", "-3", "must be at least 1 (got -3)"),
+    ],
+)
+def test_a_count_out_of_range_is_refused_while_parsing_naming_its_option(
+    command, option, value, problem, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as refused:
+        main([command, *REQUIRED[command], "--out", str(out), option, value])
+    assert refused.value.code == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen {command}: error: argument {option}: {problem} (see ltsgen {command} --help)\n"
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        (
+            "--bucket-lengths",
+            "0,256",
+            "--bucket-lengths: '0,256' must list positive token counts in increasing order",
+        ),
+        ("--eval-lengths", "-5", "--eval-lengths: '-5' must list positive token counts in increasing order"),
+        ("--workers", "0", "--workers must be at least 1, not 0"),
+    ],
+)
+def test_buckets_names_the_one_option_that_is_wrong(option, value, problem, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["buckets", *REQUIRED["buckets"], "--out", str(out), option, value]) == 2
+    assert capsys.readouterr().err == f"ltsgen buckets: error: {problem}\n"
+    assert not out.exists()
+
+
+def test_tokenizer_with_no_document_left_says_what_was_skipped(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for number in range(3):
+        (corpus / f"doc{number}.txt").write_text(f"document number {number}, longer than ten characters\n")
+    out = tmp_path / "tok.json"
+    argv = ["tokenizer", "--source", "text", "--input", str(corpus), "--out", str(out), "--no-progress"]
+    assert main([*argv, "--max-doc-chars", "10"]) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {corpus}: no documents to train on (skipped: longer than 10 characters 3); "
+        "nothing was written\n"
+    )
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def text_buckets(tmp_path_factory) -> tuple[Path, list[Path], Path]:
+    """(build, its 12 input files, tokenizer): a small `ltsgen buckets` build of plain text, with its card."""
+    folder = tmp_path_factory.mktemp("text-buckets")
+    _, tokenizer = corpus_and_tokenizer(folder, documents=30)
+    inputs = []
+    for number in range(12):
+        inputs.append(folder / f"document-with-a-long-name-{number:02d}.txt")
+        inputs[-1].write_text(f"the little dog {number} ran home under the big red sun.\n" * (number + 1))
+    out = folder / "built"
+    argv = ["buckets", "--source", "text", "--input", *map(str, inputs), "--tokenizer", str(tokenizer)]
+    argv += ["--bucket-lengths", "64", "--eval-sequences", "0", "--splits", "train=1", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 0
+    return out, inputs, tokenizer
+
+
+def test_a_build_of_another_builder_or_arguments_is_refused_in_one_short_line(text_buckets, capsys):
+    out, inputs, tokenizer = text_buckets
+    capsys.readouterr()
+    before = tree(out)
+    assert main(["stories", "--out", str(out), "--num-stories", "2", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen stories: error: {out}: holds a build of ltsgen buckets, not of ltsgen stories; use another "
+        "--out, or --overwrite to replace it (removes only the files that build wrote)\n"
+    )
+    argv = ["buckets", "--source", "text", "--input", str(inputs[0]), "--tokenizer", str(tokenizer)]
+    assert main([*argv, "--bucket-lengths", "64,128", "--out", str(out), "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and len(error) < 600, error
+    assert error.startswith(
+        f"ltsgen buckets: error: {out}: holds a build with other arguments (bucket_lengths [64] -> [64, 128], "
+    )
+    assert "inputs [12 items] -> [1 item]," in error and "long-name" not in error
+    assert tree(out) == before
+
+
+def test_card_refuses_to_copy_a_card_over_the_dataset_own_card(text_buckets, capsys):
+    out = text_buckets[0]
+    before = tree(out)
+    for own in (out / "README.md", out / ".." / out.name / "README.md"):
+        assert main(["card", str(out), "--out", str(own)]) == 2
+        assert capsys.readouterr().err == (
+            f"ltsgen card: error: {own}: is the card of {out} itself, which `ltsgen card` writes anyway; give "
+            "--out another file\n"
+        )
+    assert tree(out) == before and not (out / "README_length_histogram.png").exists()
