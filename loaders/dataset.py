@@ -74,7 +74,8 @@ class StreamingDataset(IterableDataset):
         verify: check each shard's sha256 against the manifest on its first read in a process (a shard
             without one is then refused).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (counted in ``skipped``; its slots are
-            refilled from the rest of its shuffle window so that every rank keeps the same count).
+            refilled from the rest of its shuffle window, or the nearest later window when none is left
+            there, so that every rank keeps the same count).
         allow_pipe: run ``pipe:`` templates (they execute a shell command).
         storage_options: keyword arguments for the URL's fsspec filesystem (credentials, endpoint, ...).
         cache_dir, cache_limit: a node-local folder where remote shards are kept for every rank and worker
@@ -843,6 +844,19 @@ class _ProcessState:
             self.pending += [members[s] for s in order.window_shards(later[0]).tolist()]
         return {s: decoded[members[s]] for s in local}
 
+    def _donor(self, stream: int, order: EpochOrder, window: int) -> tuple[int, dict[int, Any]]:
+        """The nearest later window (cyclically) with a shard not skipped as corrupt, and its decoded shards
+        by their index in the stream: what fills a window whose every shard was skipped (the same window in
+        every process, rank and worker, as the corruption is the data's)."""
+        members = self.dataset.streams[stream]
+        for step in range(1, order.num_windows):
+            donor = (window + step) % order.num_windows
+            local = order.window_shards(donor).tolist()
+            decoded = self.reader.get(members[s] for s in local)
+            if any(decoded[members[s]] is not None for s in local):
+                return donor, {s: decoded[members[s]] for s in local}
+        raise self.dataset._skipped_error("every shard of the split is corrupt")
+
     def prefetch(self) -> None:
         """Decode the rest of the last window built and the next one in the background (called once the
         window's first batch is out)."""
@@ -857,9 +871,13 @@ class _ProcessState:
             local, rows = order.window_items(window)
             decoded = self._window_shards(stream, order, window)
             ok = np.asarray([decoded[s] is not None for s in local.tolist()], dtype=bool)
-            if not ok.all():
-                if not ok.any():
-                    raise self.dataset._skipped_error("every shard of a shuffle window is corrupt")
+            if not ok.any():  # filled from the nearest later window that has a shard left
+                count = len(local)
+                donor, decoded = self._donor(stream, order, window)
+                local, rows = order.window_items(donor)
+                ok = np.asarray([decoded[s] is not None for s in local.tolist()], dtype=bool)
+                local, rows = np.resize(local[ok], count), np.resize(rows[ok], count)
+            elif not ok.all():
                 local, rows = np.resize(local[ok], len(local)), np.resize(rows[ok], len(rows))
             return [decoded[s] for s in local.tolist()], rows
 
@@ -874,9 +892,11 @@ class _ProcessState:
             nominal = sum(ds._tokens_of(ds.streams[stream][s]) for s in shards.tolist())
             columns = self._window_shards(stream, order, window)
             valid = [s for s in shards.tolist() if columns[s] is not None]
-            if not valid:
-                raise ds._skipped_error("every shard of a shuffle window is corrupt")
-            local, rows = order.window_items(window)
+            filled_from = window
+            if not valid:  # packed from the nearest later window that has a shard left
+                filled_from, columns = self._donor(stream, order, window)
+                valid = [s for s, column in columns.items() if column is not None]
+            local, rows = order.window_items(filled_from)
             keep = np.isin(local, valid)
             column_of = np.searchsorted(np.sort(valid), local[keep])  # index into the sorted valid shards
             packed = PackedWindow(
@@ -887,7 +907,7 @@ class _ProcessState:
                 nominal,
                 background=self.reader.background,
             )
-            if len(valid) == len(shards) and packed.total != nominal:
+            if filled_from == window and len(valid) == len(shards) and packed.total != nominal:
                 counted = "" if ds.token_counts is None else f" (by the manifest, or in {ds.token_counts})"
                 raise LoaderError(
                     f"{ds.root}: a window packs to {packed.total} tokens, its shards count {nominal}{counted}"

@@ -500,10 +500,28 @@ def test_corrupt_shard_is_skipped_and_counted(parquet_dir, tmp_path, seq_len):
     assert len(items) == len(dataset)  # counts stay exact: slots are refilled from the same window
     assert list(dataset.skipped) == [str(directory / relpath)]
     assert any(relpath in str(w.message) for w in caught)
+    corrupt = set(range(sum(SIZES[:3]), sum(SIZES[:4])))
     if seq_len is None:
         ids = {index_of(r["id"]) for r in items}
-        corrupt = set(range(sum(SIZES[:3]), sum(SIZES[:4])))
         assert not ids & corrupt and len(set(range(43)) - corrupt - ids) <= 43 % 2  # "drop" loses one slot
+    # a window of the corrupt shard alone is filled from the nearest later window, in every epoch, the same
+    # with DataLoader workers (each serving its own windows)
+    key = "id" if seq_len is None else "input_ids"
+    for epoch in range(2):
+        epochs = []
+        for workers in (0, 2):
+            alone = StreamingDataset(
+                directory, on_error="skip", batch_size=2, seq_len=seq_len, shuffle_window=1
+            )
+            alone.set_epoch(epoch)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                epochs.append([batch[key] for batch in alone.loader(num_workers=workers)])
+        assert len(epochs[0]) == alone.num_batches
+        if seq_len is None:
+            assert epochs[0] == epochs[1] and not {index_of(i) for ids in epochs[0] for i in ids} & corrupt
+        else:
+            assert torch.equal(torch.stack(epochs[0]), torch.stack(epochs[1]))
 
 
 def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
