@@ -96,7 +96,7 @@ def resolve_tokenizer(
 ) -> tuple[Tokenizer, Path]:
     """The run's tokenizer, saved as RUN/tokenizer.json; returns ``(tokenizer, path in RUN)``.
 
-    Taken from, in order: ``tokenizer_path``; the dataset's own ``DIR/tokenizer.json``; one kept earlier for
+    Taken from, in order: ``tokenizer_path`` (a file, or a folder with a tokenizer.json); the dataset's own ``DIR/tokenizer.json``; one kept earlier for
     this run (RUN/tokenizer.json); else ``train_tokenizer`` trains one of ``vocab_size`` on the training
     split's text. Under torchrun only rank 0 trains or copies; the others wait and load. For a mixture the
     dataset is its first source, and every other tokenized source must match the run's tokenizer.
@@ -114,8 +114,12 @@ def resolve_tokenizer(
         else None
     )
     is_main = placement is None or placement.is_main
-    if tokenizer_path is not None and not Path(tokenizer_path).exists():
-        raise TrainingError(f"{tokenizer_path}: tokenizer not found")
+    if tokenizer_path is not None:  # a file, or a folder with one; checked here, not as the run's copy
+        given = Path(tokenizer_path)
+        tokenizer_path = given / TOKENIZER_NAME if given.is_dir() else given
+        if not tokenizer_path.is_file():
+            raise TrainingError(f"{given}: tokenizer not found")
+        read_tokenizer(tokenizer_path)
     source = tokenizer_path or own
     if source is not None or target.exists():
         check_tokenizer_matches(data_dir, source or target, manifest)

@@ -118,7 +118,8 @@ class TrainConfig:
         2048, "vocabulary of the tokenizer trained when the data has none", limits={"at_least": 257}
     )
     tokenizer: str | None = _option(
-        None, "tokenizer.json to use; without it the dataset's own, else one trained on the training split",
+        None, "tokenizer.json to use (or a folder with one, such as a run's); without it the dataset's own, "
+        "else one trained on the training split",
         metavar="PATH",
     )  # fmt: skip
     init_from: str | None = _option(

@@ -227,6 +227,27 @@ def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, c
     assert not run.exists()
 
 
+def test_the_tokenizer_option_takes_a_folder_and_names_a_bad_file(
+    tiny_data, tokenizer_path, tmp_path, capsys
+):
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json")
+    for given, problem in ((bad, "not a readable tokenizer.json"), (tmp_path, "tokenizer not found")):
+        assert (
+            ltsgen(
+                ["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--tokenizer", str(given)]
+            )
+            == 2
+        )
+        assert capsys.readouterr().err.startswith(f"ltsgen train: error: {given}: {problem}")
+    assert not (tmp_path / "r").exists()
+    train(
+        tiny_config(tiny_data, tmp_path / "run", "nope", steps=1, tokenizer=str(tokenizer_path.parent)),
+        progress=False,
+    )
+    assert (tmp_path / "run" / "tokenizer.json").read_bytes() == tokenizer_path.read_bytes()
+
+
 def test_a_damaged_checkpoint_is_refused_by_resume_and_evaluate(tiny_data, tokenizer_path, tmp_path, capsys):
     """One flipped byte anywhere (tensor data or zip header) changes the sha256 beside the checkpoint."""
     config = tiny_config(tiny_data, tmp_path / "run", "alibi", steps=4, tokenizer=str(tokenizer_path))
