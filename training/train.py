@@ -161,6 +161,11 @@ class TrainConfig:
             problem = None if value is None or not limits else out_of_limits(value, limits)
             if problem:
                 raise TrainingError(f"--{item.name.replace('_', '-')} {problem} (got {value})")
+        if self.warmup is not None and self.warmup >= self.steps:
+            raise TrainingError(
+                f"--warmup {self.warmup} must be below --steps {self.steps}: the learning rate would never "
+                "reach its peak and decay"
+            )
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise TrainingError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones

@@ -206,6 +206,10 @@ def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, c
     )
     assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--d-model", "30"]) == 2
     assert "--d-model 30" in capsys.readouterr().err
+    assert (
+        ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--steps", "5", "--warmup", "5"]) == 2
+    )
+    assert "--warmup 5 must be below --steps 5" in capsys.readouterr().err
     assert ltsgen(["train", "--data", str(tiny_data), "--out", str(run), "--device", "cuda"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--device 'cuda': CUDA is not available" in err
