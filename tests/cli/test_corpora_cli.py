@@ -71,33 +71,6 @@ REQUIRED = {
 
 
 @pytest.mark.parametrize(
-    ("command", "option", "value", "problem"),
-    [
-        ("buckets", "--max-doc-chars", "-1", "must be at least 0 (got -1)"),
-        ("tokenizer", "--max-doc-chars", "-1", "must be at least 0 (got -1)"),
-        ("tokenizer", "--max-doc-chars", "many", "expected an integer, got 'many'"),
-        ("tokenizer", "--max-documents", "0", "must be at least 1 (got 0)"),
-        ("tokenizer", "--max-documents", "-3", "must be at least 1 (got -3)"),
-        ("buckets", "--eval-sequences", "-1", "must be at least 0 (got -1)"),
-        ("buckets", "--eval-per-length", "-1", "must be at least 0 (got -1)"),
-        ("buckets", "--shard-tokens", "0", "must be at least 1 (got 0)"),
-        ("buckets", "--shard-tokens", "-3", "must be at least 1 (got -3)"),
-    ],
-)
-def test_a_count_out_of_range_is_refused_while_parsing_naming_its_option(
-    command, option, value, problem, tmp_path, capsys
-):
-    out = tmp_path / "out"
-    with pytest.raises(SystemExit) as refused:
-        main([command, *REQUIRED[command], "--out", str(out), option, value])
-    assert refused.value.code == 2
-    assert capsys.readouterr().err == (
-        f"ltsgen {command}: error: argument {option}: {problem} (see ltsgen {command} --help)\n"
-    )
-    assert not out.exists()
-
-
-@pytest.mark.parametrize(
     ("option", "value", "problem"),
     [
         (
