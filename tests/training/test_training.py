@@ -150,6 +150,43 @@ def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
         load_checkpoint(path)
 
 
+def _killed_before_the_rename(path: Path, state: dict) -> None:
+    """``save_checkpoint`` in this (forked) process, killed with SIGKILL as its new file is renamed into place."""
+    from ltsgen.training import checkpoint
+
+    rename = os.replace
+
+    def replace_or_die(source, target):
+        if Path(target) == path:
+            os.kill(os.getpid(), signal.SIGKILL)
+        rename(source, target)
+
+    checkpoint.os.replace = replace_or_die
+    checkpoint.save_checkpoint(path, state)
+
+
+def test_a_checkpoint_killed_twice_while_replaced_still_verifies(tmp_path):
+    import multiprocessing
+
+    from ltsgen.training.checkpoint import save_checkpoint
+
+    path = tmp_path / CHECKPOINT_NAME
+    save_checkpoint(path, {"step": torch.tensor(1)})
+    for step in (2, 3):  # each kill leaves the digest of a write that never got there
+        child = multiprocessing.get_context("fork").Process(
+            target=_killed_before_the_rename, args=(path, {"step": torch.tensor(step)})
+        )
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == -signal.SIGKILL
+        assert int(load_checkpoint(path)["step"]) == 1
+    save_checkpoint(path, {"step": torch.tensor(4)})
+    assert (
+        int(load_checkpoint(path)["step"]) == 4
+        and len(path.with_name("checkpoint.pt.sha256").read_text().split()) == 1
+    )
+
+
 # `ltsgen train` under torchrun, then the names of the threads each rank has left when it returns
 TRAIN_THEN_LIST_THREADS = """
 import os, sys
