@@ -148,8 +148,8 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
             run_dir, config.data, list(evaluation.lengths), max_sequences=spec.eval_sequences,
             batch_tokens=spec.batch_tokens, device=config.device, eval_dtype=spec.eval_dtype,
             entropy_sequences=spec.entropy_sequences, window_stride=spec.window_stride, eval_concat=spec.eval_concat,
-            encoding=evaluation.encoding, encoding_options=dict(evaluation.options), progress=spec.progress,
-            log=lines.append,
+            encoding=evaluation.encoding, encoding_options=dict(evaluation.options), window_length=spec.train_length,
+            progress=spec.progress, log=lines.append,
         )  # fmt: skip
         shown = ", ".join(f"{r['eval_length']}: {r['perplexity']:.2f}" for r in report["results"])
         lines.append(f"{spec.tag}: {evaluation.label} perplexity {shown}")
@@ -159,8 +159,11 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
 
 def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, step: int) -> bool:
     """Whether an earlier evaluation file answers ``evaluation`` of ``spec``'s run at ``step``: the same
-    lengths, step and evaluation settings."""
+    data, lengths, window, step and evaluation settings (an ``ltsgen evaluate`` of the run on other data
+    is evaluated again, not paired with the other runs' documents)."""
     return [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths) and (
+        kept.get("data"),
+        kept.get("window_length"),
         kept.get("step"),
         kept.get("requested_sequences"),
         kept.get("eval_dtype"),
@@ -168,6 +171,8 @@ def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, st
         kept.get("window_stride"),
         kept.get("eval_concat"),
     ) == (
+        str(spec.config.data),
+        spec.train_length,
         step,
         spec.eval_sequences,
         spec.eval_dtype,

@@ -313,6 +313,7 @@ def evaluate_run(
     eval_dtype: str = "float32",
     encoding: str | None = None,
     encoding_options: dict[str, Any] | None = None,
+    window_length: int | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
@@ -333,12 +334,15 @@ def evaluate_run(
         encoding: evaluate a RoPE-family run as ``rope_pi`` or ``yarn`` (zero-shot rescaling of the same
             weights); the result goes to RUN/eval-<encoding>.json.
         encoding_options: options of ``encoding`` (YaRN's ``beta_fast``, ...); its defaults otherwise.
+        window_length: T of the window that the penalty, the last-T-queries entropy and the windowed recalls
+            use (default: the run's training length; for a run fine-tuned at a longer length, the comparison's
+            T, so that its penalty is measured as the others' are).
         progress: a progress bar over lengths.
         log: where the notice goes when fewer documents than asked reach the longest length.
 
     Returns:
-        The content of the eval file: run, data, encoding, train_length, step, documents, notice and one
-        entry of ``results`` per length.
+        The content of the eval file: run, data, encoding, train_length, window_length, step, documents,
+        notice and one entry of ``results`` per length.
     """
     _check_settings(window_stride, eval_dtype)
     resolved = resolve_device(device)
@@ -355,13 +359,15 @@ def evaluate_run(
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
     model = build_model(model_config, weights, resolved)
-    scoring = dict(train_length=train_length, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
+    window = train_length if window_length is None else window_length
+    scoring = dict(train_length=window, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
                    dtype=eval_dtype, window_stride=window_stride)  # fmt: skip
     results = _evaluate_lengths(
         model, sets, resolved, scoring, f"evaluate {model_config['encoding']}", progress
     )
     report = {"run": str(run_dir), "data": str(data_dir), "encoding": model_config["encoding"], "trained_as": trained,
-              "scaling": scaling(model_config), "train_length": train_length, "step": config["step"],
+              "scaling": scaling(model_config), "train_length": train_length, "window_length": window,
+              "step": config["step"],
               "parameters": config.get("parameters"), "device": str(resolved), "eval_dtype": eval_dtype,
               "documents_from": sets.description, "requested_sequences": max_sequences,
               "requested_entropy_sequences": entropy_sequences, "window_stride": window_stride,
@@ -369,7 +375,7 @@ def evaluate_run(
     longest = sets.sets[max(sets.sets)]
     if longest.recalls is not None:
         report["recall_window"] = window_results(
-            model, longest, resolved, train_length=train_length, batch_tokens=batch_tokens, dtype=eval_dtype
+            model, longest, resolved, train_length=window, batch_tokens=batch_tokens, dtype=eval_dtype
         )
     write_json(run_dir / eval_name(encoding), report)
     return report

@@ -497,7 +497,13 @@ def _entropy_count(runs, train_length: int) -> str:
 
 def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:
     if not found:
-        return ["## Tests", "", "No evaluation length lies beyond the training length: nothing to test.", ""]
+        return [
+            "## Tests",
+            "",
+            "No test applies: no evaluation length lies beyond the training length, or no encoding compared "
+            "has a comparison or claim (every encoding against NoPE and against RoPE, and the papers' claims).",
+            "",
+        ]
     seeds = sorted({row["n_seeds"] for row in found})
     return [
         "## Tests and verdicts (claims.csv)",

@@ -1,0 +1,59 @@
+"""The tests a comparison's report makes (``ltsgen.training.verdicts``), on evaluations made up here: which
+tests run, over which seeds, and which runs count as trained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ltsgen.training import verdicts
+from ltsgen.training.verdicts import ENTROPY, PENALTY, TRAINED_MARGIN, trained_runs
+
+
+def run(
+    encoding: str, seed: int, lengths: dict[int, float], margin: float = 2.0, train_length: int = 32
+) -> dict:
+    """A run evaluated at each length of ``lengths`` (length -> its mean penalty) on 8 documents."""
+    noise = np.random.default_rng(seed).normal(0, 0.01, size=8)
+    results = [
+        {
+            "eval_length": length,
+            "unigram_loss": 5.0,
+            "same_token_loss_window": 5.0 - margin,
+            "per_document": {PENALTY: list(penalty + noise), ENTROPY: list(1.0 + noise)},
+        }
+        for length, penalty in lengths.items()
+    ]
+    return {"encoding": encoding, "train_length": train_length, "seed": seed, "eval": {"results": results}}
+
+
+def test_penalty_tests_run_without_an_evaluation_length_within_the_training_length():
+    runs = [run(name, seed, {64: penalty, 128: penalty}) for seed in range(3)
+            for name, penalty in (("rope", 0.5), ("alibi", -0.1), ("ape", 0.0))]  # fmt: skip
+    rows = verdicts.tests(runs)
+    assert {row["metric"] for row in rows} == {"penalty", "penalty: alibi - rope", "penalty: ape - rope"}
+    assert all(row["eval_length"] == 128 for row in rows)  # APE's entropy claims need a length within T
+    rows = verdicts.tests(
+        [run(name, seed, {32: 0.0, 128: 0.5}) for seed in range(3) for name in ("rope", "ape")]
+    )
+    assert any(row["metric"].startswith("growth of the last-T-queries attention entropy") for row in rows)
+
+
+def test_a_run_left_out_as_diverged_takes_its_seed_out_of_the_tests_that_need_it():
+    runs = [run(name, seed, {32: 0.0, 128: penalty}) for seed in range(3)
+            for name, penalty in (("rope", 0.5), ("alibi", -0.1))]  # fmt: skip
+    runs = [r for r in runs if (r["encoding"], r["seed"]) != ("rope", 1)]  # diverged: not evaluated
+    rows = {row["claim"]: row for row in verdicts.tests(runs)}
+    assert rows["ALiBi extrapolates better than RoPE"]["n_seeds"] == 2  # seeds 0 and 2, paired
+    assert (
+        rows["RoPE's loss on the same tokens rises with context beyond the training length"]["n_seeds"] == 2
+    )
+
+
+def test_runs_that_share_a_key_count_by_the_least_trained():
+    tuned = [
+        run("rope_pi+finetuned", 0, {64: 0.0}, margin=0.1),
+        run("rope_pi+finetuned", 0, {128: 0.0}, margin=1.4),
+    ]
+    status = trained_runs(tuned)[("rope_pi+finetuned", 32, 0)]
+    assert status["margin"] == pytest.approx(0.1) and not status["trained"] and 0.1 < TRAINED_MARGIN
