@@ -6,6 +6,7 @@ import argparse
 import os
 from dataclasses import fields
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ltsgen.errors import UsageError
 from ltsgen.stories.llm.backend import LLMConfig, default_cache_dir
@@ -94,8 +95,26 @@ def check_llm_arguments(args: argparse.Namespace) -> None:
     for name in ("max_retries", "max_continuations", "input_price", "output_price", "length_tolerance"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
+    for name in ("max_oov_share", "max_repeated_share"):
+        if not 0 <= getattr(args, name) <= 1:
+            raise UsageError(f"--{name.replace('_', '-')} is a share, from 0 to 1, not {getattr(args, name)}")
+    if args.base_url is not None:
+        check_base_url(args.base_url)
     if args.max_cost is not None and not args.input_price and not args.output_price:
         raise UsageError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
+
+
+def check_base_url(url: str) -> None:
+    """Refuse a ``--base-url`` that is not an http(s) URL with a host (and a port that is a number)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError as error:
+        raise UsageError(f"--base-url {url!r} is not a URL ({error})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--base-url {url!r} is not an http(s) URL with a host (for example http://127.0.0.1:8080/v1)"
+        )
 
 
 def llm_config(args: argparse.Namespace) -> LLMConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from openai_server import MODEL, ScriptedOpenAIServer, stories_args
-from process_tools import wait_until
+from process_tools import free_port, wait_until
 
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
@@ -248,6 +249,76 @@ def test_bad_key_or_model_stops_at_once_with_one_line(tmp_path, capsys, monkeypa
     assert f"answered {fault}" in err
     assert ("$LTS_TEST_KEY" if fault == "401" else "no-such-model") in err
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_answers_without_counts_or_text_are_estimated_or_retried_and_the_cache_holds_only_checked_ones(
+    tmp_path, capsys
+):
+    with ScriptedOpenAIServer() as server:
+        server.fault("no-counts", "html", "list")  # estimated; an HTML page and a list of parts: retried
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--concurrency", "1")
+        assert main(args) == 0
+        assert "retries: 2 malformed" in capsys.readouterr().out
+        entries = cache_entries(tmp_path / "cache")
+        counts = [entry["answer"][k] for entry in entries for k in ("prompt_tokens", "completion_tokens")]
+        assert all(isinstance(count, int) and count >= 0 for count in counts)
+        assert all(isinstance(entry["answer"]["text"], str) for entry in entries)
+        # an entry an earlier version stored without a count is asked again, not read
+        stale = next((tmp_path / "cache").glob("*/*.json"))
+        entry = json.loads(stale.read_text())
+        stale.write_text(json.dumps({**entry, "answer": {**entry["answer"], "completion_tokens": None}}))
+        shutil.rmtree(tmp_path / "out")
+        requests = server.requests
+        assert main(args) == 0
+        assert server.requests == requests + 1
+        assert json.loads(stale.read_text())["answer"] == entry["answer"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "problem"),
+    [
+        ("--base-url", "http://127.0.0.1:notaport/v1", "is not a URL (Port could not be cast"),
+        ("--base-url", "http://[::1/v1", "is not a URL (Invalid IPv6 URL)"),
+        ("--base-url", "127.0.0.1:8080/v1", "is not an http(s) URL with a host"),
+        ("--max-oov-share", "-1", "--max-oov-share is a share, from 0 to 1, not -1.0"),
+        ("--max-repeated-share", "1.5", "--max-repeated-share is a share, from 0 to 1, not 1.5"),
+    ],
+)
+def test_an_option_that_cannot_make_a_build_is_one_line_before_any_request(
+    option, value, problem, tmp_path, capsys
+):
+    with ScriptedOpenAIServer() as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache")
+        if option in args:
+            args[args.index(option) + 1] = value
+        else:
+            args += [option, value]
+        assert main(args) == 2
+        assert server.requests == 0
+    err = capsys.readouterr().err
+    assert err.startswith("ltsgen stories: error: ") and problem in err and err.count("\n") == 1, err
+
+
+def test_a_server_that_refuses_connections_is_named_as_refusing(tmp_path, capsys):
+    with ScriptedOpenAIServer() as server:
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-retries", "0")
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    args[args.index("--base-url") + 1] = url
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"ltsgen stories: error: {url}/: gave up after 0 retries; last error: ")
+        and err.count("\n") == 1
+    )
+    assert "(Connection refused: " in err
+
+
+def test_a_cache_folder_that_cannot_be_used_is_named_not_the_output(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    with ScriptedOpenAIServer() as server:
+        assert main(stories_args(server, tmp_path / "out", tmp_path / "afile" / "cache")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ltsgen stories: error: --cache-dir {tmp_path / 'afile' / 'cache'}: cannot "), err
 
 
 def test_killed_build_resumes_without_repeating_a_request_and_equals_an_uninterrupted_one(

@@ -7,6 +7,9 @@ always gets the same answer), and injects faults on demand, one per arriving req
     "500"        internal server error
     "slow"       hold the request past the client's timeout, then drop it without an answer
     "malformed"  status 200 with a body that is not JSON
+    "html"       status 200 with an HTML page (a proxy's, or a web UI at the wrong URL)
+    "list"       a normal answer whose ``content`` is a list of parts, not text
+    "no-counts"  a normal answer whose ``usage`` gives no token counts (``null``)
     "length"     a normal answer cut after a few words, ``finish_reason="length"``
 
 With ``api_key`` set, a request without ``Authorization: Bearer <api_key>`` gets 401; an unknown
@@ -37,7 +40,7 @@ from typing import Any
 from http_server import serving_thread
 
 MODEL = "scripted-model"
-FAULTS = ("429", "500", "slow", "malformed", "length")
+FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "length")
 WORDS = (
     "the a little big red blue happy sad girl boy dog cat bird tree ball park sun moon friend mom dad "
     "ran jumped played saw looked said smiled laughed found gave went came home day night box toy cake "
@@ -191,7 +194,7 @@ class ScriptedOpenAIServer:
             fault = self.faults.popleft() if self.faults and refusal is None else None
             hold = refusal is None and self._hold_after is not None and self._admitted >= self._hold_after
             outcome = str(refusal[0]) if refusal else fault or ("held" if hold else "ok")
-            self._admitted += outcome in ("ok", "length")
+            self._admitted += outcome in ("ok", "length", "no-counts")
             self.outcomes[outcome] += 1
             self.arrivals.append((time.monotonic(), key, outcome))
         if refusal:
@@ -210,6 +213,8 @@ class ScriptedOpenAIServer:
             return 0, {}, None
         if fault == "malformed":
             return 200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{'
+        if fault == "html":
+            return 200, {"Content-Type": "text/html"}, b"<html><body>Bad Gateway</body></html>"
         time.sleep(self.latency)
         text = scripted_answer(body, key, self.fail_share, self.failures)
         finish = "stop"
@@ -219,18 +224,20 @@ class ScriptedOpenAIServer:
             text, finish = text[: words[limit - 1].end()], "length"
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
         completion_tokens = len(text.split())
+        content: Any = [{"type": "text", "text": text}] if fault == "list" else text
+        counted = fault != "no-counts"
         answer = {
             "id": f"chatcmpl-{key[:24]}",
             "object": "chat.completion",
             "created": 0,
             "model": self.model,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
             ],
             "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
+                "prompt_tokens": prompt_tokens if counted else None,
+                "completion_tokens": completion_tokens if counted else None,
+                "total_tokens": prompt_tokens + completion_tokens if counted else None,
             },
         }
         return 200, {"Content-Type": "application/json", "X-Request-Key": key}, json.dumps(answer).encode()

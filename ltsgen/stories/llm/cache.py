@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.loaders.files import atomic_path
+from ltsgen.loaders.storage import StorageError
 
 
 def request_key(request: dict[str, Any]) -> str:
@@ -36,11 +37,20 @@ class ResponseCache:
             return entry["answer"]
         except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
             return None
+        except OSError as error:  # not a folder, no permission: the cache's, not the build output's
+            reason = error.strerror or str(error)
+            raise StorageError(f"--cache-dir {self.directory}: cannot be read ({reason})", reason) from None
 
     def put(self, key: str, request: dict[str, Any], answer: dict[str, Any]) -> None:
+        """Keep ``answer``; a cache folder that cannot be written is a ``StorageError`` naming it (not the
+        build's output)."""
         entry = json.dumps({"request": request, "answer": answer}, sort_keys=True, ensure_ascii=False)
-        with atomic_path(self.path(key)) as tmp:
-            tmp.write_text(entry, encoding="utf-8")
+        try:
+            with atomic_path(self.path(key)) as tmp:
+                tmp.write_text(entry, encoding="utf-8")
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise StorageError(f"--cache-dir {self.directory}: cannot write ({reason})", reason) from None
 
     def __len__(self) -> int:
         return sum(1 for _ in self.directory.glob("*/*.json")) if self.directory.is_dir() else 0

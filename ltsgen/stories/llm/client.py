@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
+import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from ltsgen.build import BuildError
@@ -115,9 +117,9 @@ class ChatClient:
     async def complete(self, messages: list[dict[str, str]], seed: int) -> Answer:
         request = self.request(messages, seed)
         key = request_key(request)
-        cached = self.cache.get(key)
+        cached = _cached_answer(self.cache.get(key))
         if cached is not None:
-            answer = Answer(**cached)
+            answer = cached
             self.ledger.cached.add(answer.prompt_tokens, answer.completion_tokens)
         else:
             answer = await self._fetch(request)
@@ -188,15 +190,40 @@ class ChatClient:
 
 
 def _answer(response: Any, prompt_estimate: float) -> Answer:
-    """Check a chat completion and reduce it to an ``Answer``; ValueError when it is malformed."""
+    """Check a chat completion and reduce it to an ``Answer``; ValueError when it is malformed. Token counts
+    the server leaves out (or gives as no count) are estimated."""
+    if isinstance(response, str | bytes):  # the client's body of an answer that is not JSON
+        excerpt = (response if isinstance(response, str) else response.decode("utf-8", "replace"))[:60]
+        raise ValueError(
+            f"an answer that is not a chat completion ({excerpt!r}); is --base-url the API root?"
+        )
     choices = getattr(response, "choices", None)
     if not choices or getattr(choices[0], "message", None) is None:
         raise ValueError("answer without choices")
     text = choices[0].message.content or ""
+    if not isinstance(text, str):
+        raise ValueError(f"answer whose content is a {type(text).__name__}, not text")
     usage = getattr(response, "usage", None)
-    prompt_tokens = usage.prompt_tokens if usage else round(prompt_estimate)
-    completion_tokens = usage.completion_tokens if usage else -(-len(text) // CHARS_PER_TOKEN)
+    prompt_tokens = _count(getattr(usage, "prompt_tokens", None), round(prompt_estimate))
+    completion_tokens = _count(getattr(usage, "completion_tokens", None), -(-len(text) // CHARS_PER_TOKEN))
     return Answer(text, choices[0].finish_reason or "stop", prompt_tokens, completion_tokens)
+
+
+def _count(value: Any, estimate: int) -> int:
+    """A token count as the server gave it, else ``estimate``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else estimate
+
+
+def _cached_answer(entry: Any) -> Answer | None:
+    """A cache entry's answer, or None (a miss) for one that an earlier version stored unchecked."""
+    if not isinstance(entry, dict) or set(entry) != {f.name for f in fields(Answer)}:
+        return None
+    counts = (entry["prompt_tokens"], entry["completion_tokens"])
+    if not all(isinstance(v, str) for v in (entry["text"], entry["finish_reason"])) or any(
+        _count(v, -1) < 0 for v in counts
+    ):
+        return None
+    return Answer(**entry)
 
 
 def retry_after_seconds(headers: Any) -> float | None:
@@ -224,4 +251,14 @@ def _describe(error: Exception) -> str:
         body = error.body
         message = body.get("message") if isinstance(body, dict) else None
         return f"{error.status_code} {message or error.message}".replace("\n", " ")
-    return f"{type(error).__name__}: {error}".replace("\n", " ")
+    if isinstance(error, json.JSONDecodeError):
+        return f"an answer that is not JSON ({error}); is --base-url the API root?"
+    detail = ""
+    if isinstance(error, openai.APIConnectionError):  # what lies under it: refused, unknown host, ...
+        cause: BaseException = error
+        while cause.__cause__ or cause.__context__:
+            cause = cause.__cause__ or cause.__context__
+        if cause is not error:
+            known = isinstance(cause, OSError) and isinstance(cause.errno, int) and cause.errno > 0
+            detail = f" ({os.strerror(cause.errno)}: {cause.strerror})" if known else f" ({cause})"
+    return f"{type(error).__name__}: {error}{detail}".replace("\n", " ")
