@@ -143,7 +143,7 @@ def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[s
             if not line.strip():
                 continue
             try:
-                decoded = line.decode("utf-8")
+                decoded = line.decode("utf-8-sig" if number == 1 else "utf-8")  # a file's BOM is no text
             except UnicodeDecodeError:
                 screen.unclean(where, "invalid UTF-8")
                 continue
@@ -334,7 +334,7 @@ def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iter
                     screen.too_long()
                     continue
                 try:
-                    text = raw.decode("utf-8")
+                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a file's BOM is no text
                 except UnicodeDecodeError:
                     screen.unclean(where, "invalid UTF-8")
                     continue

@@ -186,6 +186,20 @@ def test_empty_and_invalid_utf8_are_counted_or_strict(tmp_path):
         read_all("c4", [path], strict=True)
 
 
+def test_a_utf8_bom_opening_a_file_is_not_read_as_text(tmp_path):
+    """Files saved by Windows editors open with U+FEFF: not part of the first document (nor of its id)."""
+    bom = b"\xef\xbb\xbf"
+    documents, screen = read_all("c4", [_lines_file(tmp_path / "bom.jsonl", [bom + GOOD, GOOD])])
+    assert [d.text for d in documents] == ["a good document"] * 2 and not screen.counts
+    (tmp_path / "doc.txt").write_bytes(bom + b"a cat sat\n\nthe end\n")
+    for separator in (None, "\n\n"):
+        documents, _ = read_all("text", [tmp_path / "doc.txt"], separator=separator)
+        assert documents[0].text.startswith("a cat sat")
+    (tmp_path / "doc.txt").write_bytes(b"a cat sat\n\n" + bom + b"inside")  # kept past the start
+    documents, _ = read_all("text", [tmp_path / "doc.txt"], separator="\n\n")
+    assert [d.text for d in documents] == ["a cat sat", "\ufeffinside"]
+
+
 def _truncate(path: Path, keep: float) -> Path:
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep)])
