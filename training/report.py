@@ -601,14 +601,28 @@ def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
 
 def _window_section(runs, train_length: int, steps) -> list[str]:
     """Cued recall with each recall in its own T-token window, beside its control, and whether the gap is
-    above 0 (paired bootstrap over seeds and documents, Holm across this training length's encodings)."""
+    above 0 (paired bootstrap over seeds and documents, Holm across this training length's encodings; an
+    answer only for trained runs of enough seeds). RoPE-PI and YaRN zero-shot read a T-token window at
+    factor 1, as RoPE: the same test, made once, on RoPE's row."""
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for run in runs:
         window = run["eval"].get("recall_window")
         if run["train_length"] == train_length and window and window["recall_count"]:
             per[run["encoding"]][run["seed"]] = window
+    for label in [
+        label for label in per if not label.endswith(FINETUNED) and rescaled(label) and "rope" in per
+    ]:
+        del per[label]  # zero-shot: RoPE's weights at factor 1 (the fine-tuned carry the suffix)
     if not per:
         return []
+    status = trained_runs(runs)
+
+    def answer(encoding: str, seeds: dict[int, Any], gap, p_holm: float) -> str:
+        if not all(status[(encoding, train_length, seed)]["trained"] for seed in seeds):
+            return "undertrained"
+        if len(seeds) < MIN_SEEDS:
+            return "too few seeds"
+        return "yes" if p_holm < LEVEL and gap.mean > 0 else "no"
 
     def values(seeds: dict[int, dict[str, Any]], metric: str) -> dict[int, list[float]]:
         return {
@@ -624,14 +638,15 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
         [display(encoding, steps), f"{_num(a.mean)} [{_num(a.low)}, {_num(a.high)}]",
          f"{_num(c.mean)} [{_num(c.low)}, {_num(c.high)}]", str(next(iter(seeds.values()))["recall_count"]),
          f"{_num(gap.mean, 3)} [{_num(gap.low, 3)}, {_num(gap.high, 3)}]", _p(gap.p), _p(p_holm),
-         "yes" if p_holm < LEVEL and gap.mean > 0 else "no"]
+         answer(encoding, seeds, gap, p_holm)]
         for (encoding, seeds, a, c, gap), p_holm in zip(found, adjusted, strict=True)
     ]  # fmt: skip
     return [
         f"Within the training window: each cued recall read in its own {train_length}-token window that ends at "
         "the value and holds its nearest earlier occurrence (positions every encoding was trained on), beside "
         f"its control; {INTERVAL}. The gap is tested above 0 (paired by seed and document), Holm-corrected across "
-        "these encodings:",
+        f"these encodings; answered only for trained runs of at least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
+        "zero-shot read such a window as RoPE does, and are tested once, as RoPE):",
         "",
         _table(["encoding", "accuracy", "control", "recalls", "gap", "p", "p_holm", "gap above 0?"], body),
         "",

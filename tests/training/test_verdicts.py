@@ -57,3 +57,29 @@ def test_runs_that_share_a_key_count_by_the_least_trained():
     ]
     status = trained_runs(tuned)[("rope_pi+finetuned", 32, 0)]
     assert status["margin"] == pytest.approx(0.1) and not status["trained"] and 0.1 < TRAINED_MARGIN
+
+
+def windowed(encoding: str, seed: int, gap: float, margin: float = 2.0) -> dict:
+    """A run whose cued recalls in their own T-token windows beat their controls by ``gap``."""
+    made = run(encoding, seed, {32: 0.0, 64: 0.1}, margin=margin)
+    noise = np.random.default_rng(seed).normal(0, 0.05, size=8)
+    made["eval"]["recall_window"] = {
+        "recall_count": 8,
+        "per_document": {
+            "recall_accuracy": list(0.5 + gap + noise),
+            "recall_accuracy_control": list(0.5 + noise),
+        },
+    }
+    return made
+
+
+def test_recalls_in_their_window_are_answered_once_per_weights_and_only_for_trained_runs_of_enough_seeds():
+    from ltsgen.training.report import _window_section
+
+    runs = [windowed(name, seed, 0.3) for seed in range(5) for name in ("rope", "rope_pi", "yarn", "alibi")]
+    runs += [windowed("fire", seed, 0.3, margin=0.1) for seed in range(5)]  # did not learn
+    runs += [windowed("t5", seed, 0.3) for seed in range(3)]
+    lines = "\n".join(_window_section(runs, 32, None)).splitlines()
+    table = [line for line in lines if line.startswith("| ")][1:]  # the rows, after the header
+    answers = {row.split(" | ")[0].removeprefix("| "): row.rstrip(" |").split(" | ")[-1] for row in table}
+    assert answers == {"rope": "yes", "alibi": "yes", "fire": "undertrained", "t5": "too few seeds"}
