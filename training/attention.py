@@ -155,12 +155,13 @@ class _CPUBiasedAttention(torch.autograd.Function):
 
 def _explicit_attention(q, k, v, mask, future, scale, entropy):
     """Attention through explicit float32 probabilities; adds each row's entropy (summed over the batch) to
-    ``entropy`` [H, rows]."""
-    logits = (q.float() @ k.float().transpose(-1, -2)) * scale
-    if mask is not None and mask.dtype != torch.bool:
-        logits = logits + mask
-    else:
-        logits = logits.masked_fill(future, float("-inf"))
-    p = torch.softmax(logits, dim=-1)
-    entropy += torch.special.entr(p).sum(-1).sum(dim=0)
-    return (p @ v.float()).to(q.dtype)
+    ``entropy`` [H, rows]. Under autocast too: its bfloat16 matmuls would round the logits first."""
+    with torch.autocast(q.device.type, enabled=False):
+        logits = (q.float() @ k.float().transpose(-1, -2)) * scale
+        if mask is not None and mask.dtype != torch.bool:
+            logits = logits + mask
+        else:
+            logits = logits.masked_fill(future, float("-inf"))
+        p = torch.softmax(logits, dim=-1)
+        entropy += torch.special.entr(p).sum(-1).sum(dim=0)
+        return (p @ v.float()).to(q.dtype)

@@ -292,6 +292,7 @@ def evaluate_length(
         "seconds": time.perf_counter() - started,
     }
     if eval_set.recalls is not None:
+        model.set_eval_length(length)  # the controls read as the recalls did (the windows reset it to T)
         recalls = recall_results(model, eval_set, correct, device, train_length=train_length,
                                  batch_size=max(1, batch_tokens // length), dtype=dtype)  # fmt: skip
         result["per_document"].update(recalls.pop("per_document"))

@@ -360,3 +360,34 @@ def test_a_rope_run_evaluated_as_yarn_rescales_zero_shot(tmp_path, capsys):
         ltsgen(["evaluate", "--run", str(tmp_path / "rope"), "--data", str(data), "--as-encoding", "alibi"])
     assert exited.value.code == 2
     assert "invalid choice: 'alibi' (choose from 'rope_pi', 'yarn')" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("encoding", ["rope_pi", "yarn"])
+def test_the_recall_controls_are_read_rescaled_as_the_recalls_are(encoding, monkeypatch):
+    """The penalty's windows set the model to T; the controls of the recalls at L come after them."""
+    from ltsgen.encodings import training_options
+    from ltsgen.training import ModelConfig, TransformerLM
+    from ltsgen.training import evaluate as evaluation
+    from ltsgen.training.data import EvalSet
+    from ltsgen.training.recall import Recall, RecallSet
+
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=50, d_model=32, n_layers=1, n_heads=2, encoding=encoding,
+                         **training_options(encoding, 16))  # fmt: skip
+    model = TransformerLM(config).eval()
+    ids = torch.randint(0, 50, (2, 64))
+    recall = Recall(row=0, start=60, end=62, distance=40, control_row=0, control_start=60, control_end=62)
+    eval_set = EvalSet(
+        length=64, input_ids=ids, documents=["a", "b"], recalls=RecallSet([recall], ids[:1], 0)
+    )
+    factors, scores = [], evaluation.token_scores
+
+    def scored(model, tokens, *args):  # the real scoring, noting the factor it reads with
+        factors.append((tokens.shape[1], model.encodings[0].factor))
+        return scores(model, tokens, *args)
+
+    monkeypatch.setattr(evaluation, "token_scores", scored)
+    result = evaluation.evaluate_length(model, eval_set, torch.device("cpu"), train_length=16, batch_tokens=4096,
+                                        entropy_sequences=1, dtype="float32")  # fmt: skip
+    assert factors == [(64, 4.0), (64, 4.0)]  # the recalls' set, then their controls: both at 64 / 16
+    assert result["recall_accuracy"] == result["recall_accuracy_control"]  # the same tokens, read alike

@@ -135,6 +135,20 @@ def test_attention_entropy_with_alibi_matches_the_closed_form():
     torch.testing.assert_close(entropy, torch.tensor(expected, dtype=torch.float32), rtol=1e-5, atol=1e-5)
 
 
+def test_attention_entropy_under_bfloat16_autocast_is_that_of_float32_logits():
+    """``--eval-dtype bfloat16`` runs the model under autocast, whose matmuls would round q.k to bfloat16."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 1, 2, 300, 8) * 3).bfloat16()
+    positions = torch.arange(300)
+    entropies = []
+    for autocast in (False, True):
+        entropy = torch.zeros(2, 300)
+        with torch.autocast("cpu", torch.bfloat16, enabled=autocast):
+            attend(q, k, v, positions, positions, ALiBi(2, 8), entropy=entropy)
+        entropies.append(entropy)
+    torch.testing.assert_close(entropies[1], entropies[0], rtol=1e-5, atol=1e-5)  # 0.1 nats apart before
+
+
 @pytest.mark.parametrize(("rows", "causal"), [(7, False), (19, True), (19, False)])
 def test_biased_attention_kernel_matches_sdpa_math_path(rows, causal):
     torch.manual_seed(0)
