@@ -42,6 +42,7 @@ the first records and break on the others). Readers also accept the object form 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import asdict, dataclass, field
@@ -131,6 +132,22 @@ def parse_bucket_name(name: str) -> tuple[int, int | None]:
     """
     lo, _, hi = name.partition("-")
     return int(lo), (None if hi == "inf" else int(hi))
+
+
+def bucket_order(name: str) -> tuple[float, float, str]:
+    """How bucket names sort: a training bucket ``lo-hi`` by its range, an evaluation length ``L`` as L,
+    any other name after them, by name.
+
+    Args:
+        name: a bucket folder name (``"512-1024"``, ``"2048-inf"``, ``"1024"``).
+    """
+    if name.isdigit():
+        return int(name), int(name), ""
+    try:
+        lo, hi = parse_bucket_name(name)
+    except ValueError:
+        return math.inf, math.inf, name
+    return lo, math.inf if hi is None else hi, ""
 
 
 def shard_relpath(split: str, index: int, fmt: str, bucket: str | None = None) -> str:

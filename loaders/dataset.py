@@ -26,7 +26,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ltsgen.errors import UsageError
 
 from .cache import ShardCache
-from .contract import MANIFEST_NAME, TRAIN_SPLIT, Manifest, ShardInfo, parse_bucket_name, parse_manifest
+from .contract import MANIFEST_NAME, TRAIN_SPLIT, Manifest, ShardInfo, bucket_order, parse_manifest
 from .errors import LoaderError
 from .formats import ShardColumns, TokenColumn
 from .loader import StreamingLoader, collate_records
@@ -515,7 +515,7 @@ class StreamingDataset(IterableDataset):
         if None in names:
             raise LoaderError(f"{self.root}: by_bucket needs a bucketed split, {self.split!r} is not")
         order = [b for b in self.manifest.buckets or [] if b in names]
-        order += sorted(names - set(order), key=_bucket_key)
+        order += sorted(names - set(order), key=bucket_order)
         return [[i for i, s in enumerate(self.shards) if s.bucket == name] for name in order]
 
     def _stream_total(self, stream: int) -> int:
@@ -1030,11 +1030,3 @@ def _eos_id(tokenizer, where: str) -> int:
         if token_id is not None:
             return token_id
     raise LoaderError(f"{where}: the tokenizer has no end-of-text token; pass eos_id")
-
-
-def _bucket_key(name: str) -> tuple[int, float]:
-    try:
-        lo, hi = parse_bucket_name(name)
-    except ValueError:
-        return (2**62, 0.0)
-    return lo, float("inf") if hi is None else hi

@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ltsgen.card import ordered_splits
-from ltsgen.loaders.contract import Manifest, ShardInfo, read_manifest
+from ltsgen.loaders.contract import Manifest, ShardInfo, bucket_order, read_manifest
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.storage import Storage, as_storage
 
@@ -86,7 +86,7 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
         "words": sum(shard.words for shard in shards),
         "shards": len(shards),
         "bytes": sum(shard.bytes for shard in shards),
-        "buckets": sorted({shard.bucket for shard in shards if shard.bucket}, key=_bucket_order),
+        "buckets": sorted({shard.bucket for shard in shards if shard.bucket}, key=bucket_order),
         "words_per_record": _percentiles(lengths["num_words"]),
         "tokens_per_record": _percentiles(lengths["num_tokens"]) if tokenized else None,
         "first_record": first,
@@ -102,7 +102,3 @@ def _percentiles(values: list[int]) -> dict[str, int] | None:
         **{f"p{p}": int(v) for p, v in zip(PERCENTILES, found, strict=True)},
         "max": int(max(values)),
     }
-
-
-def _bucket_order(bucket: str) -> tuple[int, str]:
-    return (int(bucket), "") if bucket.isdigit() else (1 << 62, bucket)

@@ -22,6 +22,8 @@ def test_info_counts_every_split_from_the_shards(tmp_path, capsys):
     assert train["records"] == 10 and train["tokens"] == sum(lengths) and train["shards"] == 2
     assert train["bytes"] == sum(shard.bytes for shard in manifest.splits["train"])
     assert train["buckets"] == ["64", "128"]  # in length order, not as text
+    ranges = make_dataset(tmp_path / "r", [2, 2, 2], buckets=["1024-2048", "0-128", "128-256"])
+    assert dataset_info(ranges)["splits"]["train"]["buckets"] == ["0-128", "128-256", "1024-2048"]
     expected = np.percentile(lengths, [10, 50, 90, 99], method="lower").tolist()
     assert train["tokens_per_record"] == {
         "min": min(lengths), **dict(zip(["p10", "p50", "p90", "p99"], expected, strict=True)), "max": max(lengths),
