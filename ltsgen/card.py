@@ -27,11 +27,14 @@ from typing import Any
 from ltsgen.errors import MissingDependency, require
 from ltsgen.loaders.contract import (
     CARD_NAME,
+    EVAL_CONCAT_SPLIT,
+    EVAL_SPLIT,
     FORMATS,
     MANIFEST_NAME,
     STANDARD_SPLITS,
     Manifest,
     ShardInfo,
+    bucket_order,
     read_manifest,
 )
 from ltsgen.loaders.errors import LoaderError
@@ -170,15 +173,18 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
         for shard in shards:
             where = store.location(shard.path)
             shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
+            # an evaluation set is its split's (eval/1024 and eval_concat/1024 are two); a concatenated
+            # window spans documents of every source: it is no document of one
+            held_out = split in (EVAL_SPLIT, EVAL_CONCAT_SPLIT)
+            label = f"{split}/{shard.bucket}" if held_out and shard.bucket else shard.bucket or "all"
             for record in shard_columns.records():
                 lengths.words[split].append(record["num_words"])
-                lengths.sources[record["source"]] += 1
+                source = "-" if split == EVAL_CONCAT_SPLIT else record["source"]
+                if split != EVAL_CONCAT_SPLIT:
+                    lengths.sources[source] += 1
                 if tokenized:
-                    group = shard.bucket or split
-                    lengths.tokens[group].append(record["num_tokens"])
-                    lengths.bucket_sources[(shard.bucket or "all", record["source"])].append(
-                        record["num_tokens"]
-                    )
+                    lengths.tokens[shard.bucket or split].append(record["num_tokens"])
+                    lengths.bucket_sources[(label, source)].append(record["num_tokens"])
     return lengths
 
 
@@ -414,9 +420,16 @@ def _composition(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str
         text.append(_table([{"source": k, "samples": v} for k, v in sorted(lengths.sources.items())]))
     if tokenized and lengths.bucket_sources:
         per_bucket = []
-        order = {b: i for i, b in enumerate(manifest.buckets or [])}
+        order = {
+            b: i for i, b in enumerate(manifest.buckets or [])
+        }  # the training buckets, then eval/<L> ...
+
+        def place(label: str) -> tuple:
+            split, _, length = label.rpartition("/")
+            return (order.get(label, len(order)), split, bucket_order(length), label)
+
         for (bucket, source), tokens in sorted(
-            lengths.bucket_sources.items(), key=lambda kv: (order.get(kv[0][0], -1), kv[0])
+            lengths.bucket_sources.items(), key=lambda kv: (place(kv[0][0]), kv[0][1])
         ):
             per_bucket.append(
                 {"bucket": bucket, "source": source, "samples": len(tokens), "tokens": sum(tokens)}

@@ -398,11 +398,20 @@ def plan_shards(
         stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
         for length in eval_sets:
             concat_counts[length] = min(config.eval_sequences, stream_tokens // length)
-            if concat_counts[length]:
+            per_shard = max(1, config.shard_tokens // length)  # as the eval/<L> shards are cut
+            for number, first in enumerate(range(0, concat_counts[length], per_shard)):
                 job = _job(
-                    config.fmt, EVAL_CONCAT_SPLIT, str(length), 0, "concat", refs[held_out], length, common
+                    config.fmt,
+                    EVAL_CONCAT_SPLIT,
+                    str(length),
+                    number,
+                    "concat",
+                    refs[held_out],
+                    length,
+                    common,
                 )
-                job.payload["count"] = concat_counts[length]
+                job.payload["first"] = first
+                job.payload["count"] = min(per_shard, concat_counts[length] - first)
                 jobs.append(job)
 
     splits = list(config.splits) + [EVAL_SPLIT] * bool(eval_sets) + [EVAL_CONCAT_SPLIT] * bool(concat_counts)
@@ -612,8 +621,11 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
             decoder = _tokenizer(payload["directory"])
             rows = list(_rows(spool, payload["refs"]))
             starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
-            windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, payload["count"])
-            for number, (offset, ids) in enumerate(windows):
+            first, count = payload["first"], payload["count"]
+            windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, first + count)[
+                first:
+            ]
+            for number, (offset, ids) in enumerate(windows, first):
                 first = int(np.searchsorted(starts, offset, side="right")) - 1
                 last = int(np.searchsorted(starts, offset + length, side="left"))
                 meta = {"offset": offset, "documents": [rows[d][0] for d in range(first, last)]}

@@ -32,7 +32,7 @@ C4_BUILD_ARGS = [
     str(EVAL_N),
     "--eval-concat",
     "--shard-tokens",
-    "40000",
+    "20000",
 ]
 
 
@@ -108,6 +108,13 @@ def test_every_document_in_the_bucket_of_its_own_length_none_lost(c4_build, toke
     assert cleaning["documents read"] == 400 and cleaning["training documents"] == len(seen)
     card = (c4_build / "README.md").read_text(encoding="utf-8")
     assert "Training buckets" in card and "Evaluation sets" in card and "ltsgen buckets --source c4" in card
+    # per bucket and source: the training buckets, then each evaluation set of its own, by length
+    table = card.split("Token lengths per bucket and source:\n")[1].strip().split("\n\n")[0].splitlines()[2:]
+    rows = [row.split(" | ")[:3] for row in table]
+    held = [[f"| {split}/{length}", source, str(EVAL_N)] for split, source in (("eval", "c4"), ("eval_concat", "-"))
+            for length in LENGTHS.split(",")]  # fmt: skip
+    assert [row[0].removeprefix("| ") for row in rows[: -len(held)]] == manifest.buckets
+    assert rows[-len(held) :] == held
 
 
 def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, real_data):
@@ -144,6 +151,8 @@ def test_evaluation_sets_are_exact_and_nested(c4_build, tokenizer_path, real_dat
     )
     stream = np.concatenate([np.append(full[d], eos) for d in held_out])
     concat = records(c4_build, "eval_concat")
+    cut = [s for s in manifest.shards("eval_concat") if s.bucket == "4096"]  # 8 windows of 4,096 tokens
+    assert len(cut) == 2 and all(s.tokens <= 20000 for s in manifest.shards("eval_concat"))
     for length in lengths:
         rows = concat[str(length)]
         assert len(rows) == min(EVAL_N, stream.size // length)
