@@ -81,11 +81,11 @@ def add_story(
         far_uses = sum(distance >= FAR_RECALL_WORDS for distance in distances)
         stats[far_key] = stats.get(far_key, 0) + far_uses
         stats[max_key] = max([stats.get(max_key, 0), *distances])
-        if kind == "planted":
+        if kind == "planted":  # recalls: the setting's later uses are no recalls (they have no cue)
             for distance in distances:
                 key = f"{bucket}|{_label(DISTANCE_BINS, distance)}"
                 histogram[key] = histogram.get(key, 0) + 1
-        far += far_uses
+            far += far_uses
     add_cued_recalls(stats, record, oracle=index % ORACLE_EVERY == 0)
     if words >= LONG_STORY_WORDS:
         long_stories = stats.setdefault("far_recalls_of_long_stories", {})

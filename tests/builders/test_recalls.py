@@ -349,3 +349,16 @@ def test_the_oracle_reads_one_story_in_four_by_index(stories):
         len(recall_answers(record["text"], record["meta"]["facts"])) for record in stories[:8:ORACLE_EVERY]
     )
     assert ORACLE_EVERY == 4 and rows["all"][:2] == [sum(cued), read] and 0 < read < sum(cued)
+
+
+def test_far_recalls_of_long_stories_count_planted_facts_alone():
+    """The setting's later uses (a pet named again 5,000 words on) have no cue: they are no recalls."""
+    facts = [
+        {"name": "pet_name", "planted": False, "uses": [5100], "distance_words": [5000], "cues": [None]},
+        {"name": "p1", "planted": True, "uses": [4600, 9000], "distance_words": [4500, 4400], "cues": [[4590, 4599], [8990, 8999]]},
+        {"name": "p2", "planted": True, "uses": [150], "distance_words": [100], "cues": [[140, 149]]},
+    ]  # fmt: skip
+    record = {"num_words": 20_000, "text": "", "meta": {"facts": facts}}
+    stats: dict = {}
+    add_story(stats, record, 1, {"A sentence.": 1})
+    assert stats["far_recalls_of_long_stories"] == {"2": 1}  # p1's two, not the pet's
