@@ -69,6 +69,7 @@ from ltsgen.outputs import (
     foreign_files,
     remove_build,
     remove_temporary_files,
+    temporary_files,
     write_outputs,
     written_files,
 )
@@ -270,9 +271,10 @@ def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
     result = BuildResult(manifest, "up to date", 0, len(spec.jobs), *_totals(manifest), 0.0)
     leftovers = [name for name in spec.scratch if store.exists(f"{STATE_DIR}/{name}")]
     missing_card = card and not store.exists(CARD_NAME)
-    if missing_card or leftovers:
+    if missing_card or leftovers or temporary_files(store):  # a run killed while it wrote the card, say
         try:
             with _writing(store), store.lock(LOCK_PATH):
+                remove_temporary_files(store)
                 _finish(store, spec, result, card=missing_card)
         except LockHeld:  # another build holds the directory: it finishes this itself
             pass

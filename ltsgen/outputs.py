@@ -184,14 +184,24 @@ def foreign_files(directory: Path | str | Storage) -> Iterator[str]:
             yield relpath
 
 
-def remove_temporary_files(directory: Path | str | Storage) -> None:
-    """Remove the temporary files that a killed build left (only the names ltsgen's writers use; an object
-    store has none: it never sees an unfinished file)."""
+def temporary_files(directory: Path | str | Storage) -> list[str]:
+    """The temporary files that a killed build left (only the names ltsgen's writers use; an object store has
+    none: it never sees an unfinished file)."""
     store = as_storage(directory)
-    if store.is_local:
-        for relpath in store.files():
-            if relpath.split("/")[0] != STATE_DIR and TEMPORARY.match(relpath.rsplit("/", 1)[-1]):
-                store.remove(relpath)
+    if not store.is_local:
+        return []
+    return [
+        relpath
+        for relpath in store.files()
+        if relpath.split("/")[0] != STATE_DIR and TEMPORARY.match(relpath.rsplit("/", 1)[-1])
+    ]
+
+
+def remove_temporary_files(directory: Path | str | Storage) -> None:
+    """Remove ``temporary_files``."""
+    store = as_storage(directory)
+    for relpath in temporary_files(store):
+        store.remove(relpath)
 
 
 def remove_build(directory: Path | str | Storage) -> None:

@@ -114,6 +114,21 @@ def test_rerun_of_finished_build_does_nothing(small_build, capsys):
     assert {p: p.stat().st_mtime_ns for p in small_build.rglob("*") if p.is_file()} == before
 
 
+def test_a_rerun_of_a_build_killed_while_drawing_its_card_removes_the_plot_left_half_written(
+    small_build, tmp_path
+):
+    out = tmp_path / "lts"
+    shutil.copytree(small_build, out)
+    before = tree(out)
+    (out / ".length_histogram.png.k3x9q1.tmp").write_bytes(b"\x89PNG half")  # what the kill left
+    (out / "notes.length_histogram.png.tmp").write_text("mine\n")  # not a name ltsgen's writers use
+    assert main(["stories", "--out", str(out), *SMALL]) == 0
+    assert tree(out) == {
+        **before,
+        "notes.length_histogram.png.tmp": tree(out)["notes.length_histogram.png.tmp"],
+    }
+
+
 def test_other_arguments_are_refused_unless_overwrite(small_build, tmp_path):
     out = tmp_path / "lts"
     assert main(["stories", "--out", str(out), *SMALL]) == 0
