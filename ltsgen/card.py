@@ -450,7 +450,7 @@ def _spread(values: list[int], unit: str) -> dict[str, Any]:
         f"min {unit}": ordered[0],
         f"median {unit}": statistics.median_low(ordered),
         f"mean {unit}": round(statistics.fmean(ordered), 1),
-        f"p90 {unit}": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        f"p90 {unit}": ordered[(9 * len(ordered) + 9) // 10 - 1],  # nearest rank, as ltsgen info
         f"max {unit}": ordered[-1],
     }
 

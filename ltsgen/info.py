@@ -48,12 +48,18 @@ def dataset_info(
         "tokenizer": manifest.tokenizer,
     }
     mismatched: set[str] = set()
+    stored = (manifest.tokenizer or {}).get("shards") or {}  # the token ids `ltsgen tokenizer --data` stored
     if verify:
-        shards = [shard for _, split_shards in ordered_splits(manifest) for shard in split_shards]
+        shards = [
+            (shard.path, shard.sha256)
+            for _, split_shards in ordered_splits(manifest)
+            for shard in split_shards
+        ]
+        shards += [(entry["path"], entry["sha256"]) for entry in stored.values()]
         hashed = tqdm(shards, desc="verify", unit="shard", disable=not progress)
-        mismatched = {shard.path for shard in hashed if store.sha256(shard.path) != shard.sha256}
+        mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
         info["verified"] = len(shards)
-        info["mismatched"] = [shard.path for shard in shards if shard.path in mismatched]
+        info["mismatched"] = [path for path, _ in shards if path in mismatched]
     info["splits"] = {
         split: _split(store, manifest, shards, mismatched) for split, shards in ordered_splits(manifest)
     }
@@ -62,8 +68,11 @@ def dataset_info(
 
 def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: set[str]) -> dict[str, Any]:
     tokenized = bool(shards) and all(shard.tokens is not None for shard in shards)
+    stored = (manifest.tokenizer or {}).get("shards") or {}
+    token_shards = [stored.get(shard.path) for shard in shards] if not tokenized and stored else []
+    attached = bool(token_shards) and all(token_shards)  # the split's ids, stored beside its text
     columns = ["num_words"] + (["num_tokens"] if tokenized else [])
-    lengths: dict[str, list[int]] = {column: [] for column in columns}
+    lengths: dict[str, list[int]] = {column: [] for column in [*columns, "num_tokens"]}
     first = None
     for shard in (shard for shard in shards if shard.path not in skip):
         wanted = columns + (["id", "text"] if first is None else [])
@@ -80,15 +89,23 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
                 else text
             )
             first = {"id": decoded.fields["id"][0], "text": cut, "chars": len(text)}
+    for entry in token_shards if attached else []:
+        if entry["path"] not in skip:
+            where = store.location(entry["path"])
+            decoded = decode_shard(store.read_bytes(entry["path"]), "parquet", where, ["num_tokens"])
+            lengths["num_tokens"] += decoded.fields["num_tokens"]
+    tokens = sum(shard.tokens for shard in shards) if tokenized else None
+    if attached:
+        tokens = sum(entry["tokens"] for entry in token_shards)
     return {
         "records": sum(shard.samples for shard in shards),
-        "tokens": sum(shard.tokens for shard in shards) if tokenized else None,
+        "tokens": tokens,
         "words": sum(shard.words for shard in shards),
         "shards": len(shards),
         "bytes": sum(shard.bytes for shard in shards),
         "buckets": sorted({shard.bucket for shard in shards if shard.bucket}, key=bucket_order),
         "words_per_record": _percentiles(lengths["num_words"]),
-        "tokens_per_record": _percentiles(lengths["num_tokens"]) if tokenized else None,
+        "tokens_per_record": _percentiles(lengths["num_tokens"]) if tokenized or attached else None,
         "first_record": first,
     }
 
@@ -96,7 +113,7 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
 def _percentiles(values: list[int]) -> dict[str, int] | None:
     if not values:
         return None
-    found = np.percentile(np.asarray(values), PERCENTILES, method="lower")
+    found = np.percentile(np.asarray(values), PERCENTILES, method="inverted_cdf")  # nearest rank
     return {
         "min": int(min(values)),
         **{f"p{p}": int(v) for p, v in zip(PERCENTILES, found, strict=True)},

@@ -10,7 +10,7 @@ from loader_fixtures import make_dataset
 
 from ltsgen.cli import main as ltsgen
 from ltsgen.info import dataset_info
-from ltsgen.loaders.contract import read_manifest
+from ltsgen.loaders.contract import Manifest, read_manifest, write_manifest
 
 
 def test_info_counts_every_split_from_the_shards(tmp_path, capsys):
@@ -24,7 +24,7 @@ def test_info_counts_every_split_from_the_shards(tmp_path, capsys):
     assert train["buckets"] == ["64", "128"]  # in length order, not as text
     ranges = make_dataset(tmp_path / "r", [2, 2, 2], buckets=["1024-2048", "0-128", "128-256"])
     assert dataset_info(ranges)["splits"]["train"]["buckets"] == ["0-128", "128-256", "1024-2048"]
-    expected = np.percentile(lengths, [10, 50, 90, 99], method="lower").tolist()
+    expected = [sorted(lengths)[-(-p * len(lengths) // 100) - 1] for p in (10, 50, 90, 99)]  # nearest rank
     assert train["tokens_per_record"] == {
         "min": min(lengths), **dict(zip(["p10", "p50", "p90", "p99"], expected, strict=True)), "max": max(lengths),
     }  # fmt: skip
@@ -70,3 +70,40 @@ def test_a_folder_without_manifest_is_one_line(tmp_path, capsys):
     assert ltsgen(["info", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "manifest.json" in err
+
+
+def test_info_counts_and_verifies_the_token_ids_a_tokenizer_stored_beside_the_text(tmp_path, capsys):
+    from loader_fixtures import bpe, write_text_dataset
+
+    from ltsgen.attach import attach_tokenizer
+
+    texts = [f"story {i}: " + "the cat sat on the mat " * (1 + i % 4) for i in range(30)]
+    tokenizer = bpe(300, texts)
+    data = write_text_dataset(tmp_path, tokenizer, texts)
+    (data / "tokenizer.json").unlink()
+    manifest = read_manifest(data)
+    write_manifest(data, Manifest(manifest.source, manifest.format, manifest.splits, manifest.builder))
+    attach_tokenizer(data, tokenizer)
+    counts = [len(tokenizer.encode(text, add_special_tokens=False).ids) for text in texts]
+    train = dataset_info(data)["splits"]["train"]
+    assert train["tokens"] == sum(counts) and (train["tokens_per_record"]["min"], train["tokens_per_record"]["max"]) == (
+        min(counts), max(counts),
+    )  # fmt: skip
+    stored = read_manifest(data).tokenizer["shards"]
+    shard = data / next(iter(stored.values()))["path"]
+    raw = bytearray(shard.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    shard.write_bytes(bytes(raw))
+    info = dataset_info(data, verify=True)
+    assert info["verified"] == 6 and info["mismatched"] == [str(shard.relative_to(data))]
+
+
+def test_the_card_and_info_give_the_same_percentiles():
+    from ltsgen.card import _spread
+    from ltsgen.info import _percentiles
+
+    rng = np.random.default_rng(0)
+    for size in range(1, 40):
+        values = rng.integers(1, 5000, size=size).tolist()
+        spread, percentiles = _spread(values, "words"), _percentiles(values)
+        assert (spread["p90 words"], spread["median words"]) == (percentiles["p90"], percentiles["p50"]), size
