@@ -44,6 +44,7 @@ from ltsgen.outputs import (
     WRITING_PATH,
     JobResult,
     announce,
+    logged_files,
     output_state,
     record_outputs,
     remove_emptied_folders,
@@ -133,6 +134,7 @@ def attach_tokenizer(
             write_manifest(store, manifest)
             record_outputs(store, list(files))
             _remove_replaced(store, previous, entry)
+            _remove_abandoned(store, entry)
             store.remove_log(TOKENS_JOURNAL_PATH)
             store.remove_log(WRITING_PATH)
     except LockHeld as error:
@@ -219,6 +221,18 @@ def _entry(info: ShardInfo) -> dict[str, Any]:
         "sha256": info.sha256,
         "footer_sha256": info.footer_sha256,
     }
+
+
+def _remove_abandoned(store: Storage, entry: dict[str, Any]) -> None:
+    """Remove the token shards that an interrupted run of another tokenizer journaled or announced: no
+    manifest names them, and once the logs are cleared nothing would know them as ltsgen's."""
+    kept = {stored["path"] for stored in entry["shards"].values()}
+    logged = logged_files(store, TOKENS_JOURNAL_PATH, WRITING_PATH)
+    abandoned = sorted(path for path in logged if path.startswith(f"{TOKENS_DIR}/") and path not in kept)
+    for relpath in abandoned:
+        if store.is_file(relpath):
+            store.remove(relpath)
+    remove_emptied_folders(store, abandoned)
 
 
 def _remove_replaced(store: Storage, previous: dict[str, Any] | None, entry: dict[str, Any]) -> None:

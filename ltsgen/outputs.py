@@ -140,12 +140,7 @@ def written_files(directory: Path | str | Storage) -> set[str]:
             written.update(shard.path for shards in manifest.splits.values() for shard in shards)
             token_shards = (manifest.tokenizer or {}).get("shards") or {}
             written.update(entry["path"] for entry in token_shards.values())
-    for line in (
-        store.read_lines(JOURNAL_PATH)
-        + store.read_lines(TOKENS_JOURNAL_PATH)
-        + store.read_lines(WRITING_PATH)
-    ):
-        written.update(_journaled_files(line))
+    written.update(logged_files(store, JOURNAL_PATH, TOKENS_JOURNAL_PATH, WRITING_PATH))
     outputs = _read_outputs(store)
     for name in LEGACY_OUTPUTS if outputs is None else outputs:
         if name in present and output_state(store, name) == "ltsgen":
@@ -160,6 +155,11 @@ def announce(directory: Path | str | Storage, relpath: str) -> None:
     and a rerun replaces. Workers append to it concurrently (a local log's line is one small append; an
     object store keeps one object per line). Cleared once a manifest names every shard."""
     as_storage(directory).append_line(WRITING_PATH, json.dumps({"writing": relpath}))
+
+
+def logged_files(store: Storage, *logs: str) -> set[str]:
+    """The files the lines of ``logs`` (journals, ``WRITING_PATH``) name."""
+    return {path for log in logs for line in store.read_lines(log) for path in _journaled_files(line)}
 
 
 def _journaled_files(line: str) -> list[Any]:

@@ -299,6 +299,12 @@ def test_kill_between_a_token_shards_publish_and_its_journal_line_then_rerun_res
     journal = (data / STATE_DIR / "tokens.jsonl").read_text().splitlines()
     finished = {s.path for line in journal if '"job"' in line for s in JobResult.from_json(line).shards}
     assert len(published) == 2 and len(finished) == 1 and finished < published  # the second not journaled
+    other = tmp_path / "other"  # the same killed state, attached again with another tokenizer
+    shutil.copytree(data, other)
+    assert main(["tokenizer", "--vocab-size", "280", "--no-progress", "--data", str(other)]) == 0
+    stored = {entry["path"] for entry in read_manifest(other).tokenizer["shards"].values()}
+    on_disk = {p.relative_to(other).as_posix() for p in (other / "tokens").rglob("*") if p.is_file()}
+    assert on_disk == stored and not stored & published  # the killed run's shards removed, not left as yours
     capsys.readouterr()
     assert main([*attach, str(data)]) == 0
     said = capsys.readouterr().out
