@@ -169,6 +169,24 @@ def filters_summary(filters: dict[str, Any], asked: int, max_attempts: int) -> s
     return line
 
 
+SETUP_AND_ENDING_WORDS = 1_000  # more than the built-in engine's setup, ending and recall margin take
+
+
+def _room_for_recalls(args: argparse.Namespace, distances) -> bool:
+    """Whether recalls at ``distances`` fit in the built-in engine's longest stories: checked by writing three
+    stories of ``--max-words`` when LOW comes within ``SETUP_AND_ENDING_WORDS`` of it."""
+    if distances.bounds(args.max_words - SETUP_AND_ENDING_WORDS) is not None:
+        return True
+    from ltsgen.stories.engine.story import generate_story
+
+    return any(
+        generate_story(index, args.seed, args.max_words, distances, args.recalls_per_1k_words)["meta"][
+            "recalls"
+        ]["bounds"]
+        for index in range(3)
+    )
+
+
 def check_arguments(args: argparse.Namespace) -> None:
     """One-line errors for arguments that cannot make a build (shared with ``--backend openai``)."""
     from ltsgen.build import parse_splits
@@ -209,6 +227,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--recall-distances {distances}: no recall fits in a story of --max-words {args.max_words:,} "
             f"(LOW is {distances.low:,} words)"
+        )
+    if args.backend == "builtin" and args.recalls_per_1k_words and not _room_for_recalls(args, distances):
+        raise UsageError(
+            f"--recall-distances {distances}: no recall fits in a story of --max-words {args.max_words:,}: "
+            f"its setup and ending leave less than LOW ({distances.low:,} words) between a plant and the end"
         )
     if not 0 <= args.recalls_per_1k_words <= 50:
         raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")

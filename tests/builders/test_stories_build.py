@@ -206,6 +206,19 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path, capsys):
             ["--num-stories", "5", "--max-words", "900", "--recall-distances", "uniform:1000:2000"],
             "--recall-distances uniform:1000:2000: no recall fits in a story of --max-words 900",
         ),
+        (  # LOW below the longest story, above what its setup and ending leave for recalls
+            [
+                "--num-stories",
+                "5",
+                "--min-words",
+                "2000",
+                "--max-words",
+                "2000",
+                "--recall-distances",
+                "uniform:1900:length",
+            ],
+            "no recall fits in a story of --max-words 2,000: its setup and ending leave less than LOW (1,900",
+        ),
     ],
 )
 def test_one_line_errors(tmp_path, args, message, capfd):
