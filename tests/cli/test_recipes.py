@@ -108,13 +108,9 @@ def test_the_torchrun_loop_runs_on_two_ranks(work):
 def test_the_mixture_recipe_mixes_two_story_sets(work):
     if importlib.util.find_spec("ltsgen.loaders.mixture") is None:
         pytest.skip("this checkout's loaders take one dataset (no ltsgen.loaders.mixture)")
-    from ltsgen.attach import attach_tokenizer
-    from ltsgen.training.data import read_tokenizer
-
-    long = str(work / "lts-long")
+    long = str(work / "lts-long")  # the recipe's build of longer stories, smaller
     args = ["--num-stories", "4", "--min-words", "800", "--max-words", "1200", "--seed", "1", "--no-progress"]
     assert ltsgen(["stories", "--out", long, *args]) == 0
-    attach_tokenizer(long, read_tokenizer(work / "lts" / "tokenizer.json"))
     (work / "mix.py").write_text(small(recipes()["A mixture of datasets"]), encoding="utf-8")
     assert _run_forked(work / "mix.py").splitlines()[-1] == "3 mixed batches"
 
