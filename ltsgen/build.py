@@ -274,7 +274,6 @@ def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
     if missing_card or leftovers or temporary_files(store):  # a run killed while it wrote the card, say
         try:
             with _writing(store), store.lock(LOCK_PATH):
-                remove_temporary_files(store)
                 _finish(store, spec, result, card=missing_card)
         except LockHeld:  # another build holds the directory: it finishes this itself
             pass
@@ -422,7 +421,9 @@ def build_claimed(
 
 
 def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool) -> None:
-    """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch."""
+    """After the manifest: the card (unless a file it would replace is not ltsgen's), then the scratch and
+    the temporary files of attempts that did not finish (a job an engine ran again after its worker died, a
+    card drawn by a killed run)."""
     if card:
         conflict = card_conflict(store)
         if conflict is None:
@@ -436,6 +437,7 @@ def _finish(store: Storage, spec: BuildSpec, result: BuildResult, *, card: bool)
             )
     for name in spec.scratch:
         store.remove_tree(f"{STATE_DIR}/{name}")
+    remove_temporary_files(store)
 
 
 def _previous_builder(store: Storage) -> dict[str, Any] | None:
@@ -558,6 +560,11 @@ def execute_job(
     except OSError as error:  # a full disk or a file size limit: name the shard being written
         where = directory.location(output.writers[-1].relpath) if output.writers else directory
         raise BuildError(f"{where}: cannot write ({error.strerror or error})") from None
+    except LtsgenError:
+        raise
+    except Exception as error:  # a bug: its traceback, and the job it happened in
+        error.add_note(f"while running job {job.key}")
+        raise
     unfinished = [w.relpath for w in output.writers if w.info is None]
     if unfinished:
         raise BuildError(f"job {job.key}: shard writers not closed: {unfinished}")

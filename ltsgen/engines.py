@@ -388,7 +388,10 @@ class RayEngine(Engine):
                     cause = error.cause if isinstance(error.cause, BaseException) else None
                     if isinstance(cause, LtsgenError):
                         raise cause from None
-                    raise EngineError(f"a Ray task failed: {str(error).strip().splitlines()[-1]}") from error
+                    lines = str(cause or error).strip().splitlines() or [""]
+                    what = f"{type(cause).__name__}: {lines[0]}" if cause else lines[-1]
+                    where = "; ".join(getattr(cause, "__notes__", ()))  # the job, as execute_job notes it
+                    raise EngineError(f"a Ray task failed{f' ({where})' if where else ''}: {what}") from error
                 except ray.exceptions.RayError as error:
                     raise EngineError(f"a Ray task was lost ({type(error).__name__}: {error})") from None
                 feed()

@@ -101,6 +101,21 @@ def test_ray_tasks_see_the_commands_storage_options(ray_runtime, monkeypatch):
         assert list(engine.map(os.getenv, ["FSSPEC_S3"])) == ['{"endpoint_url": "http://127.0.0.1:9"}']
 
 
+def test_a_bug_in_a_ray_task_is_one_line_naming_its_job(ray_runtime):
+    from ltsgen.engines import EngineError, RayEngine
+
+    def fail_noted(job: str) -> None:  # a bug in a job, noted as build.execute_job notes it (sent by value)
+        error = ZeroDivisionError("division by zero")
+        error.add_note(f"while running job {job}")
+        raise error
+
+    with RayEngine(workers=1) as engine, pytest.raises(EngineError) as failed:
+        list(engine.map(fail_noted, ["train/shard-00002.parquet"]))
+    assert str(failed.value) == (
+        "a Ray task failed (while running job train/shard-00002.parquet): ZeroDivisionError: division by zero"
+    )
+
+
 def test_compare_runs_as_ray_tasks_equal_the_local_engine(ray_runtime, tmp_path):
     """Two encodings, each run a Ray task (the two at once, one CPU each): the same losses and evaluations as
     in this process. (A grid of seeds adds runs of the same kind: test_compare.py covers grids.)"""

@@ -21,7 +21,7 @@ def write_numbers(job: Job, output) -> dict:
     with output.open(job.key) as writer:
         for i in range(first, first + count):
             if job.key in FAIL_ON and i == first + 1:
-                raise RuntimeError(f"job {job.key} failed")
+                raise RuntimeError(f"number {i} failed")
             writer.write(
                 {"id": f"n-{i:05d}", "text": " ".join(["number", str(i)] * (i % 7 + 1)), "source": "test"}
             )
@@ -59,10 +59,11 @@ def test_failed_job_keeps_finished_ones_and_resume_completes(clean, tmp_path):
     out = tmp_path / "out"
     FAIL_ON.add("train/shard-00002.jsonl.zst")
     try:
-        with pytest.raises(RuntimeError, match="shard-00002"):
+        with pytest.raises(RuntimeError, match="^number 21 failed") as failed:
             run_build(spec(out), progress=False, card=False)
     finally:
         FAIL_ON.clear()
+    assert failed.value.__notes__ == ["while running job train/shard-00002.jsonl.zst"]  # a bug: and where
     assert not (out / "manifest.json").exists()
     assert sorted(p.name for p in (out / "train").iterdir()) == [
         "shard-00000.jsonl.zst",
@@ -71,6 +72,21 @@ def test_failed_job_keeps_finished_ones_and_resume_completes(clean, tmp_path):
     result = run_build(spec(out), progress=False, card=False)
     assert (result.status, result.jobs_kept, result.jobs_run) == ("resumed", 2, 2)
     assert tree(out) == tree(clean)
+
+
+def write_after_an_abandoned_attempt(job: Job, output) -> dict:
+    """As a job that an engine runs again after its first attempt's worker died mid-write."""
+    (Path(output.directory.local_path(job.key)).parent / f".{Path(job.key).name}.k3x9q1.tmp").write_bytes(
+        b"half"
+    )
+    return write_numbers(job, output)
+
+
+def test_a_build_ends_without_the_temporary_files_of_attempts_that_died(clean, tmp_path):
+    out = tmp_path / "out"
+    (out / "train").mkdir(parents=True)
+    run_build(replace(spec(out), run_job=write_after_an_abandoned_attempt), progress=False, card=False)
+    assert tree(out) == tree(clean)  # no .shard-0000N.jsonl.zst.k3x9q1.tmp left
 
 
 def test_damaged_shard_of_finished_build_is_rewritten(clean):
