@@ -219,6 +219,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--shard-size-mb must be positive, not {args.shard_size_mb}")
     if args.seed < 0:
         raise UsageError(f"--seed must be >= 0, not {args.seed}")
+    if not 0 <= args.recalls_per_1k_words <= 50:
+        raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
     try:
         distances = Distances.parse(args.recall_distances)
     except ValueError as error:
@@ -233,6 +235,4 @@ def check_arguments(args: argparse.Namespace) -> None:
             f"--recall-distances {distances}: no recall fits in a story of --max-words {args.max_words:,}: "
             f"its setup and ending leave less than LOW ({distances.low:,} words) between a plant and the end"
         )
-    if not 0 <= args.recalls_per_1k_words <= 50:
-        raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
     parse_splits(args.splits)  # a BuildError naming --splits

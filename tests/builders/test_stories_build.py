@@ -206,6 +206,19 @@ def test_kill_9_mid_build_then_rerun_is_byte_identical(tmp_path, capsys):
             ["--num-stories", "5", "--max-words", "900", "--recall-distances", "uniform:1000:2000"],
             "--recall-distances uniform:1000:2000: no recall fits in a story of --max-words 900",
         ),
+        (  # the density is checked before any story is written to check the distances
+            [
+                "--num-stories",
+                "5",
+                "--max-words",
+                "2000",
+                "--recall-distances",
+                "uniform:1500:1900",
+                "--recalls-per-1k-words",
+                "nan",
+            ],
+            "--recalls-per-1k-words must be in [0, 50], not nan",
+        ),
         (  # LOW below the longest story, above what its setup and ending leave for recalls
             [
                 "--num-stories",
