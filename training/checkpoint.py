@@ -29,8 +29,8 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write ``state`` to ``path`` through a temporary file and a rename, and its sha256 beside it.
 
     While the new file replaces the old one, the digest file accepts both, so a crash at any moment leaves
-    a checkpoint that verifies, after any number of interrupted writes: the old one is the file at ``path``
-    (when it verifies), not the first digest listed, which may be of a write that never got there. A full
+    a checkpoint that verifies, after any number of interrupted writes: every digest listed is kept until a
+    write ends (the first may be of a write that never got there, the file at ``path`` of another). A full
     disk or a file-size limit is a one-line ``TrainingError``; the previous checkpoint stays as it was.
     """
     path = Path(path)
@@ -40,12 +40,10 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
     data = buffer.getbuffer()
     digest = hashlib.sha256(data).hexdigest()
     try:
-        current = sha256_file(path) if path.exists() else None
-        kept = [current] if current in _read_digests(digests) else []
         with atomic_path(path) as tmp:
             with tmp.open("wb") as handle:
                 handle.write(data)
-            _write_digests(digests, [digest, *kept])
+            _write_digests(digests, [digest, *_read_digests(digests)])
         _write_digests(digests, [digest])
     except OSError as error:
         raise TrainingError(f"{path}: cannot write the checkpoint ({error.strerror or error})") from None
