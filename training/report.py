@@ -609,10 +609,11 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
         window = run["eval"].get("recall_window")
         if run["train_length"] == train_length and window and window["recall_count"]:
             per[run["encoding"]][run["seed"]] = window
-    for label in [
-        label for label in per if not label.endswith(FINETUNED) and rescaled(label) and "rope" in per
-    ]:
-        del per[label]  # zero-shot: RoPE's weights at factor 1 (the fine-tuned carry the suffix)
+    factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
+    for label in [label for label in per if label in factor_one and rescaled(label) and "rope" in per]:
+        del per[
+            label
+        ]  # RoPE's weights read at factor 1: RoPE's own test (not so at another --encoding-option)
     if not per:
         return []
     status = trained_runs(runs)

@@ -63,6 +63,8 @@ def windowed(encoding: str, seed: int, gap: float, margin: float = 2.0) -> dict:
     """A run whose cued recalls in their own T-token windows beat their controls by ``gap``."""
     made = run(encoding, seed, {32: 0.0, 64: 0.1}, margin=margin)
     noise = np.random.default_rng(seed).normal(0, 0.05, size=8)
+    if encoding in ("rope_pi", "yarn"):
+        made["eval"]["scaling"] = "zero-shot"  # at factor 1 in a T-token window, as RoPE
     made["eval"]["recall_window"] = {
         "recall_count": 8,
         "per_document": {
@@ -77,6 +79,16 @@ def test_recalls_in_their_window_are_answered_once_per_weights_and_only_for_trai
     from ltsgen.training.report import _window_section
 
     runs = [windowed(name, seed, 0.3) for seed in range(5) for name in ("rope", "rope_pi", "yarn", "alibi")]
+    stretched = [
+        windowed("rope_pi", seed, 0.3) for seed in range(5)
+    ]  # trained at factor 4: a test of its own
+    for run in stretched:
+        run["eval"]["scaling"] = "fine-tuned at factor 4"
+    lines = "\n".join(_window_section([*runs[::4], *stretched], 32, None)).splitlines()
+    assert [line.split(" | ")[0] for line in lines if line.startswith("| ")][1:] == [
+        "| rope",
+        "| rope_pi (zero-shot)",
+    ]
     runs += [windowed("fire", seed, 0.3, margin=0.1) for seed in range(5)]  # did not learn
     runs += [windowed("t5", seed, 0.3) for seed in range(3)]
     lines = "\n".join(_window_section(runs, 32, None)).splitlines()
