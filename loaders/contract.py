@@ -141,7 +141,7 @@ def bucket_order(name: str) -> tuple[float, float, str]:
     Args:
         name: a bucket folder name (``"512-1024"``, ``"2048-inf"``, ``"1024"``).
     """
-    if name.isdigit():
+    if name.isascii() and name.isdigit():
         return int(name), int(name), ""
     try:
         lo, hi = parse_bucket_name(name)

@@ -855,7 +855,8 @@ class _ProcessState:
             decoded = self.reader.get(members[s] for s in local)
             if any(decoded[members[s]] is not None for s in local):
                 return donor, {s: decoded[members[s]] for s in local}
-        raise self.dataset._skipped_error("every shard of the split is corrupt")
+        where = "the split" if len(self.dataset.streams) == 1 else "a bucket (by_bucket)"
+        raise self.dataset._skipped_error(f"every shard of {where} is corrupt")
 
     def prefetch(self) -> None:
         """Decode the rest of the last window built and the next one in the background (called once the

@@ -538,7 +538,7 @@ def _pax_records(raw: bytes, where: str) -> dict[str, str]:
 
 def _pax_size(value: str, where: str, pos: int) -> int:
     """A pax header's ``size``: a member's byte count."""
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise LoaderError(f"{where}: corrupt tar pax header before byte {pos} (size {value!r})")
     return int(value)
 
@@ -696,8 +696,11 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
 
 def _json_ids(value: Any, where: str, number: int) -> np.ndarray:
     """A JSON line's ``input_ids``: a list of integer ids below 2**32 (no float, string or bool passes)."""
-    ids = np.asarray(value)
-    if not ids.size:
+    try:
+        ids = np.asarray(value)
+    except ValueError:  # a ragged list of lists
+        ids = np.asarray([], dtype=object).reshape(0, 0)
+    if not ids.size and ids.ndim == 1:
         return np.zeros(0, dtype=np.uint32)
     if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= 2**32:
         raise LoaderError(

@@ -60,8 +60,9 @@ class ShardReader:
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
         keep: decoded shards kept in memory (the most recently used).
         threads: decoding threads.
-        lazy: decode the token ids of verified parquet shards that ``get`` asks for a row group at a time
-            as they are needed (``convert`` then gets a ``RowGroupTokens`` column, completed by ``prefetch``).
+        lazy: decode the token ids (or the text to tokenize) of verified parquet shards that ``get`` asks for
+            a row group at a time as they are needed (``convert`` then gets a ``RowGroupTokens`` column, or
+            ``RowGroupTexts``, completed by ``prefetch``).
         max_text_chars: for text that ``convert`` tokenizes (None: it does not), refuse a shard whose
             texts are missing or not strings, or longer than this (0: no limit; tokenizing takes about 130
             bytes of memory per character), before ``convert``.

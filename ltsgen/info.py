@@ -1,8 +1,9 @@
 """What a dataset directory holds, read from its manifest and shards: ``dataset_info(DIR)``.
 
-Per split: records, tokens (when the shards are tokenized), shards, bytes, buckets, the percentiles of the
-record lengths (words, and tokens when stored) and the first record, its text cut short. With ``verify``
-every shard's bytes are hashed against the manifest's sha256.
+Per split: records, tokens (when the shards are tokenized, or ids are stored beside the text by ``ltsgen
+tokenizer --data``), shards, bytes, buckets, the percentiles of the record lengths (words, and tokens when
+known) and the first record, its text cut short. With ``verify`` every shard's bytes, the stored ids'
+shards' included, are hashed against the manifest's sha256.
 """
 
 from __future__ import annotations

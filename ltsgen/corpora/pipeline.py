@@ -626,9 +626,9 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
                 first:
             ]
             for number, (offset, ids) in enumerate(windows, first):
-                first = int(np.searchsorted(starts, offset, side="right")) - 1
-                last = int(np.searchsorted(starts, offset + length, side="left"))
-                meta = {"offset": offset, "documents": [rows[d][0] for d in range(first, last)]}
+                opening = int(np.searchsorted(starts, offset, side="right")) - 1
+                closing = int(np.searchsorted(starts, offset + length, side="left"))
+                meta = {"offset": offset, "documents": [rows[d][0] for d in range(opening, closing)]}
                 text = decoder.decode(ids.tolist(), skip_special_tokens=False)
                 writer.write(
                     {

@@ -256,8 +256,10 @@ def _describe(error: Exception) -> str:
     detail = ""
     if isinstance(error, openai.APIConnectionError):  # what lies under it: refused, unknown host, ...
         cause: BaseException = error
-        while cause.__cause__ or cause.__context__:
+        seen = {id(cause)}
+        while (cause.__cause__ or cause.__context__) and id(cause.__cause__ or cause.__context__) not in seen:
             cause = cause.__cause__ or cause.__context__
+            seen.add(id(cause))
         if cause is not error:
             known = isinstance(cause, OSError) and isinstance(cause.errno, int) and cause.errno > 0
             detail = f" ({os.strerror(cause.errno)}: {cause.strerror})" if known else f" ({cause})"
