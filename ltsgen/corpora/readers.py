@@ -105,8 +105,15 @@ class Screen:
 
     def clean(self, text: Any, where: str, text_field: str) -> str | None:
         """The text when it is a usable document, else None (after counting or raising)."""
-        if not isinstance(text, str):
+        if text is None:
             self.bad(where, f"missing text field {text_field!r}", "missing text field")
+            return None
+        if not isinstance(text, str):  # a number, a list, or bytes (a parquet column of type binary)
+            self.bad(
+                where,
+                f"text field {text_field!r} is {type(text).__name__}, not a string",
+                "text not a string",
+            )
             return None
         if self.max_chars and len(text) > self.max_chars:
             self.too_long()

@@ -156,6 +156,7 @@ GOOD = b'{"text": "a good document", "url": "https://example.org/"}'
         (b'{"text": "cut off', "malformed JSON", "malformed JSON"),
         (b'{"url": "https://example.org/"}', "missing text field 'text'", "missing text field"),
         (b'{"text": null}', "missing text field 'text'", "missing text field"),
+        (b'{"text": 5}', "text field 'text' is int, not a string", "text not a string"),
         (b"[1, 2]", "malformed JSON", "malformed JSON"),
     ],
 )
