@@ -143,9 +143,10 @@ class TrainConfig:
     )
     log_every: int = _option(10, "a metrics line every N steps", metavar="N", limits=POSITIVE)
 
-    #: the settings that must match when resuming (the rest may change, e.g. the device)
+    #: the settings that must match when resuming (the rest may change, e.g. the device; batch_size may change
+    #: with the number of processes, as long as the global batch stays: ``open_run``)
     RESUME_KEYS = (
-        "data", "encoding", "encoding_options", "train_length", "steps", "batch_size", "lr", "min_lr_ratio",
+        "data", "encoding", "encoding_options", "train_length", "steps", "lr", "min_lr_ratio",
         "warmup", "weight_decay", "grad_clip", "d_model", "n_layers", "n_heads", "init_from", "copy_task", "seed",
     )  # fmt: skip
     #: names of earlier releases, read from old config files
@@ -457,11 +458,32 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         if changed:
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
             raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")
+        _check_processes(
+            path, saved, len(json.loads(checkpoint["loader_states"])), config, placement.world_size
+        )
     if placement.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
     distributed.barrier(placement)
     return checkpoint
+
+
+def _check_processes(
+    path: Path, saved: dict[str, Any], processes: int, config: TrainConfig, world_size: int
+) -> None:
+    """A run resumes with any number of processes whose batches add up to the same global batch (the data
+    order resumes elastically), but with its own number when it adds copy-task rows (drawn per process)."""
+    before, now = f"{saved['batch_size']} x {processes}", f"{config.batch_size} x {world_size}"
+    if saved["batch_size"] * processes != config.batch_size * world_size:
+        raise TrainingError(
+            f"{path}: cannot resume with another global batch (--batch-size x processes: {before} -> {now}); "
+            "keep their product"
+        )
+    if config.copy_task and processes != world_size:
+        raise TrainingError(
+            f"{path}: a run with --copy-task resumes with its own number of processes ({processes}, not "
+            f"{world_size}): each draws its own copy rows"
+        )
 
 
 def validation_tokens(config: TrainConfig, tokenizer) -> torch.Tensor | None:

@@ -141,6 +141,10 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
         train(config, progress=False)
     with pytest.raises(TrainingError, match=r"lr: 0.003 -> 0.01"):
         train(replace(config, lr=0.01), resume=True, progress=False)
+    with pytest.raises(
+        TrainingError, match=r"another global batch \(--batch-size x processes: 4 x 1 -> 2 x 1\)"
+    ):
+        train(replace(config, batch_size=2), resume=True, progress=False)
 
 
 def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
@@ -217,10 +221,17 @@ def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer
     summary = json.loads((tmp_path / "ddp" / "train_summary.json").read_text())
     assert summary["world_size"] == 2 and summary["step"] == 3
     assert ltsgen(["train", *common, "--batch-size", "4", "--out", str(tmp_path / "single")]) == 0
-    ddp = load_checkpoint(tmp_path / "ddp" / CHECKPOINT_NAME)["model"]
+    # elastic: one process stopped after a step, resumed by two with half the batch each
+    elastic = ["train", *common, "--out", str(tmp_path / "elastic")]
+    assert ltsgen([*elastic, "--batch-size", "4", "--stop-after", "1"]) == 0
+    torchrun = command[: command.index("train")]  # torch.distributed.run ... script
+    done = run_bounded([*torchrun, *elastic, "--batch-size", "2", "--resume"], env, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
     single = load_checkpoint(tmp_path / "single" / CHECKPOINT_NAME)["model"]
-    for key in single:
-        torch.testing.assert_close(ddp[key], single[key], rtol=1e-4, atol=1e-5)
+    for run in ("ddp", "elastic"):
+        weights = load_checkpoint(tmp_path / run / CHECKPOINT_NAME)["model"]
+        for key in single:
+            torch.testing.assert_close(weights[key], single[key], rtol=1e-4, atol=1e-5)
 
 
 def test_cli_errors_are_one_line_and_leave_nothing_behind(tiny_data, tmp_path, capsys):
