@@ -27,7 +27,8 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from ltsgen.encodings import NAMES, build, canonical_name, training_options
-from ltsgen.loaders.files import atomic_path
+from ltsgen.loaders.contract import TOKENIZER_NAME
+from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training import distributed
 from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ltsgen.training.copytask import copy_rows
@@ -506,11 +507,18 @@ def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.
     model = TransformerLM(model_cfg).to(device)
     if checkpoint is None and config.init_from:
         source = Path(config.init_from) / CHECKPOINT_NAME
+        theirs, ours = Path(config.init_from) / TOKENIZER_NAME, Path(config.out) / TOKENIZER_NAME
+        if theirs.exists() and ours.exists() and sha256_file(theirs) != sha256_file(ours):
+            raise TrainingError(
+                f"{theirs}: --init-from's run has another tokenizer than this run's ({ours}): its embeddings "
+                "would read every token id as another token; pass --tokenizer " + str(theirs)
+            )
         try:
             model.load_state_dict(load_checkpoint(source)["model"])
-        except RuntimeError as error:
-            first = str(error).strip().splitlines()[0]
-            raise TrainingError(f"{source}: its weights do not fit this model ({first})") from None
+        except RuntimeError as error:  # PyTorch's header line, then what does not fit
+            details = [line.strip() for line in str(error).strip().splitlines()[1:] if line.strip()]
+            what = details[0][:200] if details else str(error).strip().splitlines()[0]
+            raise TrainingError(f"{source}: its weights do not fit this model ({what})") from None
     return model, model_cfg
 
 

@@ -147,6 +147,22 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
         train(replace(config, batch_size=2), resume=True, progress=False)
 
 
+def test_init_from_a_run_of_another_tokenizer_or_shape_is_refused_saying_why(
+    tiny_data, tokenizer_path, tmp_path
+):
+    base = tiny_config(tiny_data, tmp_path / "base", "alibi", steps=1, tokenizer=str(tokenizer_path))
+    train(base, progress=False)
+    other = tmp_path / "other.json"
+    train_tokenizer(["a story of another tokenizer, not the run's"] * 20, 280).save(str(other))
+    tuned = replace(base, out=str(tmp_path / "tuned"), init_from=base.out, tokenizer=str(other))
+    with pytest.raises(TrainingError, match=r"base/tokenizer.json: --init-from's run has another tokenizer"):
+        train(tuned, progress=False)
+    wider = replace(tuned, tokenizer=str(tokenizer_path), d_model=64)
+    with pytest.raises(TrainingError, match=r"its weights do not fit this model \(size mismatch for "):
+        train(wider, progress=False)
+    assert not (tmp_path / "tuned").exists()
+
+
 def test_a_checkpoint_without_its_checksum_is_refused(tmp_path):
     path = tmp_path / CHECKPOINT_NAME
     path.write_bytes(b"not a checkpoint")
