@@ -156,7 +156,7 @@ def as_encoding(
     return {
         **model_config,
         "encoding": encoding,
-        "encoding_options": training_options(encoding, train_length, base),
+        "encoding_options": training_options(encoding, train_length, {**base, **(overrides or {})}),
     }
 
 

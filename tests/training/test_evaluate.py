@@ -391,3 +391,17 @@ def test_the_recall_controls_are_read_rescaled_as_the_recalls_are(encoding, monk
                                         entropy_sequences=1, dtype="float32")  # fmt: skip
     assert factors == [(64, 4.0), (64, 4.0)]  # the recalls' set, then their controls: both at 64 / 16
     assert result["recall_accuracy"] == result["recall_accuracy_control"]  # the same tokens, read alike
+
+
+def test_a_run_read_as_another_encoding_takes_the_options_given_for_it():
+    """``compare --encoding-option beta_fast=64`` reaches the zero-shot YaRN reading of the RoPE run."""
+    from ltsgen.training.evaluate import as_encoding
+
+    rope = {"encoding": "rope", "encoding_options": {"base": 500.0}}
+    yarn = as_encoding(rope, "yarn", 32, {"beta_fast": 64.0})["encoding_options"]
+    assert (yarn["beta_fast"], yarn["base"], yarn["factor"], yarn["original_length"]) == (
+        64.0,
+        500.0,
+        1.0,
+        32,
+    )
