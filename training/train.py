@@ -412,7 +412,7 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
         done = step + 1
         first_bad.update(done, loss, grad_norm)
         meter.count_step()
-        at_log = done % config.log_every == 0 or done == end_step
+        at_log = done % config.log_every == 0 or done == config.steps  # as uninterrupted, whatever the stops
         at_eval = run.val_tokens is not None and done % config.eval_every == 0
         at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
             done != end_step
@@ -420,17 +420,19 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
         if (at_log or at_eval or at_save) and first_bad.step():
             bar.close()
             diverged(config, model, meter, first_bad.step(), placement, run.metrics)
+        record: dict[str, Any] = {"step": done}  # one line per step: its loss and its validation, as due
         if at_log:
             record = meter.record(
                 done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, run.scheduler
             )
-            run.metrics.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
         if at_eval:
             val = validation_loss(model, run.val_tokens, placement.device, config.batch_size)
-            run.metrics.write({"step": done, "val_loss": val, "val_perplexity": perplexity(val)})
+            record.update(val_loss=val, val_perplexity=perplexity(val))
             bar.write(f"step {done}: validation loss {val:.4f} (perplexity {perplexity(val):.2f})")
+        if at_log or at_eval:
+            run.metrics.write(record)
         if at_save:
             run.save(done)
     bar.close()

@@ -95,9 +95,8 @@ def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, 
 
 def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path, tmp_path):
     """With copy-task rows too: they depend on the step only, so the resumed run sees the same ones."""
-    straight = tiny_config(
-        tiny_data, tmp_path / "straight", "fire", steps=7, tokenizer=str(tokenizer_path), copy_task=2
-    )
+    straight = tiny_config(tiny_data, tmp_path / "straight", "fire", steps=7, tokenizer=str(tokenizer_path),
+                           copy_task=2, log_every=2, eval_every=7, eval_sequences=4)  # fmt: skip
     reference = train(straight, progress=False)
     pieces = replace(straight, out=str(tmp_path / "pieces"))
     first = train(pieces, stop_after=3, progress=False)
@@ -108,9 +107,16 @@ def test_resume_repeats_the_uninterrupted_run_exactly(tiny_data, tokenizer_path,
     assert set(counted) == {shard.sha256 for shard in read_manifest(tiny_data).shards("train")}
     resumed = train(pieces, resume=True, progress=False)
     assert resumed["step"] == 7 and resumed["last_loss"] == reference["last_loss"]
-    assert [m["loss"] for m in metrics(tmp_path / "pieces")] == [
-        m["loss"] for m in metrics(tmp_path / "straight")
+    # the same lines: one per logged step (not one more at the stop), its validation in the same line
+    assert [
+        {k: v for k, v in m.items() if k not in ("elapsed_s", "tokens_per_s")}
+        for m in metrics(tmp_path / "pieces")
+    ] == [
+        {k: v for k, v in m.items() if k not in ("elapsed_s", "tokens_per_s")}
+        for m in metrics(tmp_path / "straight")
     ]
+    assert [m["step"] for m in metrics(tmp_path / "straight")] == [2, 4, 6, 7]
+    assert {"loss", "val_loss", "val_perplexity"} <= set(metrics(tmp_path / "straight")[-1])
     a = load_checkpoint(tmp_path / "straight" / CHECKPOINT_NAME)
     b = load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)
     assert all(torch.equal(a["model"][key], b["model"][key]) for key in a["model"])
