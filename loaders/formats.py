@@ -696,16 +696,17 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
 
 def _json_ids(value: Any, where: str, number: int) -> np.ndarray:
     """A JSON line's ``input_ids``: a list of integer ids below 2**32 (no float, string or bool passes)."""
+    refused = LoaderError(
+        f"{where}: line {number}: input_ids must be a list of integer ids in 0..{2**32 - 1}"
+    )
     try:
         ids = np.asarray(value)
     except ValueError:  # a ragged list of lists
-        ids = np.asarray([], dtype=object).reshape(0, 0)
-    if not ids.size and ids.ndim == 1:
+        raise refused from None
+    if ids.ndim == 1 and not ids.size:
         return np.zeros(0, dtype=np.uint32)
     if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= 2**32:
-        raise LoaderError(
-            f"{where}: line {number}: input_ids must be a list of integer ids in 0..{2**32 - 1}"
-        )
+        raise refused
     return ids.astype(np.uint32)
 
 

@@ -420,9 +420,8 @@ def _composition(manifest: Manifest, lengths: _Lengths, plots: list[str]) -> str
         text.append(_table([{"source": k, "samples": v} for k, v in sorted(lengths.sources.items())]))
     if tokenized and lengths.bucket_sources:
         per_bucket = []
-        order = {
-            b: i for i, b in enumerate(manifest.buckets or [])
-        }  # the training buckets, then eval/<L> ...
+        # the training buckets in the manifest's order, then each evaluation set by split and length
+        order = {b: i for i, b in enumerate(manifest.buckets or [])}
 
         def place(label: str) -> tuple:
             split, _, length = label.rpartition("/")

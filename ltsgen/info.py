@@ -49,7 +49,7 @@ def dataset_info(
         "tokenizer": manifest.tokenizer,
     }
     mismatched: set[str] = set()
-    stored = (manifest.tokenizer or {}).get("shards") or {}  # the token ids `ltsgen tokenizer --data` stored
+    stored = _stored_ids(manifest)
     if verify:
         shards = [
             (shard.path, shard.sha256)
@@ -69,7 +69,7 @@ def dataset_info(
 
 def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: set[str]) -> dict[str, Any]:
     tokenized = bool(shards) and all(shard.tokens is not None for shard in shards)
-    stored = (manifest.tokenizer or {}).get("shards") or {}
+    stored = _stored_ids(manifest)
     token_shards = [stored.get(shard.path) for shard in shards] if not tokenized and stored else []
     attached = bool(token_shards) and all(token_shards)  # the split's ids, stored beside its text
     columns = ["num_words"] + (["num_tokens"] if tokenized else [])
@@ -109,6 +109,11 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
         "tokens_per_record": _percentiles(lengths["num_tokens"]) if tokenized or attached else None,
         "first_record": first,
     }
+
+
+def _stored_ids(manifest: Manifest) -> dict[str, dict[str, Any]]:
+    """The token shards ``ltsgen tokenizer --data`` stored beside the text: shard path -> entry."""
+    return (manifest.tokenizer or {}).get("shards") or {}
 
 
 def _percentiles(values: list[int]) -> dict[str, int] | None:

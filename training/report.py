@@ -609,11 +609,10 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
         window = run["eval"].get("recall_window")
         if run["train_length"] == train_length and window and window["recall_count"]:
             per[run["encoding"]][run["seed"]] = window
+    # RoPE's weights read at factor 1 are RoPE's own test (not so at another --encoding-option factor)
     factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
     for label in [label for label in per if label in factor_one and rescaled(label) and "rope" in per]:
-        del per[
-            label
-        ]  # RoPE's weights read at factor 1: RoPE's own test (not so at another --encoding-option)
+        del per[label]
     if not per:
         return []
     status = trained_runs(runs)

@@ -171,10 +171,9 @@ class TrainConfig:
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise TrainingError(f"--d-model {self.d_model} must split into {self.n_heads} heads of even size")
         self.encoding = canonical_name(self.encoding)  # RoPE is rope; an unknown name: the closest ones
-        options = (
-            self.encoding_options_resolved()
-        )  # unknown options and bad values fail here, before any work
-        build(self.encoding, self.n_heads, self.d_model // self.n_heads, **options)  # and values out of range
+        # unknown options and bad values fail here, before any work, and values out of range in the build
+        options = self.encoding_options_resolved()
+        build(self.encoding, self.n_heads, self.d_model // self.n_heads, **options)
 
     def encoding_options_resolved(self) -> dict[str, Any]:
         """Every option of the encoding for this training length, defaults included (``encoding_options``

@@ -179,12 +179,10 @@ def _room_for_recalls(args: argparse.Namespace, distances) -> bool:
         return True
     from ltsgen.stories.engine.story import generate_story
 
-    return any(
-        generate_story(index, args.seed, args.max_words, distances, args.recalls_per_1k_words)["meta"][
-            "recalls"
-        ]["bounds"]
-        for index in range(3)
+    stories = (
+        generate_story(i, args.seed, args.max_words, distances, args.recalls_per_1k_words) for i in range(3)
     )
+    return any(story["meta"]["recalls"]["bounds"] for story in stories)
 
 
 def check_arguments(args: argparse.Namespace) -> None:

@@ -396,20 +396,12 @@ def plan_shards(
     concat_counts: dict[int, int] = {}
     if config.eval_concat and held_out:
         stream_tokens = int(num_tokens[held_out].sum()) + len(held_out)
+        held = refs[held_out]
         for length in eval_sets:
             concat_counts[length] = min(config.eval_sequences, stream_tokens // length)
             per_shard = max(1, config.shard_tokens // length)  # as the eval/<L> shards are cut
             for number, first in enumerate(range(0, concat_counts[length], per_shard)):
-                job = _job(
-                    config.fmt,
-                    EVAL_CONCAT_SPLIT,
-                    str(length),
-                    number,
-                    "concat",
-                    refs[held_out],
-                    length,
-                    common,
-                )
+                job = _job(config.fmt, EVAL_CONCAT_SPLIT, str(length), number, "concat", held, length, common)
                 job.payload["first"] = first
                 job.payload["count"] = min(per_shard, concat_counts[length] - first)
                 jobs.append(job)
@@ -622,10 +614,8 @@ def write_shard(job: Job, output: ShardOutput) -> dict[str, Any]:
             rows = list(_rows(spool, payload["refs"]))
             starts = np.cumsum([0] + [ids.size + 1 for *_, ids in rows])
             first, count = payload["first"], payload["count"]
-            windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, first + count)[
-                first:
-            ]
-            for number, (offset, ids) in enumerate(windows, first):
+            windows = concat_sequences([ids for *_, ids in rows], payload["eos"], length, first + count)
+            for number, (offset, ids) in enumerate(windows[first:], first):
                 opening = int(np.searchsorted(starts, offset, side="right")) - 1
                 closing = int(np.searchsorted(starts, offset + length, side="left"))
                 meta = {"offset": offset, "documents": [rows[d][0] for d in range(opening, closing)]}
