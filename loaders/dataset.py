@@ -925,9 +925,10 @@ class _ProcessState:
         window = int(np.searchsorted(starts, start, side="right")) - 1
         while start < stop:
             lo, hi = start - int(starts[window]), min(stop, int(starts[window + 1])) - int(starts[window])
-            piece_ids, piece_offsets = self.window_tokens(stream, order, window).slice(lo, hi, want)
-            ids.append(piece_ids)
-            offsets.append(piece_offsets)
+            if lo < hi:  # an empty window (its shards skipped as corrupt when counted) adds nothing
+                piece_ids, piece_offsets = self.window_tokens(stream, order, window).slice(lo, hi, want)
+                ids.append(piece_ids)
+                offsets.append(piece_offsets)
             start = int(starts[window]) + hi
             window += 1
         return np.concatenate(ids), (np.concatenate(offsets) if want else None)

@@ -524,6 +524,40 @@ def test_corrupt_shard_is_skipped_and_counted(parquet_dir, tmp_path, seq_len):
             assert torch.equal(torch.stack(epochs[0]), torch.stack(epochs[1]))
 
 
+@pytest.mark.parametrize("counted", ["at construction", "in a counts file"])
+def test_text_with_a_whole_window_skipped_packs_the_other_windows(tmp_path, counted):
+    """Counted at construction, a skipped shard adds no tokens: its window is empty, and blocks run from
+    the window before it into the one after (before: a ValueError from an empty slice). With the counts of
+    an earlier read, the window keeps its size and is filled from the next window, as for token ids."""
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+    counts = tmp_path / "token_counts.json"
+    options = dict(seq_len=15, batch_size=2, shuffle=False, shuffle_window=1, tokenizer=tokenizer)
+    if counted == "in a counts file":
+        StreamingDataset(directory, token_counts=counts, **options)
+    middle = directory / read_manifest(directory).shards("train")[1].path
+    data = bytearray(middle.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+    middle.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset = StreamingDataset(directory, on_error="skip", token_counts=counts, **options)
+        blocks = torch.stack([item["input_ids"] for item in dataset])
+        again = StreamingDataset(directory, on_error="skip", token_counts=counts, **options)
+        by_workers = torch.cat([batch["input_ids"] for batch in again.loader(num_workers=2)])
+    assert torch.equal(by_workers, blocks)
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    shards = [
+        [t for text in texts[i : i + 10] for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]
+        for i in (0, 10, 20)
+    ]
+    filled = (shards[2] * 2)[: len(shards[1])] if counted == "in a counts file" else []
+    stream = shards[0] + filled + shards[2]
+    assert len(blocks) == dataset.num_batches * 2 == len(stream) // 16 // 2 * 2
+    assert blocks.flatten().tolist() == stream[: len(blocks) * 16]
+
+
 def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
     dataset = StreamingDataset(parquet_dir, batch_size=2)
     next(iter(dataset))
