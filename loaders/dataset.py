@@ -40,7 +40,7 @@ from .order import (
     window_groups,
     worker_batches,
 )
-from .packing import PackedWindow, TextTokens, block_positions, tokenize_column
+from .packing import PackedWindow, TextTokens, block_positions, tokenize_column, without_truncation
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
 from .state import STATE_FORMAT, WorkerWitness, check_state, dataset_state, mixture_text
@@ -295,11 +295,12 @@ class StreamingDataset(IterableDataset):
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
             try:
-                self._tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+                tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
             except Exception as error:  # not UTF-8, not JSON, not a tokenizer: tokenizers' own Exception
                 raise LoaderError(
                     f"{location}: not a tokenizer.json ({type(error).__name__}: {error})"
                 ) from None
+            self._tokenizer = without_truncation(tokenizer)
             self._tokenizer_digest = hashlib.sha256(raw).hexdigest()
         return self._tokenizer
 
@@ -1023,7 +1024,7 @@ def _as_tokenizer(tokenizer: Any) -> Any:
             "tokenizer must be a tokenizers.Tokenizer, a transformers fast tokenizer or the path of a "
             f"tokenizer.json, not a {type(tokenizer).__name__} (it has no {missing[0]}())"
         )
-    return tokenizer
+    return without_truncation(tokenizer)
 
 
 def _eos_id(tokenizer, where: str) -> int:

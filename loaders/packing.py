@@ -142,6 +142,23 @@ def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:
     return np.minimum(rows, np.arange(block, dtype=rows.dtype))
 
 
+def without_truncation(tokenizer):
+    """``tokenizer`` as documents are tokenized here: whole and unpadded.
+
+    A ``tokenizers.Tokenizer`` with truncation or padding set (a tokenizer.json saved so, as some on the Hub
+    are, or a transformers tokenizer's backend after a call with ``truncation=True`` or ``padding=``) would
+    cut or pad every document without a word; it is copied with both turned off, the caller's left as it is.
+    """
+    if getattr(tokenizer, "truncation", None) is None and getattr(tokenizer, "padding", None) is None:
+        return tokenizer
+    from tokenizers import Tokenizer
+
+    whole = Tokenizer.from_str(tokenizer.to_str())
+    whole.no_truncation()
+    whole.no_padding()
+    return whole
+
+
 def tokenize_column(texts: Sequence[str], tokenizer, dtype: np.dtype) -> TokenColumn:
     """Token ids of texts, for packing untokenized data.
 

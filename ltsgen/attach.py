@@ -36,6 +36,7 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
+from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.reader import check_texts
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError, as_storage
 from ltsgen.outputs import (
@@ -117,6 +118,7 @@ def attach_tokenizer(
         would write is not ltsgen's, or a file cannot be written.
     """
     store = as_storage(directory)
+    tokenizer = without_truncation(tokenizer)  # documents are tokenized whole, and stored with it so
     raw = tokenizer_bytes(tokenizer)
     try:
         with store.lock(LOCK_PATH):

@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
+from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
@@ -50,26 +51,29 @@ def train_tokenizer(
 
 
 def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
-    """A ``tokenizer.json`` file, a folder holding one, or a Hugging Face Hub name (needs network)."""
+    """A ``tokenizer.json`` file, a folder holding one, or a Hugging Face Hub name (needs network), with
+    any truncation or padding it was saved with turned off (documents are tokenized whole)."""
     path = Path(path_or_name)
     if path.is_dir():
         path = path / "tokenizer.json"
     if path.is_file():
         try:
-            return Tokenizer.from_file(str(path))
+            tokenizer = Tokenizer.from_file(str(path))
         except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
             raise TokenizerError(
                 f"{path}: not a Hugging Face tokenizer.json ({_first_line(error)})"
             ) from None
+        return without_truncation(tokenizer)
     name = str(path_or_name)
     if name.endswith(".json") or name.startswith((".", "/")) or name.count("/") > 1:
         raise TokenizerError(f"{name}: no such tokenizer file")
     try:
-        return Tokenizer.from_pretrained(name)
+        tokenizer = Tokenizer.from_pretrained(name)
     except Exception as error:
         raise TokenizerError(
             f"{name}: not a local tokenizer file and not loadable from the Hugging Face Hub ({_first_line(error)})"
         ) from None
+    return without_truncation(tokenizer)
 
 
 def eos_id(tokenizer: Tokenizer) -> int:

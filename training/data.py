@@ -31,6 +31,7 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path, sha256_file
+from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (
@@ -75,14 +76,15 @@ def first_source(data: str | Path) -> str:
 
 
 def read_tokenizer(path: str | Path) -> Tokenizer:
-    """A ``tokenizer.json`` file, with a one-line error naming it."""
+    """A ``tokenizer.json`` file, with a one-line error naming it; truncation and padding turned off."""
     try:
-        return Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on a missing or malformed file
         text = str(error).strip().splitlines()
         raise TrainingError(
             f"{path}: not a readable tokenizer.json ({text[0] if text else type(error).__name__})"
         ) from None
+    return without_truncation(tokenizer)
 
 
 def resolve_tokenizer(

@@ -67,6 +67,7 @@ from ltsgen.loaders.contract import (
     shard_relpath,
     token_dtype,
 )
+from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.loaders.storage import Storage, as_storage, is_url
 from ltsgen.outputs import STATE_DIR, record_outputs, remove_build
@@ -564,9 +565,10 @@ def _parse_tokenizer(text: str, where: str):
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_str(text)
+        tokenizer = Tokenizer.from_str(text)
     except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
         raise TokenizerError(f"{where}: not a tokenizer.json ({error})") from None
+    return without_truncation(tokenizer)
 
 
 def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:

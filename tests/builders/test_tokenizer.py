@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from corpus_fixtures import ARXIV, C4_GZ, CODE, json_lines
+from tokenizers import Tokenizer
 
 from ltsgen.cli import main
 from ltsgen.loaders import LoaderError
@@ -67,6 +68,27 @@ def test_load_file_folder_and_one_line_errors(tmp_path, texts):
     with pytest.raises(TokenizerError) as error:  # the hub is offline in tests
         load_tokenizer("nobody-here/no-such-tokenizer")
     assert "Hugging Face Hub" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_every_way_ltsgen_reads_a_tokenizer_tokenizes_documents_whole(tmp_path, texts):
+    """A tokenizer.json saved with truncation or padding (some on the Hub are) is read with both off by the
+    builders (`--tokenizer`, a build's own copy) and the trainer: before, bucket lengths and evaluation
+    documents were cut to its max_length, or padded, without a word."""
+    from ltsgen.corpora.pipeline import _parse_tokenizer
+    from ltsgen.training.data import read_tokenizer
+
+    plain = train_tokenizer(texts, 300)
+    truncating = Tokenizer.from_str(plain.to_str())
+    truncating.enable_truncation(4)
+    truncating.enable_padding(length=64)
+    path = tmp_path / "tokenizer.json"
+    truncating.save(str(path))
+    long_text = " ".join(texts[:5])
+    whole = plain.encode(long_text, add_special_tokens=False).ids
+    assert len(whole) > 64
+    for read in (load_tokenizer(path), _parse_tokenizer(path.read_text(), str(path)), read_tokenizer(path)):
+        assert read.encode(long_text, add_special_tokens=False).ids == whole
+    assert truncating.truncation is not None  # the caller's own object is left as it is
 
 
 def test_cli_trains_from_corpus_and_from_dataset_directory(tmp_path, real_data, capsys):
@@ -356,6 +378,24 @@ def test_a_state_taken_while_tokenizing_resumes_on_the_stored_ids_of_that_tokeni
     attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))
     with pytest.raises(LoaderError, match=r"^state\.identity\.tokenizer_sha256: "):
         StreamingDataset(small_stories, **options).load_state_dict(state)
+
+
+def test_a_tokenizer_set_to_truncate_is_attached_with_whole_documents(small_stories):
+    """Before, its stored ids were each document's first 4 tokens, and its stored tokenizer.json kept the
+    truncation for any later reader."""
+    from ltsgen.attach import attach_tokenizer
+    from ltsgen.loaders import StreamingDataset
+
+    plain = train_tokenizer(_texts(small_stories), 300)
+    truncating = Tokenizer.from_str(plain.to_str())
+    truncating.enable_truncation(4)
+    options = {"seq_len": 16, "batch_size": 2, "seed": 3}
+    expected = [b["input_ids"] for b in StreamingDataset(small_stories, tokenizer=plain, **options).loader()]
+    attach_tokenizer(small_stories, truncating)
+    stored = StreamingDataset(small_stories, **options)
+    assert stored.reads_stored_ids
+    assert all(torch.equal(a, b["input_ids"]) for a, b in zip(expected, stored.loader(), strict=True))
+    assert Tokenizer.from_file(str(small_stories / "tokenizer.json")).truncation is None
 
 
 def test_attaching_never_writes_over_files_of_yours_nor_tokenizes_a_text_over_max_doc_chars(

@@ -170,6 +170,37 @@ def test_a_tokenizer_that_cannot_be_read_or_used_is_one_line(tmp_path):
         StreamingDataset(directory, seq_len=15, tokenizer={"vocab": {}})
 
 
+def test_a_tokenizer_set_to_truncate_or_pad_still_packs_whole_documents(tmp_path):
+    """A tokenizer saved with truncation or padding, or a transformers tokenizer after a call that set them
+    on its backend, packs the same blocks as the plain one (before: every document cut to 4 ids, or padded
+    with pad ids, without a word); the caller's tokenizer keeps its settings."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    texts = story_texts(30)
+    tokenizer = bpe(300, texts)
+    directory = write_text_dataset(tmp_path, tokenizer, texts)
+
+    def blocks(given) -> torch.Tensor:
+        return torch.stack([b["input_ids"] for b in StreamingDataset(directory, seq_len=15, tokenizer=given)])
+
+    expected = blocks(tokenizer)
+    truncating = Tokenizer.from_str(tokenizer.to_str())
+    truncating.enable_truncation(4)
+    padding = Tokenizer.from_str(tokenizer.to_str())
+    padding.enable_padding(pad_id=0, length=64)
+    saved = tmp_path / "truncating.json"
+    truncating.save(str(saved))
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(tokenizer.to_str()), pad_token="<|endoftext|>"
+    )
+    wrapped(["the cat sat on the mat"], truncation=True, max_length=4)  # leaves truncation set on its backend
+    for given in (truncating, padding, str(saved), wrapped):
+        assert torch.equal(blocks(given), expected)
+    assert truncating.truncation["max_length"] == 4 and padding.padding["length"] == 64
+    assert wrapped.backend_tokenizer.truncation is not None
+
+
 class CountingTokenizer:
     """A tokenizer that counts the texts it encodes in batches (the loader tokenizes a shard at a time)."""
 
@@ -549,7 +580,11 @@ def test_text_with_a_whole_window_skipped_packs_the_other_windows(tmp_path, coun
     assert torch.equal(by_workers, blocks)
     eos = tokenizer.token_to_id("<|endoftext|>")
     shards = [
-        [t for text in texts[i : i + 10] for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]
+        [
+            t
+            for text in texts[i : i + 10]
+            for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]
+        ]
         for i in (0, 10, 20)
     ]
     filled = (shards[2] * 2)[: len(shards[1])] if counted == "in a counts file" else []
