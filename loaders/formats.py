@@ -699,6 +699,8 @@ def _json_ids(value: Any, where: str, number: int) -> np.ndarray:
     refused = LoaderError(
         f"{where}: line {number}: input_ids must be a list of integer ids in 0..{2**32 - 1}"
     )
+    if isinstance(value, list) and bool in map(type, value):  # numpy reads [1, True] as [1, 1]
+        raise refused
     try:
         ids = np.asarray(value)
     except ValueError:  # a ragged list of lists
@@ -731,6 +733,8 @@ def _decode_jsonl_zst(data: bytes, where: str, wanted: set[str] | None) -> Shard
         if keep_ids:
             ids.append(None if row.get("input_ids") is None else _json_ids(row["input_ids"], where, number))
         rows += 1
+    if not rows:  # an empty shard has every field asked for, with no values
+        fields = {name: [] for name in wanted or () if name != "input_ids"}
     shard = ShardColumns(rows)
     shard.fields = {name: fields[name] for name in sorted(fields)}
     if any(array is not None for array in ids):

@@ -593,6 +593,30 @@ def test_text_with_a_whole_window_skipped_packs_the_other_windows(tmp_path, coun
     assert blocks.flatten().tolist() == stream[: len(blocks) * 16]
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl.zst", "webdataset"])
+def test_an_empty_shard_of_text_adds_nothing_in_every_format(tmp_path, fmt):
+    """Before, an empty jsonl.zst shard was refused when packing: "no text to tokenize (the shard has no
+    text field)" (a KeyError before that); the other formats read it as no records."""
+    from ltsgen.loaders.contract import FORMATS
+
+    texts = story_texts(20)
+    tokenizer = bpe(300, texts)
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    infos = []
+    for shard, rows in enumerate([range(10), range(0), range(10, 20)]):
+        with ShardWriter(tmp_path, f"train/shard-{shard:05d}.{FORMATS[fmt]}", fmt) as writer:
+            for i in rows:
+                writer.write({"id": f"s{i}", "text": texts[i], "source": "lts"})
+        infos.append(writer.info)
+    builder = {"name": "test", "version": "0", "arguments": {}}
+    write_manifest(tmp_path, Manifest("lts", fmt, {"train": infos}, builder, {"path": "tokenizer.json"}))
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    stream = [t for text in texts for t in tokenizer.encode(text, add_special_tokens=False).ids + [eos]]
+    packed = StreamingDataset(tmp_path, seq_len=15, shuffle=False)
+    assert torch.cat([b["input_ids"] for b in packed]).tolist() == stream[: len(stream) // 16 * 16]
+    assert [r["text"] for r in StreamingDataset(tmp_path, shuffle=False)] == texts
+
+
 def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
     dataset = StreamingDataset(parquet_dir, batch_size=2)
     next(iter(dataset))

@@ -96,7 +96,17 @@ def test_tar_members_that_escape_or_link_are_refused(tmp_path, name, kind, messa
 
 
 @pytest.mark.parametrize(
-    "ids", ["[1.7, 2.2]", '["5", "6"]', "[true, false]", "[-1, 2]", "[4294967296]", "[[1], [2]]"]
+    "ids",
+    [
+        "[1.7, 2.2]",
+        '["5", "6"]',
+        "[true, false]",
+        "[1, true]",
+        "[2, 1.0]",
+        "[-1, 2]",
+        "[4294967296]",
+        "[[1], [2]]",
+    ],
 )
 def test_jsonl_input_ids_that_are_not_integer_ids_are_refused(ids):
     import zstandard
