@@ -416,7 +416,8 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
         at_save = (at_eval or bool(config.checkpoint_every and done % config.checkpoint_every == 0)) and (
             done != end_step
         )
-        if (at_log or at_eval or at_save) and first_bad.step():
+        at_end = done == end_step  # checkpointed after the loop: a stop (--stop-after) is checked too
+        if (at_log or at_eval or at_save or at_end) and first_bad.step():
             bar.close()
             diverged(config, model, meter, first_bad.step(), placement, run.metrics)
         record: dict[str, Any] = {"step": done}  # one line per step: its loss and its validation, as due
@@ -434,6 +435,8 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
             run.metrics.write(record)
         if at_save:
             run.save(done)
+        if at_end and not at_log:  # the summary's last loss, with no metrics line where none is due
+            meter.last_loss = float(distributed.mean_across_ranks(loss, placement))
     bar.close()
 
 

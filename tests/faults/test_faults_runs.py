@@ -168,6 +168,20 @@ def test_a_diverging_run_stops_naming_the_step_and_says_so_to_resume_and_evaluat
             progress=False,
         )
     assert json.loads((tmp_path / "quiet" / "metrics.jsonl").read_text()) == {"step": 2, "diverged": True}
+    # a slice (--stop-after) that ends between logged steps is checked at its end: before, its NaN weights
+    # were checkpointed and it ended as a success ("step 3, loss nan")
+    sliced = tiny_config(
+        data, tmp_path / "sliced", lr=1e9, steps=12, log_every=5, tokenizer=str(run / "tokenizer.json")
+    )
+    with pytest.raises(DivergedError, match=r": diverged at step 2: "):
+        train(sliced, stop_after=3, progress=False)
+    assert not (tmp_path / "sliced" / "checkpoint.pt").exists()
+    # and a healthy slice ends with its last step's loss, though no metrics line is due there
+    healthy = tiny_config(
+        data, tmp_path / "healthy", steps=12, log_every=5, tokenizer=str(run / "tokenizer.json")
+    )
+    assert math.isfinite(train(healthy, stop_after=3, progress=False)["last_loss"])
+    assert not (tmp_path / "healthy" / "metrics.jsonl").read_text()
 
 
 def test_compare_reports_a_diverged_run_and_still_writes_its_report(data, tmp_path, capsys):
