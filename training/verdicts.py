@@ -19,7 +19,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, bootstrap, holm, paired
+import numpy as np
+
+from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, bootstrap, differences, holm
 
 #: A run is trained when its windowed loss (T tokens of context, as in training) beats the unigram loss of
 #: the same tokens by at least this many nats per token, on average over its evaluation lengths.
@@ -146,8 +148,10 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             if claim.metric == ENTROPY and not inside:
                 continue  # the growth of entropy is from a length within the training length
-            seen.add(key)
             estimate = _estimate(data, claim, train_length, inside[-1] if inside else None, lengths[-1])
+            if estimate is None:
+                continue  # a label with no run evaluated where the test reads it (diverged, or not asked)
+            seen.add(key)
             # the seeds of every run behind it (a seed whose run of one of them diverged, left out, is not)
             seeds = set.intersection(
                 *({run["seed"] for run in mine if run["encoding"] == name} for name in needed)
@@ -164,7 +168,10 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def _estimate(data: PerDocument, claim: Claim, train_length: int, inside: int | None, far: int) -> Estimate:
+def _estimate(
+    data: PerDocument, claim: Claim, train_length: int, inside: int | None, far: int
+) -> Estimate | None:
+    """The claim's estimate; None when a side has no seed with a value there (both sides, paired)."""
     if claim.metric == ENTROPY:
         subject = data.growth(claim.subject, train_length, inside, far, ENTROPY)
         reference = (
@@ -173,7 +180,11 @@ def _estimate(data: PerDocument, claim: Claim, train_length: int, inside: int | 
     else:
         subject = data.values(claim.subject, train_length, far, claim.metric)
         reference = data.values(claim.reference, train_length, far, claim.metric) if claim.reference else None
-    return bootstrap(subject) if reference is None else paired(subject, reference)
+    if reference is not None:
+        subject = differences(subject, reference) if subject.keys() & reference.keys() else {}
+    if all(np.isnan(np.asarray(values, dtype=np.float64)).all() for values in subject.values()):
+        return None
+    return bootstrap(subject)
 
 
 def _metric_name(claim: Claim, inside: int | None) -> str:

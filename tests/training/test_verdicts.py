@@ -50,6 +50,19 @@ def test_a_run_left_out_as_diverged_takes_its_seed_out_of_the_tests_that_need_it
     )
 
 
+
+def test_a_label_with_no_run_evaluated_where_a_test_reads_it_is_left_out_of_that_test():
+    """RoPE-PI fine-tuned at 64 but diverged at 128 in every seed; APE with no length within T for its
+    entropy claims. Before: ``ValueError: no seed in common`` from the report, which was not written."""
+    runs = [run(name, seed, {32: 0.0, 64: 0.1, 128: penalty}) for seed in range(3)
+            for name, penalty in (("rope", 0.5), ("nope", 0.4))]  # fmt: skip
+    runs += [run("rope_pi+finetuned", seed, {64: 0.0}) for seed in range(3)]
+    runs += [run("ape", seed, {128: 0.0}) for seed in range(3)]
+    rows = {row["claim"]: row for row in verdicts.tests(runs)}
+    assert not any("rope_pi+finetuned" in claim for claim in rows)
+    assert not any(row["metric"].startswith("growth") for row in rows.values())
+    assert rows["ape extrapolates better than rope"]["n_seeds"] == 3
+
 def test_runs_that_share_a_key_count_by_the_least_trained():
     tuned = [
         run("rope_pi+finetuned", 0, {64: 0.0}, margin=0.1),
