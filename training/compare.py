@@ -102,6 +102,7 @@ class RunSpec:
     eval_concat: bool = False
     progress: bool = False
     token_counts: str | None = None  # the records' token counts, one file for every run (``train``)
+    documents_length: int | None = None  # every run reads the documents of the comparison's longest length
 
 
 def run_job(spec: RunSpec) -> dict[str, Any]:
@@ -149,7 +150,7 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
             batch_tokens=spec.batch_tokens, device=config.device, eval_dtype=spec.eval_dtype,
             entropy_sequences=spec.entropy_sequences, window_stride=spec.window_stride, eval_concat=spec.eval_concat,
             encoding=evaluation.encoding, encoding_options=dict(evaluation.options), window_length=spec.train_length,
-            progress=spec.progress, log=lines.append,
+            documents_length=spec.documents_length, progress=spec.progress, log=lines.append,
         )  # fmt: skip
         shown = ", ".join(f"{r['eval_length']}: {r['perplexity']:.2f}" for r in report["results"])
         lines.append(f"{spec.tag}: {evaluation.label} perplexity {shown}")
@@ -159,10 +160,12 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
 
 def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, step: int) -> bool:
     """Whether an earlier evaluation file answers ``evaluation`` of ``spec``'s run at ``step``: the same
-    data, lengths, window, step and evaluation settings (an ``ltsgen evaluate`` of the run on other data
-    is evaluated again, not paired with the other runs' documents)."""
-    return [r["eval_length"] for r in kept["results"]] == list(evaluation.lengths) and (
+    data, lengths, documents, window, step and evaluation settings (an ``ltsgen evaluate`` of the run on
+    other data is evaluated again, not paired with the other runs' documents)."""
+    lengths = [r["eval_length"] for r in kept["results"]]
+    return lengths == list(evaluation.lengths) and (
         kept.get("data"),
+        kept.get("documents_length", max(lengths, default=None)),  # files before it chose by their longest
         kept.get("window_length"),
         kept.get("step"),
         kept.get("requested_sequences"),
@@ -172,6 +175,7 @@ def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, st
         kept.get("eval_concat"),
     ) == (
         str(spec.config.data),
+        spec.documents_length or max(evaluation.lengths),
         spec.train_length,
         step,
         spec.eval_sequences,
@@ -306,7 +310,7 @@ def _compare(base, settings, engine, train_tokenizer, progress, log) -> dict[str
     shared = replace(base, tokenizer=str(tokenizer_path))
     common = dict(eval_sequences=eval_sequences, batch_tokens=batch_tokens, eval_dtype=eval_dtype,
                   entropy_sequences=entropy_sequences, window_stride=window_stride, eval_concat=eval_concat, progress=progress and in_process,
-                  token_counts=str(out / TOKEN_COUNTS_NAME))  # fmt: skip
+                  token_counts=str(out / TOKEN_COUNTS_NAME), documents_length=max(eval_lengths))  # fmt: skip
     specs = _base_specs(shared, encodings, train_lengths, seeds, eval_lengths, common)
     finetunes = _finetune_specs(shared, encodings, train_lengths, seeds, eval_lengths, finetune_steps, common)
     runs = [(spec.tag, Path(spec.config.out), spec.config.steps) for spec in specs + finetunes]

@@ -315,6 +315,7 @@ def evaluate_run(
     encoding: str | None = None,
     encoding_options: dict[str, Any] | None = None,
     window_length: int | None = None,
+    documents_length: int | None = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
@@ -338,6 +339,9 @@ def evaluate_run(
         window_length: T of the window that the penalty, the last-T-queries entropy and the windowed recalls
             use (default: the run's training length; for a run fine-tuned at a longer length, the comparison's
             T, so that its penalty is measured as the others' are).
+        documents_length: choose the documents, and fit the unigram baseline, as for this longer length
+            (a comparison's longest, for a run it evaluates at fewer lengths: a fine-tune), so that the run
+            is read on the same documents as the others and pairs with them document by document.
         progress: a progress bar over lengths.
         log: where the notice goes when fewer documents than asked reach the longest length.
 
@@ -356,7 +360,10 @@ def evaluate_run(
         model_config = as_encoding(model_config, encoding, train_length, encoding_options)
     else:
         encoding = None
-    sets = load_eval_sets(data_dir, lengths, tokenizer, max_sequences, concat=eval_concat)
+    if documents_length is not None and documents_length < max(lengths):
+        raise TrainingError(f"documents_length {documents_length} is below the longest length {max(lengths)}")
+    chosen = sorted({*lengths, documents_length or max(lengths)})
+    sets = load_eval_sets(data_dir, chosen, tokenizer, max_sequences, concat=eval_concat)
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
     model = build_model(model_config, weights, resolved)
@@ -364,11 +371,11 @@ def evaluate_run(
     scoring = dict(train_length=window, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
                    dtype=eval_dtype, window_stride=window_stride)  # fmt: skip
     results = _evaluate_lengths(
-        model, sets, resolved, scoring, f"evaluate {model_config['encoding']}", progress
+        model, sets, sorted(set(lengths)), resolved, scoring, f"evaluate {model_config['encoding']}", progress
     )
     report = {"run": str(run_dir), "data": str(data_dir), "encoding": model_config["encoding"], "trained_as": trained,
               "scaling": scaling(model_config), "train_length": train_length, "window_length": window,
-              "step": config["step"],
+              "step": config["step"], "documents_length": chosen[-1],
               "parameters": config.get("parameters"), "device": str(resolved), "eval_dtype": eval_dtype,
               "documents_from": sets.description, "requested_sequences": max_sequences,
               "requested_entropy_sequences": entropy_sequences, "window_stride": window_stride,
@@ -392,17 +399,18 @@ def _check_settings(window_stride: int, eval_dtype: str) -> None:
 def _evaluate_lengths(
     model: torch.nn.Module,
     sets: EvalSets,
+    lengths: list[int],
     device: torch.device,
     scoring: dict[str, Any],
     desc: str,
     progress: bool,
 ) -> list[dict[str, Any]]:
-    """``evaluate_length`` at every length of ``sets``, shortest first, with ``scoring``'s settings; the
-    unigram baseline is fitted on every token of the longest set's documents."""
+    """``evaluate_length`` at each of ``lengths`` (ascending) with ``scoring``'s settings; the unigram
+    baseline is fitted on every token of the longest set's documents."""
     unigram = unigram_log_probs(sets.sets[max(sets.sets)].input_ids)  # every token of the documents
     return [
         evaluate_length(model, sets.sets[length], device, unigram=unigram, **scoring)
-        for length in tqdm(sorted(sets.sets), desc=desc, unit="length", disable=not progress)
+        for length in tqdm(lengths, desc=desc, unit="length", disable=not progress)
     ]
 
 

@@ -176,17 +176,23 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
     results.json."""
     out = tmp_path / "ft"
     args = ["compare", "--data", str(data), "--encodings", "rope_pi,yarn", "--train-lengths", "16",
-            "--eval-lengths", "16,32", "--steps", "2", "--finetune-steps", "2", "--eval-sequences", "4", *TINY,
+            "--eval-lengths", "16,32,48", "--steps", "2", "--finetune-steps", "2", "--eval-sequences", "4", *TINY,
             "--out", str(out)]  # fmt: skip
     assert ltsgen(args) == 0
     rows = list(csv.DictReader((out / "results.csv").open()))
     assert [(r["encoding"], r["eval_length"]) for r in rows] == [
-        ("rope_pi", "16"), ("rope_pi", "32"), ("yarn", "16"), ("yarn", "32"),
-        ("rope_pi+finetuned", "32"), ("yarn+finetuned", "32"),
+        ("rope_pi", "16"), ("rope_pi", "32"), ("rope_pi", "48"), ("yarn", "16"), ("yarn", "32"), ("yarn", "48"),
+        ("rope_pi+finetuned", "32"), ("rope_pi+finetuned", "48"), ("yarn+finetuned", "32"), ("yarn+finetuned", "48"),
     ]  # fmt: skip
     assert all(r["train_length"] == "16" for r in rows)
     # a fine-tuned run's penalty is measured with the comparison's window (16), not its own length (32)
     assert all(float(r["extrapolation_penalty"]) != 0.0 for r in rows if r["eval_length"] == "32")
+    # on the documents of the comparison's longest length, as every run: its values pair with theirs
+    runs = out / "runs" / "T16-seed0"
+    base = json.loads((runs / "rope" / "eval-rope_pi.json").read_text())["results"][1]
+    tuned = json.loads((runs / "rope_pi-finetuned-32" / "eval.json").read_text())
+    assert tuned["documents_length"] == 48 and tuned["results"][0]["documents"] == base["documents"]
+    assert tuned["results"][0]["unigram_loss"] == base["unigram_loss"]
     tuned = json.loads((out / "runs" / "T16-seed0" / "yarn-finetuned-32" / "config.json").read_text())
     assert tuned["train"]["init_from"].endswith("T16-seed0/rope") and tuned["train"]["train_length"] == 32
     assert tuned["model"]["encoding_options"]["factor"] == 2.0
@@ -210,14 +216,14 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
             return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
 
     base = training_config(build_parser().parse_args(args), encoding="rope", train_length=16)
-    compare(base, ["rope_pi", "yarn"], [16, 32], train_lengths=[16], eval_sequences=4, finetune_steps=2,
+    compare(base, ["rope_pi", "yarn"], [16, 32, 48], train_lengths=[16], eval_sequences=4, finetune_steps=2,
             engine=Reversed(), progress=False)  # fmt: skip
-    assert len(seen) == 3  # rope (the family's one training), rope_pi and yarn fine-tuned at 32
+    assert len(seen) == 5  # rope (the family's one training), rope_pi and yarn fine-tuned at 32 and 48
     timings = re.compile(rb'"(seconds|peak_memory_mib)": [0-9.e-]+')  # of the evaluation made again
     assert timings.sub(b"", (out / "results.json").read_bytes()) == timings.sub(b"", before)
     log = capsys.readouterr().out
     assert (
-        log.count("trained earlier, kept") == 3 and log.count("evaluated earlier, kept") == 3
+        log.count("trained earlier, kept") == 5 and log.count("evaluated earlier, kept") == 5
     )  # not on other data
 
 

@@ -155,6 +155,19 @@ def test_every_length_reads_the_same_documents_nested(trained):
     ]
     assert documents[0] == reaching[:4]
     assert report["notice"] is None
+    # a run read at fewer lengths (a comparison's fine-tune) reads the same documents as the others, with the
+    # same unigram baseline: before, it took the first documents reaching its own longest length, and fitted
+    # the unigram on them, so its values paired with other documents than the other runs'
+    full = evaluate_run(run, data, [64, 400], max_sequences=4, progress=False)["results"][0]
+    alone = evaluate_run(run, data, [64], max_sequences=4, documents_length=400, progress=False)
+    assert full["documents"] == ["tiny-00040", "tiny-00042", "tiny-00043", "tiny-00044"]
+    assert alone["documents_length"] == 400 and [r["eval_length"] for r in alone["results"]] == [64]
+    for key in ("documents", "unigram_loss", "same_token_loss_window", "per_document"):
+        assert alone["results"][0][key] == full[key]
+    assert (
+        evaluate_run(run, data, [64], max_sequences=4, progress=False)["results"][0]["documents"]
+        == reaching[:4]
+    )
 
 
 def test_fewer_long_documents_than_asked_is_said_and_too_few_is_an_error(trained, capsys):
