@@ -609,9 +609,11 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
         window = run["eval"].get("recall_window")
         if run["train_length"] == train_length and window and window["recall_count"]:
             per[run["encoding"]][run["seed"]] = window
-    # RoPE's weights read at factor 1 are RoPE's own test (not so at another --encoding-option factor)
+    # RoPE's weights read at factor 1 are RoPE's own test (not so at another --encoding-option factor):
+    # made once, on RoPE's row, or on the first of them when RoPE is not compared
     factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
-    for label in [label for label in per if label in factor_one and rescaled(label) and "rope" in per]:
+    same_as_rope = [label for label in per if label in factor_one and rescaled(label)]
+    for label in same_as_rope if "rope" in per else same_as_rope[1:]:
         del per[label]
     if not per:
         return []
@@ -646,7 +648,8 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
         "the value and holds its nearest earlier occurrence (positions every encoding was trained on), beside "
         f"its control; {INTERVAL}. The gap is tested above 0 (paired by seed and document), Holm-corrected across "
         f"these encodings; answered only for trained runs of at least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
-        "zero-shot read such a window as RoPE does, and are tested once, as RoPE):",
+        "zero-shot read such a window as RoPE does, and are tested once, as RoPE, or as the first of them "
+        "when RoPE is not compared):",
         "",
         _table(["encoding", "accuracy", "control", "recalls", "gap", "p", "p_holm", "gap above 0?"], body),
         "",
