@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         summary=SUMMARY,
         description="Write DIR/README.md (a Hugging Face dataset card: YAML header with configs and dataset_info, "
         "then a datasheet with the build's statistics) and the length histograms beside it, from "
-        "DIR/manifest.json and the shards. Every ltsgen build runs this at its end.\n\n"
+        "DIR/manifest.json and the shards. Every ltsgen build runs this at its end; while a build runs in DIR "
+        "the command is refused.\n\n"
         "The card is generated: this command replaces the README.md and plots that ltsgen wrote, hand edits "
         "included, and says so when one was edited since. A README.md or plot that ltsgen did not write is "
         "never replaced (the command is refused), nor is a file at --out that is not a card copy. Keep your "
@@ -39,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ltsgen.build import build_running
     from ltsgen.card import (
         PLOTS_MISSING,
         can_plot,
@@ -48,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
         write_card,
     )
     from ltsgen.loaders.errors import LoaderError
-    from ltsgen.loaders.storage import Storage, StorageError
-    from ltsgen.outputs import CARD_FILES, output_state
+    from ltsgen.loaders.storage import LockHeld, Storage, StorageError
+    from ltsgen.outputs import CARD_FILES, LOCK_PATH, output_state
 
     try:
         directory = Storage(args.directory, storage_options(args))
@@ -61,10 +63,13 @@ def run(args: argparse.Namespace) -> int:
                 )
         if args.out is not None:
             refuse_copy_over(args.out, directory)
-        replaced = card_conflict(directory)
-        path = write_card(directory)
+        with directory.lock(LOCK_PATH):  # a build there would remove the card's temporary files
+            replaced = card_conflict(directory)
+            path = write_card(directory)
         if args.out is not None:
             copy_card(directory, args.out)
+    except LockHeld as error:
+        raise build_running(directory, error.reason) from None
     except OSError as error:
         raise StorageError(f"{error.filename or args.directory}: {error.strerror or error}") from None
     if replaced:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from faults import hold_lock
 from huggingface_hub import DatasetCard
 
 from ltsgen import __version__
@@ -113,6 +114,21 @@ def test_card_command_copies_card_and_plot(story_build, tmp_path):
     assert copied.replace("lts_length_histogram.png", "length_histogram.png") == (
         (story_build / "README.md").read_text()
     )
+
+
+def test_card_command_is_refused_while_a_build_holds_the_directory(story_build, capsys):
+    """A build there (a rerun of the finished build, say) removes the temporary files it finds: before, the
+    card's own were among them, and the command failed half-way ("cannot be written")."""
+    before = (story_build / "README.md").read_bytes()
+    with hold_lock(story_build):
+        assert main(["card", str(story_build)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"ltsgen card: error: {story_build}: another build is running there (")
+        and err.count("\n") == 1
+    )
+    assert (story_build / "README.md").read_bytes() == before
+    assert main(["card", str(story_build)]) == 0
 
 
 def test_card_command_without_manifest_is_one_line(tmp_path):
