@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from process_tools import children, still_alive
 
+from ltsgen import __version__
 from ltsgen.cli import main
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.loaders.formats import read_shard
@@ -276,19 +277,21 @@ def test_unwritable_directory_is_one_line(tmp_path):
     assert f"{blocker / 'lts'}: cannot write there" in result.stderr
 
 
-def test_a_build_of_another_engine_version_is_not_resumed(small_build, tmp_path):
-    """A half-finished build made by an earlier story engine: its shards hold that engine's text, so a rerun
-    by this one is refused (and --overwrite starts over) rather than mixing the two engines' stories."""
+@pytest.mark.parametrize("part", ["engine_version", "version"])
+def test_a_build_of_another_engine_version_is_not_resumed(small_build, tmp_path, part):
+    """A half-finished build made by an earlier story engine, or an earlier ltsgen (whose jobs kept other
+    statistics): its shards or journal hold that one's work, so a rerun by this one is refused (and
+    --overwrite starts over) rather than mixing the two."""
     out = tmp_path / "lts"
     shutil.copytree(small_build, out)
     builder = read_manifest(out).builder
-    assert builder["engine_version"] == ENGINE_VERSION
+    assert (builder["engine_version"], builder["version"]) == (ENGINE_VERSION, __version__)
     (out / "manifest.json").unlink()  # unfinished
     state = out / STATE_PATH
     state.parent.mkdir(exist_ok=True)
-    state.write_text(json.dumps({**builder, "engine_version": "0"}))
+    state.write_text(json.dumps({**builder, part: "0"}))
     result = ltsgen("stories", "--out", str(out), *SMALL)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert f"other arguments (engine_version 0 -> {ENGINE_VERSION})" in result.stderr
+    assert f"other arguments ({part} 0 -> {builder[part]})" in result.stderr
     assert main(["stories", "--out", str(out), *SMALL, "--overwrite"]) == 0
     assert tree(out) == tree(small_build)
