@@ -40,7 +40,7 @@ from typing import Any
 from http_server import serving_thread
 
 MODEL = "scripted-model"
-FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "length")
+FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "length", "surrogate", "odd-finish")
 WORDS = (
     "the a little big red blue happy sad girl boy dog cat bird tree ball park sun moon friend mom dad "
     "ran jumped played saw looked said smiled laughed found gave went came home day night box toy cake "
@@ -217,11 +217,15 @@ class ScriptedOpenAIServer:
             return 200, {"Content-Type": "text/html"}, b"<html><body>Bad Gateway</body></html>"
         time.sleep(self.latency)
         text = scripted_answer(body, key, self.fail_share, self.failures)
-        finish = "stop"
+        finish: Any = "stop"
         limit = 5 if fault == "length" else body.get("max_tokens") or body.get("max_completion_tokens")
         words = list(re.finditer(r"\S+", text))
         if limit and len(words) > limit:
             text, finish = text[: words[limit - 1].end()], "length"
+        if fault == "surrogate":  # a lone surrogate, escaped in the JSON: no UTF-8 spells it
+            text += " \ud83d"
+        if fault == "odd-finish":
+            finish = 1
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
         completion_tokens = len(text.split())
         content: Any = [{"type": "text", "text": text}] if fault == "list" else text

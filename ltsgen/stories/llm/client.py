@@ -203,10 +203,19 @@ def _answer(response: Any, prompt_estimate: float) -> Answer:
     text = choices[0].message.content or ""
     if not isinstance(text, str):
         raise ValueError(f"answer whose content is a {type(text).__name__}, not text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, escaped in the JSON: no story, nor cache file
+        raise ValueError(
+            f"answer whose text is not Unicode ({error.reason} at character {error.start})"
+        ) from None
     usage = getattr(response, "usage", None)
     prompt_tokens = _count(getattr(usage, "prompt_tokens", None), round(prompt_estimate))
     completion_tokens = _count(getattr(usage, "completion_tokens", None), -(-len(text) // CHARS_PER_TOKEN))
-    return Answer(text, choices[0].finish_reason or "stop", prompt_tokens, completion_tokens)
+    reason = choices[0].finish_reason
+    return Answer(
+        text, reason if isinstance(reason, str) and reason else "stop", prompt_tokens, completion_tokens
+    )
 
 
 def _count(value: Any, estimate: int) -> int:
