@@ -27,7 +27,11 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     def add(flag: str, kind: type | None, help: str) -> None:
         group.add_argument(flag, type=kind, default=DEFAULTS[flag[2:].replace("-", "_")], help=help)
 
-    add("--base-url", None, "server URL, e.g. http://127.0.0.1:8080/v1 (OpenAI's API when not given)")
+    add(
+        "--base-url",
+        None,
+        "server URL, e.g. http://127.0.0.1:8080/v1 (when not given: $OPENAI_BASE_URL if set, else OpenAI's API)",
+    )
     group.add_argument(
         "--model", default=None, help="model name as the server knows it (required with --backend openai)"
     )
@@ -99,21 +103,24 @@ def check_llm_arguments(args: argparse.Namespace) -> None:
         if not 0 <= getattr(args, name) <= 1:
             raise UsageError(f"--{name.replace('_', '-')} is a share, from 0 to 1, not {getattr(args, name)}")
     if args.base_url is not None:
-        check_base_url(args.base_url)
+        check_base_url(args.base_url, "--base-url")
+    elif os.environ.get("OPENAI_BASE_URL"):  # what the client reads instead
+        check_base_url(os.environ["OPENAI_BASE_URL"], "$OPENAI_BASE_URL")
     if args.max_cost is not None and not args.input_price and not args.output_price:
         raise UsageError("--max-cost needs --input-price and/or --output-price (USD per million tokens)")
 
 
-def check_base_url(url: str) -> None:
-    """Refuse a ``--base-url`` that is not an http(s) URL with a host (and a port that is a number)."""
+def check_base_url(url: str, given_as: str) -> None:
+    """Refuse a server URL (``given_as`` names where it came from) that is not an http(s) URL with a host (and
+    a port that is a number)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - a port that is not a number raises here
     except ValueError as error:
-        raise UsageError(f"--base-url {url!r} is not a URL ({error})") from None
+        raise UsageError(f"{given_as} {url!r} is not a URL ({error})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(
-            f"--base-url {url!r} is not an http(s) URL with a host (for example http://127.0.0.1:8080/v1)"
+            f"{given_as} {url!r} is not an http(s) URL with a host (for example http://127.0.0.1:8080/v1)"
         )
 
 
@@ -121,7 +128,7 @@ def llm_config(args: argparse.Namespace) -> LLMConfig:
     """The ``LLMConfig`` of checked arguments, with the key from ``$--api-key-env``."""
     api_key = os.environ.get(args.api_key_env)
     if not api_key:
-        if args.base_url is None:
+        if args.base_url is None and not os.environ.get("OPENAI_BASE_URL"):
             raise UsageError(f"${args.api_key_env} is not set (the key for OpenAI; see --api-key-env)")
         api_key = "none"  # servers without keys accept any
     settings = {name: getattr(args, name) for name in DEFAULTS if name not in ("api_key", "key_source")}

@@ -285,14 +285,23 @@ def test_answers_without_counts_or_text_are_estimated_or_retried_and_the_cache_h
         ("--base-url", "127.0.0.1:8080/v1", "is not an http(s) URL with a host"),
         ("--max-oov-share", "-1", "--max-oov-share is a share, from 0 to 1, not -1.0"),
         ("--max-repeated-share", "1.5", "--max-repeated-share is a share, from 0 to 1, not 1.5"),
+        # the client reads it when --base-url is not given: before, unchecked, minutes of retries
+        (
+            "$OPENAI_BASE_URL",
+            "127.0.0.1:8080/v1",
+            "$OPENAI_BASE_URL '127.0.0.1:8080/v1' is not an http(s) URL",
+        ),
     ],
 )
 def test_an_option_that_cannot_make_a_build_is_one_line_before_any_request(
-    option, value, problem, tmp_path, capsys
+    option, value, problem, tmp_path, capsys, monkeypatch
 ):
     with ScriptedOpenAIServer() as server:
         args = stories_args(server, tmp_path / "out", tmp_path / "cache")
-        if option in args:
+        if option == "$OPENAI_BASE_URL":
+            del args[args.index("--base-url") : args.index("--base-url") + 2]
+            monkeypatch.setenv("OPENAI_BASE_URL", value)
+        elif option in args:
             args[args.index(option) + 1] = value
         else:
             args += [option, value]
