@@ -16,7 +16,7 @@ from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
 from ltsgen.training.data import load_eval_sets
 from ltsgen.training.errors import TrainingError
-from ltsgen.training.evaluate import build_model, load_run
+from ltsgen.training.evaluate import build_model, evaluate_length, load_run
 
 LENGTHS = [16, 64, 256]
 
@@ -129,6 +129,36 @@ def test_the_penalty_scores_the_same_last_tokens_with_full_context_and_with_a_wi
     assert strided["same_token_positions"] == 4  # 99, 91, 83, 75
     with pytest.raises(TrainingError, match="--window-stride must be at least 1"):
         evaluate_run(run, data, [100], max_sequences=3, window_stride=0, progress=False)
+
+
+@pytest.mark.parametrize("encoding", ["rope_pi", "yarn"])
+def test_between_t_and_2t_a_token_with_less_than_t_before_it_is_read_at_the_training_scale(encoding):
+    """Before, such a token's window loss was its full-context one, read at factor L / T: its penalty was 0
+    by construction, not the gap between the two scales."""
+    from ltsgen.training.data import EvalSet
+    from ltsgen.training.model import ModelConfig, TransformerLM
+
+    torch.manual_seed(0)
+    train_length, length = 8, 12
+    model = TransformerLM(ModelConfig(vocab_size=20, d_model=12, n_layers=2, n_heads=3, encoding=encoding,
+                                      factor=1.0, original_length=train_length)).eval()  # trained at factor 1  # fmt: skip
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.5)  # far from the init: the scales read apart
+    tokens = torch.randint(0, 20, (3, length))
+    result = evaluate_length(model, EvalSet(length, tokens, ["a", "b", "c"], None), torch.device("cpu"),
+                             train_length=train_length, batch_tokens=50, entropy_sequences=None, dtype="float32")  # fmt: skip
+    with torch.no_grad():
+        model.set_eval_length(train_length)
+        window = torch.stack([F.cross_entropy(model(tokens[:, max(0, j - train_length) : j])[:, -1], tokens[:, j],
+                                              reduction="none") for j in range(length - train_length, length)], 1)  # fmt: skip
+        model.set_eval_length(length)
+        full = F.cross_entropy(model(tokens[:, :-1]).transpose(1, 2), tokens[:, 1:], reduction="none")[:, 3:]
+    assert result["per_document"]["same_token_loss_window"] == pytest.approx(
+        window.mean(1).tolist(), rel=1e-5
+    )
+    assert result["per_document"]["same_token_loss_full"] == pytest.approx(full.mean(1).tolist(), rel=1e-5)
+    assert (full[:, :4] - window[:, :4]).abs().mean() > 1e-2  # the near tokens read apart at the two scales
 
 
 def test_every_length_reads_the_same_documents_nested(trained):
