@@ -1,5 +1,5 @@
 """The comparison report: results.csv (one row per run and length), summary.csv (means over seeds with 95%
-hierarchical-bootstrap intervals), claims.csv (every test of the report, Holm-corrected, with its verdict),
+intervals, seeds and documents crossed: ``ltsgen.training.stats``), claims.csv (every test of the report, Holm-corrected, with its verdict),
 plots with one panel per family of encodings, and report.md.
 
 The primary metric is the same-token extrapolation penalty (``ltsgen.training.extrapolation``); perplexity
@@ -20,7 +20,7 @@ from typing import Any
 from ltsgen.encodings import NAMES, family, rescaled
 from ltsgen.errors import require
 from ltsgen.loaders.files import atomic_path
-from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, bootstrap, holm, paired
+from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, estimate, holm, paired
 from ltsgen.training.verdicts import APE_FORMULA, CLAIMS, TRAINED_MARGIN, PerDocument, tests, trained_runs
 
 CSV_COLUMNS = (
@@ -42,7 +42,8 @@ RECALL_METRICS = ("recall_accuracy", "recall_accuracy_control")
 CLAIM_COLUMNS = ("claim", "source", "measured", "ci_low", "ci_high", "p", "p_holm", "verdict", "train_length",
                  "eval_length", "metric", "n_seeds")  # fmt: skip
 INTERVAL = (
-    f"{CONFIDENCE:.0%} hierarchical-bootstrap interval (seeds, then documents within each seed) of the mean"
+    f"{CONFIDENCE:.0%} interval of the mean with seeds and documents crossed (every seed reads the same "
+    "documents; a t interval on Satterthwaite's degrees of freedom)"
 )
 FINETUNED = "+finetuned"
 LEGEND_INCHES = 2.2
@@ -93,8 +94,8 @@ def summary_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
     data = PerDocument(runs)
     out = []
     for (encoding, train_length, eval_length), members in groups.items():
-        loss = bootstrap(data.values(encoding, train_length, eval_length, "loss"))
-        penalty = bootstrap(data.values(encoding, train_length, eval_length, "extrapolation_penalty"))
+        loss = estimate(data.values(encoding, train_length, eval_length, "loss"))
+        penalty = estimate(data.values(encoding, train_length, eval_length, "extrapolation_penalty"))
         out.append(
             {
                 "encoding": encoding, "train_length": train_length, "eval_length": eval_length,
@@ -115,15 +116,15 @@ def summary_rows(rows: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
 def recall_summary(
     data: PerDocument, key: tuple[str, int, int], members: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """Cued recall accuracy and its control: means over seeds with their hierarchical-bootstrap intervals
+    """Cued recall accuracy and its control: means over seeds with their intervals
     (documents without a scored recall left out), and the recalls of one seed."""
     scored = [m for m in members if m.get("recall_count")]
     out: dict[str, Any] = {"recall_count": scored[0]["recall_count"] if scored else None}
     for metric in RECALL_METRICS:
         values = recall_values(data, key, metric) if scored else {}
-        estimate = bootstrap(values) if values else None
-        out.update({f"{metric}_mean": estimate and estimate.mean, f"{metric}_ci_low": estimate and estimate.low,
-                    f"{metric}_ci_high": estimate and estimate.high})  # fmt: skip
+        found = estimate(values) if values else None
+        out.update({f"{metric}_mean": found and found.mean, f"{metric}_ci_low": found and found.low,
+                    f"{metric}_ci_high": found and found.high})  # fmt: skip
     return out
 
 
@@ -510,7 +511,8 @@ def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:
         "",
         f"Fixed before the data is seen: every encoding against NoPE and against RoPE, and the papers' claims "
         f"listed in ltsgen.training.verdicts (CLAIMS, {len(CLAIMS)} of them, each with its source), at the longest "
-        'evaluation length. Each is a paired hierarchical bootstrap over seeds and documents; "measured" is the '
+        "evaluation length. Each is a paired test, seeds and documents crossed (a t test on Satterthwaite's "
+        'degrees of freedom); "measured" is the '
         "mean difference (or the mean, for a claim against 0) with its interval. p_holm is Holm's correction "
         f'across all {len(found)} tests of this report. A verdict is "shown" only when p_holm < 0.05 in the '
         f"claimed direction, every run behind it is trained and it has at least {MIN_SEEDS} seeds (here: "
@@ -601,7 +603,7 @@ def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
 
 def _window_section(runs, train_length: int, steps) -> list[str]:
     """Cued recall with each recall in its own T-token window, beside its control, and whether the gap is
-    above 0 (paired bootstrap over seeds and documents, Holm across this training length's encodings; an
+    above 0 (paired by seed and document, seeds and documents crossed, Holm across this training length's encodings; an
     answer only for trained runs of enough seeds). RoPE-PI and YaRN zero-shot read a T-token window at
     factor 1, as RoPE: the same test, made once, on RoPE's row."""
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
@@ -634,7 +636,7 @@ def _window_section(runs, train_length: int, steps) -> list[str]:
     found = []
     for encoding, seeds in per.items():
         accuracy, control = values(seeds, "recall_accuracy"), values(seeds, "recall_accuracy_control")
-        found.append((encoding, seeds, bootstrap(accuracy), bootstrap(control), paired(accuracy, control)))
+        found.append((encoding, seeds, estimate(accuracy), estimate(control), paired(accuracy, control)))
     adjusted = holm([gap.p for *_, gap in found])
     body = [
         [display(encoding, steps), f"{_num(a.mean)} [{_num(a.low)}, {_num(a.high)}]",

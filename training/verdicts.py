@@ -6,7 +6,7 @@ For each training length T, at the longest evaluation length, on the same-token 
 - every encoding against NoPE and against RoPE (``comparisons``);
 - the papers' claims listed in ``CLAIMS``, each with its source.
 
-Every test is a paired hierarchical bootstrap (``ltsgen.training.stats``), and Holm's correction runs across
+Every test is a paired test, seeds and documents crossed (``ltsgen.training.stats``), and Holm's correction runs across
 every test of the report (all training lengths). A verdict is "shown" only when the corrected p-value lies
 below 5%, the difference has the claimed sign, every run behind it is trained (``trained_runs``) and it has
 at least ``MIN_SEEDS`` seeds; otherwise "reversed" (significant, the other way), "not shown", "undertrained"
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, bootstrap, differences, holm
+from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, differences, estimate, holm
 
 #: A run is trained when its windowed loss (T tokens of context, as in training) beats the unigram loss of
 #: the same tokens by at least this many nats per token, on average over its evaluation lengths.
@@ -184,7 +184,7 @@ def _estimate(
         subject = differences(subject, reference) if subject.keys() & reference.keys() else {}
     if all(np.isnan(np.asarray(values, dtype=np.float64)).all() for values in subject.values()):
         return None
-    return bootstrap(subject)
+    return estimate(subject)
 
 
 def _metric_name(claim: Claim, inside: int | None) -> str:

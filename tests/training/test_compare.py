@@ -17,7 +17,7 @@ from ltsgen.cli import main as ltsgen
 from ltsgen.commands.train import training_config
 from ltsgen.engines import SerialEngine
 from ltsgen.training import compare
-from ltsgen.training.stats import bootstrap
+from ltsgen.training.stats import estimate
 
 FILES = ("results.json", "results.csv", "summary.csv", "claims.csv", "report.md", "penalty_vs_length.png",
          "ppl_vs_length.png", "entropy_vs_length.png", "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
@@ -108,8 +108,8 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         docs = {run["seed"]: result["per_document"] for run in runs_json for result in run["eval"]["results"]
                 if (run["encoding"], str(run["train_length"]), str(result["eval_length"]))
                 == (row["encoding"], row["train_length"], row["eval_length"])}  # fmt: skip
-        loss = bootstrap({s: d["loss"] for s, d in docs.items()})
-        penalty = bootstrap({s: d["extrapolation_penalty"] for s, d in docs.items()})
+        loss = estimate({s: d["loss"] for s, d in docs.items()})
+        penalty = estimate({s: d["extrapolation_penalty"] for s, d in docs.items()})
         assert row["n_seeds"] == "2" and all(len(d["loss"]) == 4 for d in docs.values())
         assert [float(row[k]) for k in ("perplexity_mean", "perplexity_ci_low", "perplexity_ci_high")] == (
             pytest.approx([math.exp(loss.mean), math.exp(loss.low), math.exp(loss.high)])
@@ -119,13 +119,13 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         )
         if (
             row["eval_length"] == "64"
-        ):  # the recall intervals: the same bootstrap, documents without a recall left out
+        ):  # the recall intervals: the same estimate, documents without a recall left out
             for metric in ("recall_accuracy", "recall_accuracy_control"):
-                estimate = bootstrap(
+                found = estimate(
                     {s: [math.nan if v is None else v for v in d[metric]] for s, d in docs.items()}
                 )
                 assert [float(row[f"{metric}_{k}"]) for k in ("mean", "ci_low", "ci_high")] == pytest.approx(
-                    [estimate.mean, estimate.low, estimate.high]
+                    [found.mean, found.low, found.high]
                 )
             assert row["recall_count"] == "4"
         else:
@@ -154,7 +154,7 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
                     "## Speed and memory", "## Tests and verdicts", "## Did the models learn?", "### Cued recall",
                     "Within the training window: each cued recall read in its own 32-token window"):  # fmt: skip
         assert heading in report
-    assert "rope_pi (zero-shot)" in report and "hierarchical-bootstrap" in report
+    assert "rope_pi (zero-shot)" in report and "seeds and documents crossed" in report
     assert "runs are undertrained" in report
     assert (
         "Evaluation documents: the validation split: the first 4 documents (in stored order) of at least 64"
