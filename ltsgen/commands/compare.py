@@ -24,7 +24,7 @@ def register(subparsers) -> None:
         + ". The primary metric is the same-token extrapolation penalty: the last T tokens at each length "
         "scored with the full context minus the same tokens scored with a T-token window (nats per token). "
         "Writes OUT/results.json, results.csv (one row per run and length), summary.csv (means over seeds "
-        "with 95% hierarchical-bootstrap intervals over seeds and documents), claims.csv (each encoding "
+        "with 95% intervals, seeds and documents crossed), claims.csv (each encoding "
         "against NoPE and RoPE and the papers' claims, Holm-corrected, with verdicts that need trained models "
         "and 5 seeds), report.md, penalty_vs_length.png, ppl_vs_length.png, entropy_vs_length.png and "
         "loss_vs_position.png (one panel per family of encodings); runs live in "
