@@ -11,7 +11,7 @@ meets a stale copy, and two datasets sharing a shard share its file). Reading a 
   ``<name>.part`` (the partial download itself), and every other process or thread that wants the same
   shard waits on that lock and then reads the finished file. The download is checked against the
   manifest's sha256 once, written into the ``.part`` file and renamed to its final name atomically;
-- after a download, the least recently used files beyond ``limit`` bytes are removed (never the one just
+- after a download, the least recently used of its files beyond ``limit`` bytes are removed (never the one just
   written, so a limit below one shard still works, one shard at a time).
 
 Nothing outlives a process but finished shards: the kernel drops a dead process's locks, a ``.part`` left
@@ -38,6 +38,9 @@ from .errors import LoaderError
 from .storage import StorageError
 
 PART_SUFFIX = ".part"
+# the names the cache writes (``ShardCache.name``, and a download's ``.part``): nothing else in its folder is
+# counted, evicted or removed, so a folder shared with other files loses none of them
+OWN_NAME = re.compile(r"(url-)?[0-9a-f]{64}(\.[A-Za-z0-9]+)*")
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
@@ -139,6 +142,8 @@ class ShardCache:
             except OSError as error:
                 raise _cache_error(self.directory, "cannot be created", error) from None
             for part in self.directory.glob("*" + PART_SUFFIX):
+                if not OWN_NAME.fullmatch(part.name):
+                    continue
                 try:
                     fd = _open_part(part)
                 except OSError:  # a read-only cache: nothing of it can be removed
@@ -216,7 +221,7 @@ class ShardCache:
             return
         entries = []
         for path in self.directory.iterdir():
-            if path.name.endswith(PART_SUFFIX) or path == keep:
+            if path.name.endswith(PART_SUFFIX) or path == keep or not OWN_NAME.fullmatch(path.name):
                 continue
             try:
                 stat = path.stat()
@@ -230,8 +235,8 @@ class ShardCache:
         for _, size, path in sorted(entries):
             if total <= self.limit:
                 break
-            _remove(path)  # a file this process may not remove (another user's) stays
-            total -= size
+            if _remove(path):  # a file this process may not remove (another user's) stays, and counts
+                total -= size
 
 
 class _ProcessState:
@@ -296,11 +301,14 @@ def _cache_error(path: Path, problem: str, error: OSError) -> StorageError:
     )
 
 
-def _remove(path: Path) -> None:
+def _remove(path: Path) -> bool:
+    """Remove a file; False when it stays (a read-only cache or another user's file: a changed copy is
+    never served)."""
     try:
         path.unlink(missing_ok=True)
-    except OSError:  # a read-only cache or another user's file: it stays (a changed copy is never served)
-        pass
+    except OSError:
+        return False
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -203,6 +203,27 @@ def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
     assert verified and data == (local / info.path).read_bytes()
 
 
+def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_path):
+    """Before, eviction took the least recently used files of the folder, whoever wrote them: a user's
+    file older than the shards was deleted first (and a partial download's name, any ``*.part``)."""
+    import os
+
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir()
+    theirs = [cache_dir / "notes.txt", cache_dir / "draft.part", cache_dir / "sub" / "kept.bin"]
+    for path in theirs:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"theirs\n" * 1000)
+        os.utime(path, (time.time() - 3600,) * 2)  # older than any shard: evicted first, before
+    infos = read_manifest(local).shards("train")
+    cache = ShardCache(cache_dir, limit=max(info.bytes for info in infos))
+    for info in infos:
+        cache.read(info, info.path, (local / info.path).read_bytes)
+    assert all(path.read_bytes() == b"theirs\n" * 1000 for path in theirs)
+    last = infos[-1].sha256 + ".parquet"  # the limit holds the last shard alone
+    assert sorted(cache_files(cache_dir)) == sorted(["notes.txt", "draft.part", "sub", last])
+
+
 def _cached_process(url: str, cache: Path, out: Path) -> multiprocessing.Process:
     """A reader of ``url`` through ``cache`` (``loader_procs.cached``), ``forked`` from this process."""
     out.mkdir()
