@@ -11,8 +11,8 @@ meets a stale copy, and two datasets sharing a shard share its file). Reading a 
   ``<name>.part`` (the partial download itself), and every other process or thread that wants the same
   shard waits on that lock and then reads the finished file. The download is checked against the
   manifest's sha256 once, written into the ``.part`` file and renamed to its final name atomically;
-- after a download, the least recently used of its files beyond ``limit`` bytes are removed (never the one just
-  written, so a limit below one shard still works, one shard at a time).
+- after a download, the least recently used of its files beyond ``limit`` bytes are removed (never the one
+  just written, so a limit below one shard still works, one shard at a time).
 
 Nothing outlives a process but finished shards: the kernel drops a dead process's locks, a ``.part`` left
 by a kill -9 is taken over by the next download of that shard (or removed by the next process that opens
