@@ -313,6 +313,10 @@ class StreamingDataset(IterableDataset):
             epoch: the epoch; the current one is left where it stands (e.g. just after a resume).
         """
         _check_integer("epoch", epoch, 63)
+        if epoch > self._last_epoch():
+            raise UsageError(
+                f"epoch {epoch} is beyond the last this dataset can number ({self._last_epoch()})"
+            )
         if epoch != self.epoch:
             self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
         self._witness.lower()
@@ -362,12 +366,20 @@ class StreamingDataset(IterableDataset):
             self.num_batches,
             self._v1_fingerprint(),
         )
+        if state["epoch"] > self._last_epoch():
+            raise LoaderError(
+                f"state.epoch: {state['epoch']} is beyond the last this dataset can number ({self._last_epoch()})"
+            )
         self.seed, self.epoch = state["seed"], state["epoch"]
         self._consumed = state["samples_consumed"] // self.global_batch_size
         self._partial = state["partial"]
         in_worker = get_worker_info() is not None  # torchdata restores each worker's own state there
         self._anchor = state["anchor"] if in_worker else self._consumed
         self._witness.lower()
+
+    def _last_epoch(self) -> int:
+        """The last epoch whose items this dataset can number (a mixture numbers them across its epochs)."""
+        return 2**63 - 1
 
     # ------------------------------------------------------------------ iteration
 
@@ -720,14 +732,14 @@ class StreamingMixture(StreamingDataset):
     ) -> None:
         if by_bucket:
             raise UsageError("by_bucket draws each batch from one length bucket; it does not mix datasets")
-        if batch_size is not None and batch_size < 1:
-            raise UsageError(f"batch_size must be positive, not {batch_size}")
+        if batch_size is not None:
+            _check_positive("batch_size", batch_size)
         if not path_or_url:
             raise UsageError("a mixture needs at least one dataset")
         for name, value in (("seed", seed), ("epoch", epoch)):
             _check_integer(name, value, 63)
         roots = [str(source) for source in path_or_url]
-        weights = resolve_weights([float(p) for p in path_or_url.values()])
+        weights = resolve_weights(list(path_or_url.values()))
         local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
         sources = [  # the node cache keeps remote sources' shards; local ones are read in place
             StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
@@ -751,6 +763,14 @@ class StreamingMixture(StreamingDataset):
                 f"{self.global_batch_size}"
             )
         self.identity = self.mixture.identity(self.seq_len)
+        if epoch > self._last_epoch():
+            raise UsageError(
+                f"epoch {epoch} is beyond the last this mixture can number ({self._last_epoch()})"
+            )
+
+    def _last_epoch(self) -> int:
+        # the items of every epoch are numbered on one int64 axis: epoch * num_batches * global batch + offset
+        return (2**63 - 1) // (self.num_batches * self.global_batch_size) - 1
 
     @property
     def skipped(self) -> dict[str, str]:
@@ -970,6 +990,8 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
         rank = torch.distributed.get_rank() if initialised else 0
     if world_size is None:
         world_size = torch.distributed.get_world_size() if initialised else 1
+    _check_positive("world_size", world_size)
+    _check_integer("rank", rank, 63)
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is outside world size {world_size}")
     return rank, world_size
@@ -989,18 +1011,21 @@ def _check_options(
         raise UsageError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
     if on_error not in ON_ERROR:
         raise UsageError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-    if (
-        (batch_size is not None and batch_size < 1)
-        or shuffle_window < 1
-        or (seq_len is not None and seq_len < 1)
-    ):
-        raise UsageError("batch_size, shuffle_window and seq_len must be positive")
+    for name, value in (("batch_size", batch_size), ("shuffle_window", shuffle_window), ("seq_len", seq_len)):
+        if value is not None or name == "shuffle_window":
+            _check_positive(name, value)
     if seq_len is not None and transform is not None:
         raise UsageError(
             "transform applies to records; with seq_len, transform the blocks in the training loop"
         )
     if by_bucket and seq_len is not None:
         raise UsageError("by_bucket batches whole documents by length; it does not combine with seq_len")
+
+
+def _check_positive(name: str, value: Any) -> None:
+    """A one-line ``UsageError`` unless ``value`` is an integer of at least 1 (a bool is not one)."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        raise UsageError(f"{name} must be a positive integer, not {value!r}")
 
 
 def _check_integer(name: str, value: Any, bits: int) -> None:

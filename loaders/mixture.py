@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import math
+import numbers
 import os
 import re
 from fractions import Fraction
@@ -97,8 +98,12 @@ def resolve_weights(proportions: list[float]) -> list[int]:
         Weights with no common divisor, summing to at most ``RESOLUTION``; ``UsageError`` when a
         proportion is not a positive number, or too small to resolve.
     """
-    if not proportions or not all(math.isfinite(p) and p > 0 for p in proportions):
+    if not proportions or not all(
+        isinstance(p, numbers.Real) and not isinstance(p, bool) and math.isfinite(p) and p > 0
+        for p in proportions
+    ):
         raise UsageError(f"mixture proportions must be positive numbers, not {proportions}")
+    proportions = [float(p) for p in proportions]
     total = sum(map(Fraction, proportions))
     shares = [Fraction(p) / total for p in proportions]
     simple = [share.limit_denominator(RESOLUTION) for share in shares]

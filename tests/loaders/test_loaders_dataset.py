@@ -447,6 +447,19 @@ def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
     return target, info.path
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("batch_size", 2.5), ("batch_size", "4"), ("batch_size", True), ("seq_len", 7.5), ("seq_len", True),
+     ("shuffle_window", 2.5), ("world_size", 2.0), ("rank", "0"), ("rank", True)],
+)  # fmt: skip
+def test_a_count_that_is_not_an_integer_is_one_line(parquet_dir, option, value):
+    """Before: accepted, then a TypeError at the first batch; a TypeError in the constructor; or True as 1."""
+    with pytest.raises(
+        UsageError, match=rf"^{option} must be a(n| positive) integer.* not {re.escape(repr(value))}$"
+    ):
+        StreamingDataset(parquet_dir, **{"rank": 0, "world_size": 2, option: value})
+
+
 def test_corrupt_shard_raises_naming_it(parquet_dir, tmp_path):
     directory, relpath = corrupt_copy(parquet_dir, tmp_path / "d", shard=3)
     with pytest.raises(LoaderError, match=rf"{relpath}: (footer |row group \d+: )?sha256 .* does not match"):

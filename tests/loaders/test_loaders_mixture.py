@@ -260,8 +260,25 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
     assert (wrapped.num_batches, dropped.num_batches) == (8, 7)
     continued = ids(dropped) + ids(StreamingDataset({a: 1, b: 1}, batch_size=5, epoch=1))
     assert ids(wrapped) == continued[:40]  # the last batch continues the sources; the next epoch goes on
-    with pytest.raises(UsageError, match="batch_size must be positive"):
+    with pytest.raises(UsageError, match="batch_size must be a positive integer, not 0"):
         StreamingDataset({a: 1, b: 1}, batch_size=0)
+    for proportions in ({a: None, b: 1}, {a: True, b: 1}, {a: "1", b: 1}):  # before: TypeError, or True as 1
+        with pytest.raises(UsageError, match="positive numbers"):
+            StreamingDataset(proportions)
+    # items are numbered across epochs on one int64 axis: an epoch beyond it is refused in one line (before:
+    # accepted, then an OverflowError traceback at the first batch)
+    state = dropped.state_dict()
+    state["epoch"] = 2**62
+    with pytest.raises(
+        LoaderError, match=r"^state\.epoch: 4611686018427387904 is beyond the last this dataset can"
+    ):
+        dropped.load_state_dict(state)
+    with pytest.raises(UsageError, match="^epoch 4611686018427387904 is beyond the last this dataset can"):
+        dropped.set_epoch(2**62)
+    with pytest.raises(UsageError, match="^epoch 4611686018427387904 is beyond the last this mixture can"):
+        StreamingDataset({a: 1, b: 1}, batch_size=5, epoch=2**62)
+    dropped.set_epoch(dropped._last_epoch())
+    assert len(ids(dropped)) == 35  # the last epoch it numbers reads whole
     with pytest.raises(LoaderError, match="36 items in all, too few for one global batch of 40"):
         StreamingDataset({a: 1, b: 1}, batch_size=40)
     with pytest.raises(LoaderError, match=f"{Path(b, 'manifest.json')}|no split 'valid'"):
