@@ -64,4 +64,5 @@ def write_token_counts(path: str | os.PathLike, tokenizer_sha256: str, counts: d
 
 
 def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53
+    """A record's token count as the loader holds it (int32)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**31

@@ -339,6 +339,8 @@ def test_token_counts_of_another_tokenizer_or_unreadable_are_counted_again(tmp_p
         "[1, 2]",
         '{"counts": {"a": [1]}}',
         json.dumps({**mine, "counts": {key: [*value[:-1], -1] for key, value in mine["counts"].items()}}),
+        # beyond the int32 the counts are held in (before: an OverflowError from the constructor)
+        json.dumps({**mine, "counts": {key: [*value[:-1], 2**40] for key, value in mine["counts"].items()}}),
     ]
     for content in damaged:
         counts.write_text(content)
