@@ -41,6 +41,7 @@ the first records and break on the others). Readers also accept the object form 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -190,6 +191,18 @@ class ShardInfo:
     tokens: int | None = None
     bucket: str | None = None
     footer_sha256: str | None = None  # parquet: the sha256 of the footer, from its start to the end of file
+
+    def check_bytes(self, data: bytes, where: str) -> None:
+        """A one-line ``LoaderError`` naming ``where`` unless ``data`` has this shard's sha256 (a shard without
+        one passes: the loaders refuse it where they verify)."""
+        if self.sha256 is None:
+            return
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != self.sha256:
+            raise LoaderError(
+                f"{where}: sha256 {digest[:16]}... does not match the manifest's {self.sha256[:16]}... "
+                "(corrupt or changed shard)"
+            )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ShardInfo:

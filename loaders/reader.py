@@ -22,7 +22,6 @@ process waits for every call (``settle``): the shards it was fetching whole belo
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import queue
 import threading
@@ -222,13 +221,7 @@ class ShardReader:
 
     def _check(self, index: int, data: bytes, where: str) -> None:
         """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""
-        digest = hashlib.sha256(data).hexdigest()
-        expected = self.shards[index].sha256
-        if digest != expected:
-            raise LoaderError(
-                f"{where}: sha256 {digest[:16]}... does not match the manifest's {expected[:16]}... "
-                "(corrupt or changed shard)"
-            )
+        self.shards[index].check_bytes(data, where)
         self._verified.add(index)
 
     def _complete(self, index: int, decoded: Future) -> None:

@@ -18,7 +18,6 @@ The loaders then read the stored ids instead of tokenizing (``StreamingDataset(D
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -34,7 +33,6 @@ from ltsgen.loaders.contract import (
     token_dtype,
     write_manifest,
 )
-from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.reader import check_texts
@@ -194,8 +192,7 @@ def _write_token_shard(
     """Tokenize one checked shard's text into its token shard; its manifest entry."""
     where = store.location(shard.path)
     data = store.read_bytes(shard.path)
-    if shard.sha256 is not None and hashlib.sha256(data).hexdigest() != shard.sha256:
-        raise LoaderError(f"{where}: sha256 does not match the manifest's (corrupt or changed shard)")
+    shard.check_bytes(data, where)
     columns = decode_shard(data, fmt, where, ["id", "text", "source"])
     del data
     check_texts(columns, max_doc_chars, where, "--max-doc-chars", remedy="")

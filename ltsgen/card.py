@@ -57,13 +57,15 @@ def can_plot() -> bool:
     return True
 
 
-def write_card(directory: str | Path | Storage) -> str:
+def write_card(directory: str | Path | Storage, verify: bool = True) -> str:
     """Write ``DIR/README.md`` and the histogram PNGs beside it (a local folder or any ``Storage``; each
-    file atomically, replacing what is there), record them as ltsgen's, and return the card's location."""
+    file atomically, replacing what is there), record them as ltsgen's, and return the card's location.
+    ``verify``: check each shard against the manifest's sha256 as it is read (a build that has just checked
+    them need not)."""
     store = as_storage(directory)
     manifest = read_manifest(store)
     check_statistics(manifest, store.location(MANIFEST_NAME))
-    lengths = _read_lengths(store, manifest)
+    lengths = _read_lengths(store, manifest, verify)
     plots = _plot(store, manifest, lengths) if can_plot() else []
     store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
     record_outputs(store, [CARD_NAME, *plots])
@@ -163,7 +165,7 @@ class _Lengths:
         )  # (bucket, source) -> tokens
 
 
-def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
+def _read_lengths(store: Storage, manifest: Manifest, verify: bool) -> _Lengths:
     from ltsgen.loaders.formats import decode_shard
 
     lengths = _Lengths()
@@ -171,8 +173,10 @@ def _read_lengths(store: Storage, manifest: Manifest) -> _Lengths:
     columns = ["num_words", "source"] + (["num_tokens"] if tokenized else [])
     for split, shards in ordered_splits(manifest):
         for shard in shards:
-            where = store.location(shard.path)
-            shard_columns = decode_shard(store.read_bytes(shard.path), manifest.format, where, columns)
+            where, data = store.location(shard.path), store.read_bytes(shard.path)
+            if verify:  # the card describes the shards the manifest lists, not others
+                shard.check_bytes(data, where)
+            shard_columns = decode_shard(data, manifest.format, where, columns)
             # an evaluation set is its split's (eval/1024 and eval_concat/1024 are two); a concatenated
             # window spans documents of every source: it is no document of one
             held_out = split in (EVAL_SPLIT, EVAL_CONCAT_SPLIT)

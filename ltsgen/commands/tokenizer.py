@@ -67,8 +67,9 @@ def _dataset_texts(directory, policy) -> Iterator[str]:
     manifest = read_manifest(directory)
     split = TRAIN_SPLIT if TRAIN_SPLIT in manifest.splits else next(iter(manifest.splits))
     for shard in manifest.shards(split):
-        data = directory.read_bytes(shard.path)
-        for record in decode_shard(data, manifest.format, directory.location(shard.path), ["text"]).records():
+        data, where = directory.read_bytes(shard.path), directory.location(shard.path)
+        shard.check_bytes(data, where)  # a changed shard's text would train the tokenizer without a word
+        for record in decode_shard(data, manifest.format, where, ["text"]).records():
             if policy.max_chars and len(record["text"]) > policy.max_chars:
                 policy.too_long()
             else:

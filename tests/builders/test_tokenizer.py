@@ -4,6 +4,7 @@ tokenizer.json, a Hugging Face tokenizer folder, or attached to the dataset for 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -243,8 +244,10 @@ def test_stored_token_ids_resume_after_a_failure_and_autotokenizer_loads_the_dat
     capsys.readouterr()
     attach = ["tokenizer", "--data", str(data), "--vocab-size", "300", "--no-progress"]
     assert main(attach) == 2
-    assert capsys.readouterr().err == (
-        f"ltsgen tokenizer: error: {data / last}: sha256 does not match the manifest's (corrupt or changed shard)\n"
+    assert re.fullmatch(
+        rf"ltsgen tokenizer: error: {data / last}: sha256 [0-9a-f]{{16}}\.\.\. does not match the manifest's "
+        r"[0-9a-f]{16}\.\.\. \(corrupt or changed shard\)\n",
+        capsys.readouterr().err,
     )
     assert (data / "manifest.json").read_bytes() == before and not (data / "tokenizer.json").exists()
     done = sorted((data / "tokens").rglob("*.parquet"))
@@ -378,6 +381,23 @@ def test_a_state_taken_while_tokenizing_resumes_on_the_stored_ids_of_that_tokeni
     attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))
     with pytest.raises(LoaderError, match=r"^state\.identity\.tokenizer_sha256: "):
         StreamingDataset(small_stories, **options).load_state_dict(state)
+
+
+def test_a_changed_shard_is_refused_by_every_command_that_reads_its_text(small_stories, tmp_path, capsys):
+    """One byte changed in the middle of a shard: pyarrow still decodes it, with 9 stories altered. Before,
+    `tokenizer --data --out` trained on them and `card` described them, both exiting 0."""
+    shard = small_stories / read_manifest(small_stories).shards("train")[0].path
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    expected = rf"^ltsgen (tokenizer|card): error: {shard}: sha256 [0-9a-f]{{16}}\.\.\. does not match the manifest's"
+    capsys.readouterr()
+    for argv in (["tokenizer", "--data", str(small_stories), "--vocab-size", "280", "--out", str(tmp_path / "t.json"),
+                  "--no-progress"], ["card", str(small_stories)]):  # fmt: skip
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert re.match(expected, err) and err.count("\n") == 1, err
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_a_tokenizer_set_to_truncate_is_attached_with_whole_documents(small_stories):
