@@ -129,6 +129,21 @@ class Screen:
         return text
 
 
+def utf8_text(raw: bytes, first: bool) -> tuple[str, None] | tuple[None, str]:
+    """``(text, None)`` for UTF-8 bytes (a file's first piece may start with a BOM, which is no text), else
+    ``(None, the kind of unclean document)``: UTF-16 decodes as UTF-8 when it holds ASCII alone, with a NUL
+    byte beside every character, so NUL bytes (which no JSON line or text document holds) say so."""
+    if first and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None, "UTF-16 (its byte-order mark), not UTF-8"
+    try:
+        text = raw.decode("utf-8-sig" if first else "utf-8")
+    except UnicodeDecodeError:
+        return None, "invalid UTF-8"
+    if "\x00" in text:
+        return None, "NUL bytes (UTF-16 or binary), not UTF-8 text"
+    return text, None
+
+
 def slug(name: str) -> str:
     """A record ``source`` from a free name: lower case, runs of other characters as '-'."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unnamed"
@@ -149,10 +164,9 @@ def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[s
                 continue
             if not line.strip():
                 continue
-            try:
-                decoded = line.decode("utf-8-sig" if number == 1 else "utf-8")  # a file's BOM is no text
-            except UnicodeDecodeError:
-                screen.unclean(where, "invalid UTF-8")
+            decoded, problem = utf8_text(line, number == 1)
+            if decoded is None:
+                screen.unclean(where, problem)
                 continue
             try:
                 obj = json.loads(decoded)
@@ -340,10 +354,9 @@ def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iter
                 if raw is None:
                     screen.too_long()
                     continue
-                try:
-                    text = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a file's BOM is no text
-                except UnicodeDecodeError:
-                    screen.unclean(where, "invalid UTF-8")
+                text, problem = utf8_text(raw, number == 1)
+                if text is None:
+                    screen.unclean(where, problem)
                     continue
                 text = screen.clean(text.strip() if options.separator else text, where, "text")
                 if text is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,26 @@ def test_empty_and_invalid_utf8_are_counted_or_strict(tmp_path):
     assert screen.counts == {"skipped: empty": 1, "skipped: invalid UTF-8": 2}
     with pytest.raises(BuildError, match=rf"^{path}:2: empty document \(--strict\)$"):
         read_all("c4", [path], strict=True)
+
+
+def test_utf16_text_is_counted_as_such_not_read_as_text_with_nul_characters(tmp_path):
+    """BOM-less UTF-16 of ASCII is valid UTF-8, a NUL beside every character: before, built into shards as
+    documents twice their length, and a JSON line of it reported as malformed JSON."""
+    text = "a cat sat on the mat. the end."
+    (tmp_path / "le.txt").write_bytes(text.encode("utf-16-le"))
+    (tmp_path / "bom.txt").write_bytes(text.encode("utf-16"))  # with its byte-order mark
+    (tmp_path / "le.jsonl").write_bytes((json.dumps({"text": text}) + "\n").encode("utf-16-le"))
+    (tmp_path / "good.txt").write_text(text)
+    documents, screen = read_all("text", [tmp_path / name for name in ("le.txt", "bom.txt", "good.txt")])
+    assert [d.text for d in documents] == [text]
+    assert screen.counts == {
+        "skipped: NUL bytes (UTF-16 or binary), not UTF-8 text": 1,
+        "skipped: UTF-16 (its byte-order mark), not UTF-8": 1,
+    }
+    with pytest.raises(
+        BuildError, match=rf"^{tmp_path / 'le.jsonl'}:1: NUL bytes \(UTF-16 or binary\), not UTF-8"
+    ):
+        read_all("c4", [tmp_path / "le.jsonl"], strict=True)
 
 
 def test_a_utf8_bom_opening_a_file_is_not_read_as_text(tmp_path):
