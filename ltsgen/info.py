@@ -3,7 +3,7 @@
 Per split: records, tokens (when the shards are tokenized, or ids are stored beside the text by ``ltsgen
 tokenizer --data``), shards, bytes, buckets, the percentiles of the record lengths (words, and tokens when
 known) and the first record, its text cut short. With ``verify`` every shard's bytes, the stored ids'
-shards' included, are hashed against the manifest's sha256.
+shards' and the tokenizer's included, are hashed against the manifest's sha256.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def dataset_info(
 
     Args:
         directory: a dataset directory (a path, URL or ``Storage``).
-        verify: hash every shard and compare with the manifest (``mismatched`` lists those that differ;
+        verify: hash every shard (and the tokenizer) and compare with the manifest (``mismatched`` lists those that differ;
             their lengths are not read).
         progress: a progress bar (on stderr) over the shards ``verify`` hashes.
 
@@ -57,6 +57,9 @@ def dataset_info(
             for shard in split_shards
         ]
         shards += [(entry["path"], entry["sha256"]) for entry in stored.values()]
+        tokenizer = manifest.tokenizer or {}
+        if tokenizer.get("path") and tokenizer.get("sha256"):  # what reads the stored ids, or trains on them
+            shards.append((tokenizer["path"], tokenizer["sha256"]))
         hashed = tqdm(shards, desc="verify", unit="shard", disable=not progress)
         mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
         info["verified"] = len(shards)

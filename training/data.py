@@ -123,6 +123,12 @@ def resolve_tokenizer(
             raise TrainingError(f"{given}: tokenizer not found")
         read_tokenizer(tokenizer_path)
     source = tokenizer_path or own
+    recorded = (manifest.tokenizer or {}).get("sha256")
+    if source == own and own is not None and recorded and _sha256_of(own) != recorded:
+        raise TrainingError(
+            f"{own}: sha256 does not match the one {join(str(data_dir), MANIFEST_NAME)} records (a changed "
+            "or damaged tokenizer)"
+        )
     if source is not None or target.exists():
         check_tokenizer_matches(data_dir, source or target, manifest)
     elif _tokenized(manifest):

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     bad = info.get("mismatched")
     if bad:
         raise LoaderError(
-            f"{len(bad)} of {info['verified']} shards differ from their sha256 in {info['location']}/manifest.json"
+            f"{len(bad)} of {info['verified']} files differ from their sha256 in {info['location']}/manifest.json"
             f": {', '.join(bad[:3])}{' ...' if len(bad) > 3 else ''}"
         )
     return 0
@@ -91,7 +91,7 @@ def describe(info: dict[str, Any]) -> str:
     if "verified" in info:
         bad = len(info["mismatched"])
         lines.append(
-            f"verified {info['verified']} shards: " + (f"{bad} differ" if bad else "every sha256 matches")
+            f"verified {info['verified']} files: " + (f"{bad} differ" if bad else "every sha256 matches")
         )
     return "\n".join(lines)
 

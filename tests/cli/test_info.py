@@ -59,10 +59,10 @@ def test_verify_names_a_changed_shard_in_one_line(tmp_path, capsys):
     )
     assert ltsgen(["info", str(data), "--verify", "--no-progress"]) == 2  # its lengths are left out
     captured = capsys.readouterr()
-    assert captured.out.splitlines()[-1] == "verified 3 shards: 1 differ"
+    assert captured.out.splitlines()[-1] == "verified 3 files: 1 differ"
     assert "words per record: min 2, p10 2," in captured.out and "tokens" not in captured.out
     assert captured.err == (
-        f"ltsgen info: error: 1 of 3 shards differ from their sha256 in {data}/manifest.json: {shard}\n"
+        f"ltsgen info: error: 1 of 3 files differ from their sha256 in {data}/manifest.json: {shard}\n"
     )
 
 
@@ -95,7 +95,10 @@ def test_info_counts_and_verifies_the_token_ids_a_tokenizer_stored_beside_the_te
     raw[len(raw) // 2] ^= 0xFF
     shard.write_bytes(bytes(raw))
     info = dataset_info(data, verify=True)
-    assert info["verified"] == 6 and info["mismatched"] == [str(shard.relative_to(data))]
+    assert info["verified"] == 7 and info["mismatched"] == [str(shard.relative_to(data))]
+    # and the tokenizer that reads them (before: a damaged tokenizer.json passed --verify)
+    (data / "tokenizer.json").write_bytes((data / "tokenizer.json").read_bytes()[:2000])
+    assert dataset_info(data, verify=True)["mismatched"] == [str(shard.relative_to(data)), "tokenizer.json"]
 
 
 def test_the_card_and_info_give_the_same_percentiles():

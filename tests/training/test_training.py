@@ -322,6 +322,31 @@ def test_the_tokenizer_option_takes_a_folder_and_names_a_bad_file(
     assert (tmp_path / "run" / "tokenizer.json").read_bytes() == tokenizer_path.read_bytes()
 
 
+def test_a_changed_tokenizer_of_the_data_is_named_not_the_runs_copy(
+    tiny_data, tokenizer_path, tmp_path, capsys
+):
+    """The dataset's own tokenizer.json, cut short after `ltsgen tokenizer --data` attached it: before, the run
+    copied it and failed on its copy ("RUN/tokenizer.json: not a readable tokenizer.json"), naming a file
+    that it then removed."""
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    from ltsgen.attach import attach_tokenizer
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_data, data)
+    attach_tokenizer(data, Tokenizer.from_file(str(tokenizer_path)))
+    own = data / "tokenizer.json"
+    own.write_bytes(own.read_bytes()[:2000])
+    assert ltsgen(["train", "--data", str(data), "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen train: error: {own}: sha256 does not match the one {data}/manifest.json records (a changed or "
+        "damaged tokenizer)\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_damaged_checkpoint_is_refused_by_resume_and_evaluate(tiny_data, tokenizer_path, tmp_path, capsys):
     """One flipped byte anywhere (tensor data or zip header) changes the sha256 beside the checkpoint."""
     config = tiny_config(tiny_data, tmp_path / "run", "alibi", steps=4, tokenizer=str(tokenizer_path))
