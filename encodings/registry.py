@@ -18,6 +18,10 @@ from .rotary import RoPE, RoPEPI, YaRN
 from .sandwich import Sandwich
 from .t5 import T5Bias
 
+# the largest integer option taken (a size, a count, a distance): far beyond any setting of these encodings,
+# it keeps a mistyped number from reaching torch as a tensor size it cannot hold
+LARGEST_OPTION = 2**24
+
 _BUILDERS: dict[str, Callable[..., PositionEncoding]] = {
     "nope": NoPE,
     "rope": RoPE,
@@ -120,13 +124,13 @@ def _typed(name: str, key: str, value: object, default: object) -> object:
         value = _parse(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise EncodingError(f"{name} option {key}={value!r}: expected a finite number")
-    if value is None or default is None:
-        return value
     if isinstance(default, float) and type(value) is int:
         return float(value)
     if type(default) is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if type(value) is not type(default):
+        value = int(value)
+    if type(value) is int and abs(value) > LARGEST_OPTION:
+        raise EncodingError(f"{name} option {key}={value!r}: expected at most {LARGEST_OPTION:,} in size")
+    if value is not None and default is not None and type(value) is not type(default):
         raise EncodingError(f"{name} option {key}={value!r}: expected a value like {default!r}")
     return value
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Collection
@@ -61,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
 
 
+def out_of_memory(error: BaseException) -> str | None:
+    """What an allocation that failed asked for, in a few words; None for any other error."""
+    text = str(error)
+    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+        return text.split(". ")[0].strip() or "an allocation failed"
+    asked = re.search(r"can't allocate memory: you tried to allocate (\d+) bytes", text)
+    return None if asked is None else f"{int(asked.group(1)) / 2**30:,.1f} GiB asked of the CPU at once"
+
+
 def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # the first word that is not an option names the command (`ltsgen` itself has only --help, --version)
@@ -76,6 +86,13 @@ def _run(argv: list[str] | None) -> int:
         return int(args.func(args) or 0)
     except LtsgenError as error:  # every user-fixable failure: one line, exit status 2
         print(f"ltsgen {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as error:  # torch's allocators raise RuntimeErrors of their own
+        asked = out_of_memory(error)
+        if asked is None:
+            raise
+        print(f"ltsgen {args.command}: error: out of memory ({asked}): ask for a smaller model, batch, length or "
+              "fewer workers", file=sys.stderr)  # fmt: skip
         return 2
     except KeyboardInterrupt:
         print(f"ltsgen {args.command}: interrupted", file=sys.stderr)

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 from ltsgen.errors import LtsgenError, UsageError, require
 
 ENGINES = ("local", "ray")
+MAX_LOCAL_WORKERS = 256  # processes on one machine (a mistyped --workers would start them all)
 _FRAME = struct.Struct("<Q")  # the length of a frame's data
 _TASK = struct.Struct("<Q")  # a job frame's data: its task number, then the pickled (fn, job)
 _PARENT_POLL_SECONDS = 0.2
@@ -109,6 +110,11 @@ def make_engine(
         raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {name!r}")
     if workers is not None and workers < 1:
         raise UsageError(f"--workers must be at least 1, not {workers}")
+    if name == "local" and workers is not None and workers > MAX_LOCAL_WORKERS:
+        raise UsageError(
+            f"--workers {workers:,} is more than the {MAX_LOCAL_WORKERS} processes one machine runs; "
+            "--engine ray spreads jobs over a cluster"
+        )
     if name == "ray":
         return RayEngine(ray_address, workers, resources)
     if ray_address is not None:
@@ -138,8 +144,9 @@ class ProcessEngine(Engine):
         return max(1, (os.cpu_count() or 1) // self.workers)
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
-        if not self._workers:
-            self._workers = [_Worker.start() for _ in range(self.workers)]
+        jobs = list(jobs)
+        while len(self._workers) < min(self.workers, len(jobs)):  # no more processes than jobs
+            self._workers.append(_Worker.start())
         results: queue.Queue = queue.Queue()
         for worker in self._workers:
             worker.results = results

@@ -20,6 +20,7 @@ from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.storage import Storage, StorageError, locate
 
 EOS_TOKEN = "<|endoftext|>"
+MAX_VOCAB_SIZE = 2**24
 HF_CONFIG_NAME = "tokenizer_config.json"
 HF_SPECIAL_TOKENS_NAME = "special_tokens_map.json"
 EOS_CANDIDATES = (EOS_TOKEN, "</s>", "<|end_of_text|>", "<eos>", "<|eot_id|>", "[SEP]")
@@ -37,6 +38,8 @@ def train_tokenizer(
         raise TokenizerError(
             f"vocab size {vocab_size} is below the 256 bytes plus {len(special_tokens)} special tokens"
         )
+    if vocab_size > MAX_VOCAB_SIZE:  # the ids are stored as uint32, and BPE merges are held in memory
+        raise TokenizerError(f"vocab size {vocab_size:,} is above {MAX_VOCAB_SIZE:,}")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()

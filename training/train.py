@@ -68,17 +68,23 @@ def out_of_limits(value: Any, limits: dict[str, float]) -> str | None:
     """What is wrong with the number ``value`` under ``limits`` (``_option``'s), or None when it is within."""
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number"
-    if "above" in limits and not value > limits["above"]:
-        return f"must be above {limits['above']:g}"
-    if "at_least" in limits and not value >= limits["at_least"]:
-        return f"must be at least {limits['at_least']:g}"
-    if "at_most" in limits and not value <= limits["at_most"]:
-        return f"must be at most {limits['at_most']:g}"
+    for name, holds in (("above", value > limits.get("above", -math.inf)),
+                        ("at_least", value >= limits.get("at_least", -math.inf)),
+                        ("at_most", value <= limits.get("at_most", math.inf))):  # fmt: skip
+        if not holds:
+            bound = limits[name]
+            return (
+                f"must be {name.replace('_', ' ')} {bound:,}"
+                if float(bound).is_integer()
+                else f"must be {name} {bound:g}"
+            )
     return None
 
 
-POSITIVE = {"at_least": 1}
-COUNT = {"at_least": 0}
+# the upper bounds are far beyond any model this trains, and keep a mistyped number (an extra digit or ten)
+# from reaching torch as a tensor size it cannot hold
+POSITIVE = {"at_least": 1, "at_most": 2**24}
+COUNT = {"at_least": 0, "at_most": 2**24}
 SEEDS = {"at_least": 0, "at_most": 2**32 - 1}  # numpy's and the loaders' seed range
 
 
@@ -98,8 +104,10 @@ class TrainConfig:
         "option and its default is in ltsgen.encodings.options(NAME), and config.json records them all",
         flag="--encoding-option", metavar="KEY=VALUE",
     )  # fmt: skip
-    train_length: int = _option(128, "training context in tokens", metavar="T", limits={"at_least": 2})
-    steps: int = _option(1000, "optimizer steps", limits=POSITIVE)
+    train_length: int = _option(
+        128, "training context in tokens", metavar="T", limits={"at_least": 2, "at_most": 2**24}
+    )
+    steps: int = _option(1000, "optimizer steps", limits={"at_least": 1, "at_most": 2**40})
     batch_size: int = _option(16, "sequences per process and step", limits=POSITIVE)
     lr: float = _option(1e-3, "peak learning rate", limits={"above": 0})
     min_lr_ratio: float = _option(
@@ -112,11 +120,17 @@ class TrainConfig:
         0.1, "AdamW weight decay of the weight matrices and embeddings", limits=COUNT
     )
     grad_clip: float = _option(1.0, "clip the gradient norm at this value", limits={"above": 0})
-    d_model: int = _option(128, "model width", limits=POSITIVE)
-    n_layers: int = _option(4, "transformer blocks", aliases=("--layers",), limits=POSITIVE)
-    n_heads: int = _option(4, "attention heads", aliases=("--heads",), limits=POSITIVE)
+    d_model: int = _option(128, "model width", limits={"at_least": 1, "at_most": 2**16})
+    n_layers: int = _option(
+        4, "transformer blocks", aliases=("--layers",), limits={"at_least": 1, "at_most": 2**12}
+    )
+    n_heads: int = _option(
+        4, "attention heads", aliases=("--heads",), limits={"at_least": 1, "at_most": 2**12}
+    )
     vocab_size: int = _option(
-        2048, "vocabulary of the tokenizer trained when the data has none", limits={"at_least": 257}
+        2048,
+        "vocabulary of the tokenizer trained when the data has none",
+        limits={"at_least": 257, "at_most": 2**24},
     )
     tokenizer: str | None = _option(
         None, "tokenizer.json to use (or a folder with one, such as a run's); without it the dataset's own, "

@@ -25,6 +25,9 @@ LTSGEN = str(Path(sys.executable).parent / "ltsgen")
 def test_every_engine_returns_every_result():
     jobs = list(range(30))
     assert list(SerialEngine().map(square, jobs)) == [x * x for x in jobs]
+    before = set(children(os.getpid()))
+    with ProcessEngine(8) as engine:  # no more processes than jobs (before: 8 started for 1 job)
+        assert list(engine.map(square, [3])) == [9] and len(set(children(os.getpid())) - before) == 1
     with ProcessEngine(2) as engine:
         assert sorted(engine.map(square, jobs)) == [x * x for x in jobs]
         assert sorted(engine.map(square, iter(range(5)))) == [0, 1, 4, 9, 16]  # the same workers again
@@ -61,6 +64,11 @@ def test_engine_choice_is_checked():
         make_engine("local", 2, "auto")
     with pytest.raises(UsageError, match="--workers must be at least 1"):
         make_engine("local", 0)
+    # before: a process started for each, a "can't start new thread" traceback at 10**20
+    with pytest.raises(
+        UsageError, match=r"^--workers 100,000,000,000,000,000,000 is more than the 256 processes"
+    ):
+        make_engine("local", 10**20)
     assert isinstance(make_engine("local", 1), SerialEngine) and isinstance(
         make_engine("local"), SerialEngine
     )

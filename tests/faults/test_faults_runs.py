@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import signal
 import subprocess
@@ -82,7 +83,11 @@ def one_line(capsys, command: str) -> str:
         ("train", "--train-length", "1", "must be at least 2"),
         ("train", "--vocab-size", "100", "must be at least 257"),
         ("train", "--seed", "-1", "must be at least 0"),
-        ("train", "--seed", str(2**40), "must be at most 4.29497e+09"),
+        ("train", "--seed", str(2**40), "must be at most 4,294,967,295"),
+        ("train", "--n-layers", "99999999999999999999", "must be at most 4,096"),  # before: a traceback
+        ("train", "--d-model", "100000000000000000000", "must be at most 65,536"),
+        ("train", "--copy-task", "99999999999999999999", "must be at most 16,777,216"),
+        ("compare", "--n-layers", "99999999999999999999", "must be at most 4,096"),
         ("train", "--eval-every", "-1", "must be at least 0"),
         ("train", "--eval-sequences", "0", "must be at least 1"),
         ("train", "--checkpoint-every", "-3", "must be at least 0"),
@@ -122,6 +127,40 @@ def test_an_out_of_range_number_is_refused_while_parsing(command, option, value,
         + f" (see ltsgen {command} --help)"
     )
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+
+
+def test_sizes_no_machine_holds_are_one_line_not_a_traceback(data, tmp_path, capsys):
+    """Before: OverflowError, a 36-line torch trace, or "DefaultCPUAllocator: can't allocate memory"."""
+    run = tmp_path / "run"
+    for option in ("mlp_width=99999999999999999998", "num_buckets=99999999999999999998"):
+        encoding = option.split("=")[0] == "mlp_width" and "fire" or "t5"
+        argv = ["train", "--data", str(data), "--out", str(run), *TINY, "--encoding", encoding]
+        assert main([*argv, "--encoding-option", option]) == 2
+        assert one_line(capsys, "train").endswith(f"{option}: expected at most 16,777,216 in size")
+    assert (
+        main(
+            [
+                "tokenizer",
+                "--data",
+                str(data),
+                "--vocab-size",
+                "99999999999999999999",
+                "--out",
+                str(tmp_path / "t.json"),
+            ]
+        )
+        == 2
+    )
+    assert one_line(capsys, "tokenizer").endswith("vocab size 99,999,999,999,999,999,999 is above 16,777,216")
+    # within the limits, more than the machine holds: a 65,536-wide model asks 48 GiB for one matrix
+    argv = ["train", "--data", str(data), "--out", str(run), *TINY, "--d-model", "65536", "--n-layers", "1"]
+    assert main(argv) == 2
+    assert re.fullmatch(
+        r"ltsgen train: error: out of memory \([\d.,]+ GiB asked of the CPU at once\): ask for a smaller model, "
+        r"batch, length or fewer workers",
+        one_line(capsys, "train"),
+    )
+    assert not run.exists() and not (tmp_path / "t.json").exists()
 
 
 def test_the_library_checks_the_same_bounds(data, tmp_path):
