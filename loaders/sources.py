@@ -80,7 +80,7 @@ def read_bytes(
         reader = _s3_reader(text, storage_options)
         if reader is not None:
             return reader.read(text)
-        return filesystem(scheme, storage_options).cat_file(text)
+        return filesystem(text, storage_options).cat_file(text)
 
 
 def read_ranges(
@@ -103,7 +103,7 @@ def read_ranges(
         if reader is not None:
             pieces = reader.read_ranges(url, spans)
         else:
-            fs = filesystem(urlsplit(url).scheme, storage_options)
+            fs = filesystem(url, storage_options)
             pieces = fs.cat_ranges([url] * len(spans), starts, stops, on_error="raise")
     for start, stop, data in zip(starts, stops, pieces, strict=True):
         if len(data) != stop - start:

@@ -114,16 +114,18 @@ def parse_storage_options(text: str | None) -> dict[str, Any]:
 _FILESYSTEMS: dict[tuple[int, str, str | None, str], Any] = {}  # (pid, scheme, emulator, options)
 
 
-def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
-    """The fsspec filesystem of ``scheme`` with ``storage_options``, one per process, options and fsspec
-    defaults for the scheme (``fsspec.config.conf``, which ``train``, ``evaluate`` and ``compare`` set from
-    ``--storage-options`` while they run: a filesystem made before them must not be reused under them).
+def filesystem(url: str, storage_options: dict[str, Any] | None = None):
+    """The fsspec filesystem of ``url``'s scheme with ``storage_options``, and what the URL itself says of
+    it (an FTP or SFTP host and port), one per process, options and fsspec defaults for the scheme
+    (``fsspec.config.conf``, which ``train``, ``evaluate`` and ``compare`` set from ``--storage-options``
+    while they run: a filesystem made before them must not be reused under them).
 
     A missing optional dependency raises ``MissingDependency`` naming the extra; HTTP falls back to
     fsspec's blocking client where aiohttp is not installed.
     """
     import fsspec.config
 
+    scheme = urlsplit(url).scheme
     options = dict(storage_options or {})
     if scheme in LISTING_CACHE_SCHEMES:
         options.setdefault("use_listings_cache", False)
@@ -133,26 +135,39 @@ def filesystem(scheme: str, storage_options: dict[str, Any] | None = None):
     defaults: dict[str, Any] = {}
     for name in GCS_SCHEMES if scheme in GCS_SCHEMES else (scheme,):  # fsspec's order: the last one wins
         defaults.update(fsspec.config.conf.get(name, {}))
+    if scheme in OPTIONAL_SCHEMES:
+        module, extra = OPTIONAL_SCHEMES[scheme]
+        require(module, extra, f"{scheme}:// paths")
+    cls = _filesystem_class(scheme, bool(emulator or {**defaults, **options}.get("endpoint_url")), url)
+    options = {**cls._get_kwargs_from_urls(url), **options}  # an FTP host and port, say
     key = (os.getpid(), scheme, emulator, json.dumps([defaults, options], sort_keys=True, default=str))
     if key not in _FILESYSTEMS:
-        if scheme in OPTIONAL_SCHEMES:
-            module, extra = OPTIONAL_SCHEMES[scheme]
-            require(module, extra, f"{scheme}:// paths")
         try:
-            if scheme in GCS_SCHEMES:
-                cls = _gcs_class(bool(emulator or {**defaults, **options}.get("endpoint_url")))
-            else:
-                cls = fsspec.get_filesystem_class(scheme)
             _FILESYSTEMS[key] = cls(skip_instance_cache=True, **options)
-        except ImportError:
-            if scheme not in ("http", "https"):
-                raise
-            from fsspec.implementations.http_sync import HTTPFileSystem
-
-            _FILESYSTEMS[key] = HTTPFileSystem(skip_instance_cache=True, **options)
         except (TypeError, ValueError) as error:
             raise StorageError(f"{scheme}:// storage options {options}: {error}") from None
+        except OSError as error:  # a server that refuses the connection its filesystem opens at once
+            raise StorageError(f"{url}: cannot connect ({error.strerror or error})") from None
     return _FILESYSTEMS[key]
+
+
+def _filesystem_class(scheme: str, emulated: bool, url: str) -> type:
+    """fsspec's filesystem class for ``scheme`` (``emulated``: see ``_gcs_class``); HTTP falls back to the
+    blocking client without aiohttp."""
+    import fsspec
+
+    if scheme in GCS_SCHEMES:
+        return _gcs_class(emulated)
+    try:
+        return fsspec.get_filesystem_class(scheme)
+    except ImportError:
+        if scheme not in ("http", "https"):
+            raise
+        from fsspec.implementations.http_sync import HTTPFileSystem
+
+        return HTTPFileSystem
+    except ValueError:  # a protocol fsspec does not know
+        raise StorageError(f"{url}: {scheme}:// is not a storage fsspec knows") from None
 
 
 def _gcs_class(emulated: bool) -> type:
@@ -217,7 +232,7 @@ class Storage:
         """The fsspec filesystem (local folders use the OS directly and have none)."""
         if self.root is not None:
             raise StorageError(f"{self.url}: a local folder has no remote filesystem")
-        return filesystem(self.scheme, self.options)
+        return filesystem(self.url, self.options)
 
     # ---------------------------------------------------------------- naming
 

@@ -63,7 +63,7 @@ class RemoteFile:
         return self.url.rstrip("/").rsplit("/", 1)[-1]
 
     def _fs(self):
-        return filesystem(scheme_of(self.url), self.storage_options)
+        return filesystem(self.url, self.storage_options)
 
     def open(self) -> BinaryIO:
         try:
@@ -91,9 +91,8 @@ def input_size(path: InputPath) -> int:
 
 def _expand_url(pattern: str, suffixes: tuple[str, ...] | None, options: dict[str, Any]) -> list[RemoteFile]:
     """The files of a URL pattern: a file, a folder (recursively, ``suffixes`` filtering) or a glob."""
-    scheme = scheme_of(pattern)
     try:
-        fs = filesystem(scheme, options)
+        fs = filesystem(pattern, options)
         if glob.has_magic(pattern):
             names = sorted(fs.glob(pattern))
             if not names:

@@ -131,6 +131,18 @@ def test_missing_extra_names_it(module, url, extra):
     )
 
 
+def test_another_fsspec_scheme_takes_its_host_from_the_url_and_an_unknown_one_is_named():
+    """Before: "ftp:// storage options {}: FTPFileSystem.__init__() missing ... 'host'" after an "Exception
+    ignored" traceback (the URL's host was dropped); an unknown scheme, fsspec's own error."""
+    url = f"ftp://127.0.0.1:{free_port()}/data"  # nothing listens there
+    for given, said in ((url, f"{url}: cannot connect (Connection refused)"),
+                        ("nosuch://host/data", "nosuch://host/data: nosuch:// is not a storage fsspec knows")):  # fmt: skip
+        process = subprocess.run(
+            [sys.executable, "-m", "ltsgen", "info", given], capture_output=True, text=True
+        )
+        assert (process.returncode, process.stderr) == (2, f"ltsgen info: error: {said}\n")
+
+
 def test_read_only_schemes_refuse_writes():
     for url in ("hf://datasets/someone/data", "https://example.org/data"):
         hub = Storage(url)
