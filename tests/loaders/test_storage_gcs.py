@@ -98,7 +98,8 @@ def test_an_endpoint_in_fsspec_defaults_reaches_gcs(gcs_server, monkeypatch):
     store.write_bytes("before", b"")  # a filesystem made before the defaults are set
     monkeypatch.setitem(fsspec.config.conf, "gs", {"endpoint_url": gcs_server.endpoint, "token": "anon"})
     monkeypatch.delenv("STORAGE_EMULATOR_HOST")
-    assert type(storage_module.filesystem(store.location())) is gcsfs.core.GCSFileSystem  # by the defaults alone
+    by_defaults = storage_module.filesystem(store.location())  # by the defaults alone
+    assert type(by_defaults) is gcsfs.core.GCSFileSystem
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # nothing listens there
     store.write_bytes("x", b"through the defaults")
     assert type(store.fs) is gcsfs.core.GCSFileSystem and store.fs._endpoint == gcs_server.endpoint
