@@ -232,8 +232,14 @@ class StreamingDataset(IterableDataset):
         if self.num_batches == 0:
             if self.skipped:
                 raise self._skipped_error(f"split {self.split!r} has too few items left for one global batch")
+            items = sum(plan.total for plan in self.plans)
+            what = (
+                f"{items} items"
+                if self.seq_len is None
+                else f"{items} blocks of seq_len + 1 = {self.seq_len + 1:,} tokens"
+            )
             raise LoaderError(
-                f"{join(self.root, MANIFEST_NAME)}: split {self.split!r} has too few items for one global "
+                f"{join(self.root, MANIFEST_NAME)}: split {self.split!r} has {what}, too few for one global "
                 f"batch of {self.global_batch_size}"
             )
 

@@ -208,7 +208,10 @@ def build_buckets(
         with make_engine("local", workers) as own:
             return build_buckets(config, engine=own, overwrite=overwrite, progress=progress, card=card)
     tokenizer, tokenizer_text = _load_tokenizer(config)
-    tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
+    try:
+        tokenizer_info = manifest_entry(tokenizer, tokenizer_text)
+    except TokenizerError as error:  # no end-of-text token, say: name the file given
+        raise TokenizerError(f"{config.tokenizer}: {error}") from None
     arguments = config.arguments()
     arguments["tokenizer"] = tokenizer_info["sha256"]
     builder = {"name": "ltsgen buckets", "version": __version__, "arguments": arguments}

@@ -313,6 +313,21 @@ def test_bad_input_one_line_error_or_counted_skip(tmp_path, tokenizer_path, real
         capsys.readouterr()
 
 
+def test_a_tokenizer_without_an_end_of_text_token_is_named(tmp_path, tokenizer_path, real_data, capsys):
+    """Before: "the tokenizer has none of the end-of-text tokens ...", without saying which file."""
+    import json
+
+    content = json.loads(tokenizer_path.read_text())
+    content["added_tokens"] = []
+    content["model"]["vocab"].pop("<|endoftext|>")
+    without = tmp_path / "no-eos.json"
+    without.write_text(json.dumps(content))
+    assert build(tmp_path / "out", "c4", [real_data / C4_JSONL], without, "--eval-sequences", "0") == 2
+    assert capsys.readouterr().err.startswith(
+        f"ltsgen buckets: error: {without}: the tokenizer has none of the end-of-text tokens"
+    )
+
+
 def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines, capsys):
     path = tmp_path / "unclean.jsonl"
     path.write_bytes(
