@@ -199,17 +199,17 @@ def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
 
     plots = []
     for name, groups, unit in ((WORDS_PLOT, lengths.words, "words"), (TOKENS_PLOT, lengths.tokens, "tokens")):
-        values = [v for group in groups.values() for v in group if v > 0]
+        order = manifest.buckets if unit == "tokens" and manifest.buckets else sorted(groups)
+        drawn = [group for group in order if groups.get(group)]  # no training bucket of a build all held out
+        values = [v for group in drawn for v in groups[group] if v > 0]
         if not values:
             continue
         low, high = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)) + 1e-9)
         bins = [10 ** (low + i * (high - low) / (8 * (high - low))) for i in range(8 * (high - low) + 1)]
         figure = Figure(figsize=(7, 3.5), dpi=100)
         axes = figure.subplots()
-        order = manifest.buckets if unit == "tokens" and manifest.buckets else sorted(groups)
-        for group in order:
-            if groups.get(group):
-                axes.hist(groups[group], bins=bins, histtype="step", linewidth=1.5, label=group)
+        for group in drawn:
+            axes.hist(groups[group], bins=bins, histtype="step", linewidth=1.5, label=group)
         axes.set_xscale("log")
         axes.xaxis.set_major_formatter("{x:,.0f}")  # 1,000 rather than 10^3, which also needs mathtext
         axes.xaxis.set_minor_locator(LogLocator(subs=(2, 5)))  # 20 and 50 between 10 and 100 (not all 8)

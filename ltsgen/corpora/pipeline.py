@@ -259,6 +259,11 @@ def build_buckets(
         spec = replace(spec, splits=plan.splits, jobs=plan.jobs, finalize=lambda results: plan.extra)
         writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()
         result = build_claimed(spec, engine=writer, progress=progress, card=card)
+    if not any(result.manifest.splits.get(split) for split in config.splits):
+        result.notes.append(
+            f"every document went to the evaluation sets ({config.eval_sequences} per length asked): "
+            f"{', '.join(config.splits)} are empty; a smaller --eval-sequences keeps documents to train on"
+        )
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
 

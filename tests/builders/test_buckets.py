@@ -328,6 +328,27 @@ def test_a_tokenizer_without_an_end_of_text_token_is_named(tmp_path, tokenizer_p
     )
 
 
+def test_a_corpus_all_held_out_says_so_and_draws_its_card_without_a_warning(
+    tmp_path, tokenizer_path, c4_lines, capsys
+):
+    """20 documents, 100 evaluation sequences asked per length: every document is held out. Before: exit 0
+    in silence, and matplotlib's "No artists with labels found to put in legend" from the card."""
+    import warnings
+
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(b"\n".join(c4_lines[:20]) + b"\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (
+            build(tmp_path / "out", "c4", [small], tokenizer_path, "--bucket-lengths", "64,256", card=True)
+            == 0
+        )
+    assert (
+        "note: every document went to the evaluation sets (100 per length asked): train, validation, test are empty"
+        in (capsys.readouterr().out)
+    )
+
+
 def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines, capsys):
     path = tmp_path / "unclean.jsonl"
     path.write_bytes(
