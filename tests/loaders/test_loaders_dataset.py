@@ -648,9 +648,13 @@ def test_state_refuses_another_global_batch_or_dataset(parquet_dir, tmp_path):
 
 
 def test_bad_arguments_are_one_line_errors(parquet_dir):
-    with pytest.raises(LoaderError, match=r"split 'train' has \d+ items, too few for one global batch of 50$"):
+    with pytest.raises(
+        LoaderError, match=r"split 'train' has \d+ items, too few for one global batch of 50$"
+    ):
         StreamingDataset(parquet_dir, batch_size=50)
-    with pytest.raises(LoaderError, match=r"has 0 blocks of seq_len \+ 1 = 100,001 tokens, too few for one global"):
+    with pytest.raises(
+        LoaderError, match=r"has 0 blocks of seq_len \+ 1 = 100,001 tokens, too few for one global"
+    ):
         StreamingDataset(parquet_dir, batch_size=2, seq_len=100_000)  # before: "too few items", which?
     with pytest.raises(LoaderError, match="no split 'valid'"):
         StreamingDataset(parquet_dir, split="valid")
