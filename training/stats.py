@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ltsgen.errors import require
+
 CONFIDENCE = 0.95
 MIN_SEEDS = 5  # fewer seeds: intervals are reported, verdicts are "too few seeds"
 LEVEL = 0.05  # family-wise error rate of a report's tests (after Holm)
@@ -62,7 +64,7 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
 
     The mean is the mean over seeds of each seed's mean over its documents (each seed weighs the same).
     """
-    from scipy.stats import t as student
+    student = require("scipy.stats", "train", "the intervals and tests of a comparison").t
 
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")

@@ -27,6 +27,7 @@ IMPORT_NAMES = {
     "zstandard": "zstandard", "fsspec": "fsspec", "tokenizers": "tokenizers", "tqdm": "tqdm",
     "matplotlib": "matplotlib", "pyyaml": "yaml", "datasets": "datasets", "openai": "openai",
     "s3fs": "s3fs", "botocore": "botocore", "gcsfs": "gcsfs", "huggingface_hub": "huggingface_hub", "ray": "ray",
+    "scipy": "scipy",
 }  # fmt: skip
 RUNTIME_EXTRAS = ("build", "corpora", "llm", "train", "s3", "gcs", "hf", "ray")
 
