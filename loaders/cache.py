@@ -40,7 +40,7 @@ from .storage import StorageError
 PART_SUFFIX = ".part"
 # the names the cache writes (``ShardCache.name``, and a download's ``.part``): nothing else in its folder is
 # counted, evicted or removed, so a folder shared with other files loses none of them
-OWN_NAME = re.compile(r"(url-)?[0-9a-f]{64}(\.[A-Za-z0-9]+)*")
+OWN_NAME = re.compile(r"(url-)?[0-9a-f]{64}(\.[^/]*)?")  # the suffixes of a shard's path, whatever they are
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import inspect
 import json
+import numbers
 import os
 import warnings
 from collections import OrderedDict
@@ -134,11 +135,12 @@ class StreamingDataset(IterableDataset):
             raise UsageError(f"token_counts is a local file, not {token_counts}")
         self.root = str(path_or_url)
         self.split, self.bucket = split, bucket
-        self.shuffle, self.seed, self.epoch, self.shuffle_window = shuffle, seed, epoch, shuffle_window
+        self.shuffle, self.seed, self.epoch = shuffle, int(seed), int(epoch)  # numpy's integers as Python's
+        self.shuffle_window = int(shuffle_window)
         self._place(rank, world_size, batch_size, remainder)
         self.columns = None if columns is None else tuple(columns)
         self.transform = transform
-        self.seq_len, self.position_ids = seq_len, position_ids
+        self.seq_len, self.position_ids = None if seq_len is None else int(seq_len), position_ids
         self.by_bucket, self.verify, self.on_error, self.allow_pipe = by_bucket, verify, on_error, allow_pipe
         self.storage_options = dict(storage_options or {})
         self.max_doc_chars = max_doc_chars
@@ -155,7 +157,7 @@ class StreamingDataset(IterableDataset):
     ) -> None:
         """This rank's share of the global batches, and the position at the start of the epoch."""
         self.rank, self.world_size = _distributed(rank, world_size)
-        self.batch_size, self.remainder = batch_size or 1, remainder
+        self.batch_size, self.remainder = int(batch_size or 1), remainder  # numpy's integers as Python's
         self._batch_size_known = batch_size is not None
         self.global_batch_size = self.batch_size * self.world_size
         self._process: _ProcessState | None = None
@@ -192,7 +194,7 @@ class StreamingDataset(IterableDataset):
         self.tokenized = all(s.tokens is not None for s in self.shards)
         self._tokenizer = tokenizer = _as_tokenizer(tokenizer)
         self._tokenizer_digest: str | None = None
-        self.eos_id = eos_id
+        self.eos_id = None if eos_id is None else int(eos_id)
         stored_ids = None if self.seq_len is None or self.tokenized else stored_token_shards(
             self.manifest, self.shards, tokenizer, self._read
         )  # fmt: skip
@@ -324,7 +326,7 @@ class StreamingDataset(IterableDataset):
                 f"epoch {epoch} is beyond the last this dataset can number ({self._last_epoch()})"
             )
         if epoch != self.epoch:
-            self.epoch, self._consumed, self._partial, self._anchor = epoch, 0, 0, 0
+            self.epoch, self._consumed, self._partial, self._anchor = int(epoch), 0, 0, 0
         self._witness.lower()
 
     def state_dict(self) -> dict[str, Any]:
@@ -756,7 +758,7 @@ class StreamingMixture(StreamingDataset):
         self.sources, first = sources, sources[0]
         self.root = mixture_text(self.mixture.mixture)
         self.split, self.bucket, self.shuffle = split, first.bucket, first.shuffle
-        self.seed, self.epoch, self.shuffle_window = seed, epoch, first.shuffle_window
+        self.seed, self.epoch, self.shuffle_window = int(seed), int(epoch), first.shuffle_window
         self._place(rank, world_size, batch_size, remainder)
         self.columns, self.transform = first.columns, None
         self.seq_len, self.position_ids, self.eos_id = first.seq_len, first.position_ids, first.eos_id
@@ -1000,7 +1002,7 @@ def _distributed(rank: int | None, world_size: int | None) -> tuple[int, int]:
     _check_integer("rank", rank, 63)
     if not 0 <= rank < world_size:
         raise UsageError(f"rank {rank} is outside world size {world_size}")
-    return rank, world_size
+    return int(rank), int(world_size)
 
 
 def _check_options(
@@ -1029,14 +1031,15 @@ def _check_options(
 
 
 def _check_positive(name: str, value: Any) -> None:
-    """A one-line ``UsageError`` unless ``value`` is an integer of at least 1 (a bool is not one)."""
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+    """A one-line ``UsageError`` unless ``value`` is an integer (numpy's too; a bool is none) of at least 1."""
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
         raise UsageError(f"{name} must be a positive integer, not {value!r}")
 
 
 def _check_integer(name: str, value: Any, bits: int) -> None:
-    """A one-line ``UsageError`` unless ``value`` is an integer from 0 to ``2**bits - 1``."""
-    if not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**bits):
+    """A one-line ``UsageError`` unless ``value`` is an integer (numpy's too; a bool is none) from 0 to
+    ``2**bits - 1``."""
+    if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and 0 <= value < 2**bits):
         raise UsageError(f"{name} must be an integer from 0 to 2**{bits} - 1, not {value!r}")
 
 

@@ -139,7 +139,10 @@ def filesystem(url: str, storage_options: dict[str, Any] | None = None):
         module, extra = OPTIONAL_SCHEMES[scheme]
         require(module, extra, f"{scheme}:// paths")
     cls = _filesystem_class(scheme, bool(emulator or {**defaults, **options}.get("endpoint_url")), url)
-    options = {**cls._get_kwargs_from_urls(url), **options}  # an FTP host and port, say
+    try:
+        options = {**cls._get_kwargs_from_urls(url), **options}  # an FTP host and port, say
+    except ValueError as error:  # a port that is no number, a broken IPv6 address
+        raise StorageError(f"{url}: not a valid URL ({error})") from None
     key = (os.getpid(), scheme, emulator, json.dumps([defaults, options], sort_keys=True, default=str))
     if key not in _FILESYSTEMS:
         try:

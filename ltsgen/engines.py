@@ -144,29 +144,33 @@ class ProcessEngine(Engine):
         return max(1, (os.cpu_count() or 1) // self.workers)
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
-        jobs = list(jobs)
-        while len(self._workers) < min(self.workers, len(jobs)):  # no more processes than jobs
-            self._workers.append(_Worker.start())
         results: queue.Queue = queue.Queue()
         for worker in self._workers:
             worker.results = results
-        pending = iter(jobs)
+        pending = iter(jobs)  # taken as workers free up: a corpus's chunks are never all in memory at once
         in_flight: dict[int, _Worker] = {}
         next_id = 0
         finished = False
 
-        def feed(worker: _Worker) -> None:
+        def feed(worker: _Worker | None) -> bool:
+            """Send ``worker`` the next job (None: a worker started for it); False when none is left."""
             nonlocal next_id
             for job in pending:
+                if worker is None:  # a process for each job up to ``workers``, never ahead of one
+                    worker = _Worker.start()
+                    worker.results = results
+                    self._workers.append(worker)
                 in_flight[next_id] = worker
                 worker.send(next_id, fn, job)
                 next_id += 1
-                return
+                return True
+            return False
 
         try:
             for _ in range(_JOBS_PER_WORKER):
-                for worker in self._workers:
-                    feed(worker)
+                for index in range(self.workers):
+                    if not feed(self._workers[index] if index < len(self._workers) else None):
+                        break
             while in_flight:
                 task, ok, value = results.get()
                 if not ok:

@@ -28,6 +28,18 @@ def test_every_engine_returns_every_result():
     before = set(children(os.getpid()))
     with ProcessEngine(8) as engine:  # no more processes than jobs (before: 8 started for 1 job)
         assert list(engine.map(square, [3])) == [9] and len(set(children(os.getpid())) - before) == 1
+    pulled = []
+
+    def taken_as_needed():
+        for job in range(50):
+            pulled.append(job)
+            yield job
+
+    with ProcessEngine(2) as engine:  # jobs are taken as workers free up (a corpus's chunks, say)
+        results = engine.map(square, taken_as_needed())
+        first = next(results)
+        assert len(pulled) <= 2 * 2 + 1  # before: all 50, before any result
+        assert sorted([first, *results]) == [x * x for x in range(50)]
     with ProcessEngine(2) as engine:
         assert sorted(engine.map(square, jobs)) == [x * x for x in jobs]
         assert sorted(engine.map(square, iter(range(5)))) == [0, 1, 4, 9, 16]  # the same workers again

@@ -222,6 +222,18 @@ def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_pa
     assert all(path.read_bytes() == b"theirs\n" * 1000 for path in theirs)
     last = infos[-1].sha256 + ".parquet"  # the limit holds the last shard alone
     assert sorted(cache_files(cache_dir)) == sorted(["notes.txt", "draft.part", "sub", last])
+    # the cache's own names keep whatever suffixes a shard's path has (C4's ".00000-of-01024.json.gz")
+    from ltsgen.loaders.contract import ShardInfo
+
+    for number in range(3):
+        data = bytes([number]) * 1000
+        info = ShardInfo(
+            f"en/c4-train.0000{number}-of-01024.json.gz", 1, 1, 1000, hashlib.sha256(data).hexdigest()
+        )
+        ShardCache(cache_dir, limit=1500).read(info, f"gs://b/{info.path}", lambda data=data: data)
+    assert [name for name in cache_files(cache_dir) if name.endswith(".json.gz")] == [
+        hashlib.sha256(bytes([2]) * 1000).hexdigest() + ".00002-of-01024.json.gz"
+    ]
 
 
 def _cached_process(url: str, cache: Path, out: Path) -> multiprocessing.Process:

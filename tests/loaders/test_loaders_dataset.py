@@ -455,7 +455,10 @@ def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
      ("shuffle_window", 2.5), ("world_size", 2.0), ("rank", "0"), ("rank", True)],
 )  # fmt: skip
 def test_a_count_that_is_not_an_integer_is_one_line(parquet_dir, option, value):
-    """Before: accepted, then a TypeError at the first batch; a TypeError in the constructor; or True as 1."""
+    """Before: accepted, then a TypeError at the first batch; a TypeError in the constructor; or True as 1.
+    numpy's integers are integers, held as Python's (a state saved with them loads with weights_only)."""
+    numpy_given = StreamingDataset(parquet_dir, batch_size=np.int64(2), seq_len=np.int32(7), seed=np.int64(3))
+    assert json.loads(json.dumps(numpy_given.state_dict()))["seed"] == 3
     with pytest.raises(
         UsageError, match=rf"^{option} must be a(n| positive) integer.* not {re.escape(repr(value))}$"
     ):

@@ -39,8 +39,15 @@ def test_documents_shared_by_every_seed_widen_the_interval_as_the_text_varies():
 
 @pytest.mark.parametrize(
     ("seed_sd", "document_sd", "residual_sd"),
-    [(0.1, 1.0, 0.3), (1.0, 0.1, 0.3), (0.5, 0.5, 0.5), (0.0, 0.0, 1.0)],
-    ids=["text-dominated", "seed-dominated", "balanced", "residual only"],
+    [(0.1, 1.0, 0.3), (1.0, 0.1, 0.3), (0.5, 0.5, 0.5), (0.0, 0.0, 1.0), (0.3, 0.0, 1.0), (0.3, 0.3, 1.0)],
+    ids=[
+        "text-dominated",
+        "seed-dominated",
+        "balanced",
+        "residual only",
+        "seeds in residual",
+        "both in residual",
+    ],
 )
 def test_tests_at_five_percent_reject_about_five_percent_of_tables_whose_mean_is_zero(
     seed_sd, document_sd, residual_sd
@@ -71,6 +78,14 @@ def test_the_mean_weighs_seeds_alike_and_leaves_nan_out():
 def test_a_constant_is_exact_and_zero_is_not_significant():
     assert estimate({s: [0.5] * 4 for s in range(3)}).low == 0.5
     assert estimate({s: [0.0] * 4 for s in range(3)}).p == 1.0
+
+
+def test_values_that_leave_nothing_to_estimate_a_variance_from_give_no_interval():
+    """One value, or no document valued by every seed: before, an exact interval and p = 0."""
+    nan = float("nan")
+    for values in ({0: [3.0]}, {0: [1.0, nan], 1: [nan, 2.0]}):
+        found = estimate(values)
+        assert (found.low, found.high, found.p) == (-np.inf, np.inf, 1.0)
 
 
 def test_the_p_value_falls_with_the_effect_and_agrees_with_the_interval():
