@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--recalls-per-1k-words",
         type=float,
         default=DEFAULT_RECALLS_PER_THOUSAND,
-        help="recalls of planted facts per 1,000 words of story (0: none)",
+        help="recalls of planted facts per 1,000 words of the story's span, after its opening and before its last "
+        "40 words (stories under about 250 words have none; 0: none at all)",
     )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--samples-per-shard", type=int, default=None, help="stories per shard")
