@@ -56,7 +56,7 @@ class Estimate:
     p: float
     seeds: int
     documents: int  # values that entered the mean (NaN left out)
-    dof: float  # the degrees of freedom of the t quantile (Satterthwaite's; inf when the variance is 0)
+    dof: float  # of the t quantile (Satterthwaite's): inf when every value is the same, nan with no interval
 
 
 def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
