@@ -1,5 +1,6 @@
-"""The one root of every error a user can cause, the one-line error for a missing optional extra, and the
-"did you mean" of every error that names an unknown choice.
+"""The one root of every error a user can cause, the one-line error for a missing optional extra, the
+"did you mean" of every error that names an unknown choice, and what is wrong with a number out of its
+limits.
 
 A leaf module: it imports nothing of ltsgen's, so every part (``ltsgen.loaders`` and ``ltsgen.encodings``
 included) may raise its errors under one root, and the CLI catches ``LtsgenError`` alone and prints its
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import math
 from collections.abc import Iterable
 from types import ModuleType
+from typing import Any
 
 
 class LtsgenError(Exception):
@@ -53,3 +56,18 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
         raise MissingDependency(
             f"{purpose} need {module}, which is not installed: pip install 'ltsgen[{extra}]'"
         ) from None
+
+
+def out_of_limits(value: Any, limits: dict[str, float]) -> str | None:
+    """What is wrong with the number ``value`` under ``limits`` (``above``, ``at_least``, ``at_most``), in a
+    few words ("must be at least 1"), or None when it is within them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    for name, holds in (("above", value > limits.get("above", -math.inf)),
+                        ("at_least", value >= limits.get("at_least", -math.inf)),
+                        ("at_most", value <= limits.get("at_most", math.inf))):  # fmt: skip
+        if not holds:
+            bound = limits[name]
+            shown = f"{bound:,}" if float(bound).is_integer() else f"{bound:g}"
+            return f"must be {name.replace('_', ' ')} {shown}"
+    return None

@@ -27,6 +27,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from ltsgen.encodings import NAMES, build, canonical_name, training_options
+from ltsgen.errors import out_of_limits
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training import distributed
@@ -62,23 +63,6 @@ def _option(
     ``metadata["limits"]``: the bounds of a number, ``at_least``, ``above`` and ``at_most``)."""
     factory = {"default_factory": default} if callable(default) else {"default": default}
     return field(**factory, metadata={"cli": {"help": help, **cli}, "limits": limits or {}})
-
-
-def out_of_limits(value: Any, limits: dict[str, float]) -> str | None:
-    """What is wrong with the number ``value`` under ``limits`` (``_option``'s), or None when it is within."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "must be a finite number"
-    for name, holds in (("above", value > limits.get("above", -math.inf)),
-                        ("at_least", value >= limits.get("at_least", -math.inf)),
-                        ("at_most", value <= limits.get("at_most", math.inf))):  # fmt: skip
-        if not holds:
-            bound = limits[name]
-            return (
-                f"must be {name.replace('_', ' ')} {bound:,}"
-                if float(bound).is_integer()
-                else f"must be {name} {bound:g}"
-            )
-    return None
 
 
 # the upper bounds are far beyond any model this trains, and keep a mistyped number (an extra digit or ten)

@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ltsgen.errors import out_of_limits
+
 _STATES_DEFAULT = re.compile(r"\(default\b")
 
 
@@ -147,3 +149,24 @@ def storage_defaults(args: argparse.Namespace, url: str) -> Iterator[None]:
             os.environ.pop(variable, None)
         else:
             os.environ[variable] = saved_variable
+
+
+def number(kind: type, limits: dict[str, float]):
+    """An argparse ``type`` for a number of ``kind`` within ``limits`` (``above``, ``at_least``, ``at_most``):
+    anything else is refused while the command line is parsed, in one line naming the option, worded as
+    ``TrainConfig.check`` words its limits (``argument --max-doc-chars: must be at least 0 (got -1)``)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        problem = out_of_limits(value, limits)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{problem} (got {text})")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse

@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 
-from ltsgen.commands import add_command, add_engine_arguments, add_hidden_alias, engine_from, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, count, reader_options
+from ltsgen.commands import (
+    add_command,
+    add_engine_arguments,
+    add_hidden_alias,
+    engine_from,
+    number,
+    storage_options,
+)
+from ltsgen.commands.corpus_options import add_reader_arguments, reader_options
 from ltsgen.loaders.contract import FORMATS
 
 DEFAULT_LENGTHS = "512,1024,2048,4096,8192,16384,32768"
@@ -53,12 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--eval-lengths", help="evaluation lengths L, when not the --bucket-lengths")
     parser.add_argument(
         "--eval-sequences",
-        type=count(0),
+        type=number(int, {"at_least": 0}),
         default=100,
         metavar="N",
         help="evaluation sequences per length (0: none)",
     )
-    add_hidden_alias(parser, "--eval-per-length", "eval_sequences", type=count(0))
+    add_hidden_alias(parser, "--eval-per-length", "eval_sequences", type=number(int, {"at_least": 0}))
     parser.add_argument(
         "--eval-concat", action="store_true", help="also write the concatenated-stream evaluation sets"
     )
@@ -69,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--format", default="parquet", choices=list(FORMATS), help="shard format")
     parser.add_argument(
-        "--shard-tokens", type=count(1), default=1 << 24, help="at most this many tokens per shard"
+        "--shard-tokens",
+        type=number(int, {"at_least": 1}),
+        default=1 << 24,
+        help="at most this many tokens per shard",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
     add_engine_arguments(parser, "tokenizing and shard jobs")

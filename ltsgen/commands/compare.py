@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, storage_defaults
+from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, number, storage_defaults
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
-from ltsgen.commands.train import add_config_arguments, announced, number, training_config
+from ltsgen.commands.train import add_config_arguments, announced, training_config
 
 SUMMARY = (
     "train each position encoding with the same data and budget per seed, evaluate at many lengths, report"
@@ -83,7 +83,8 @@ def parse_seeds(text: str) -> list[int]:
         raise UsageError(f"--seeds {text!r}: expected comma-separated integers like 0,1,2") from None
     if not seeds:
         raise UsageError("--seeds: give at least one seed")
-    from ltsgen.training.train import SEEDS, out_of_limits
+    from ltsgen.errors import out_of_limits
+    from ltsgen.training.train import SEEDS
 
     for seed in seeds:
         problem = out_of_limits(seed, SEEDS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_storage_argument, storage_options
+from ltsgen.commands import add_storage_argument, number, storage_options
 from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
 
 SOURCE_HELP = (
@@ -16,23 +16,6 @@ SOURCE_HELP = (
     "hf: a Hugging Face dataset name or local folder, streamed (needs network for Hub names); "
     "text: plain text files or folders (one document per file, or see --separator)"
 )
-
-
-def count(at_least: int = 0):
-    """An argparse ``type``: an integer, ``at_least`` or more. Anything else is refused while the command line
-    is parsed, in one line naming the option, worded as ``ltsgen train``'s limits are
-    (``argument --max-doc-chars: must be at least 0 (got -1)``)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < at_least:
-            raise argparse.ArgumentTypeError(f"must be at least {at_least} (got {text})")
-        return value
-
-    return parse
 
 
 def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -69,7 +52,7 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
     )
     group.add_argument(
         "--max-doc-chars",
-        type=count(0),
+        type=number(int, {"at_least": 0}),
         default=MAX_DOC_CHARS,
         metavar="N",
         help="skip (and count) documents longer than N characters, which bounds memory: tokenizing costs "

@@ -28,7 +28,7 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--eval-lengths", default="64,128,256,512,1024", help="evaluation lengths in tokens")
     parser.add_argument("--lengths", dest="eval_lengths", help=argparse.SUPPRESS)  # old spelling
-    from ltsgen.commands.train import number
+    from ltsgen.commands import number
 
     parser.add_argument(
         "--eval-sequences",

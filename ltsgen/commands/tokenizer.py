@@ -7,8 +7,8 @@ import argparse
 import time
 from collections.abc import Iterator
 
-from ltsgen.commands import add_command, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, count, reader_options, screen
+from ltsgen.commands import add_command, number, storage_options
+from ltsgen.commands.corpus_options import add_reader_arguments, reader_options, screen
 
 SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
 
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--max-documents",
-        type=count(1),
+        type=number(int, {"at_least": 1}),
         metavar="N",
         help="train on at most this many documents (the first ones)",
     )

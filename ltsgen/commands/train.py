@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import MISSING, fields
 from typing import Any
 
-from ltsgen.commands import add_command, add_storage_argument, storage_defaults
+from ltsgen.commands import add_command, add_storage_argument, number, storage_defaults
 
 SUMMARY = (
     "train the compact decoder with one position encoding (AdamW, warm-up + cosine, resumable, torchrun)"
@@ -26,27 +26,6 @@ class KeyValues(argparse.Action):
         if not sep or not key.strip():
             parser.error(f"{option_string} {value!r}: expected KEY=VALUE, e.g. threshold=128")
         setattr(namespace, self.dest, {**(getattr(namespace, self.dest) or {}), key.strip(): text.strip()})
-
-
-def number(kind: type, limits: dict[str, float]):
-    """An argparse ``type`` for a number within ``limits`` (``TrainConfig``'s ``at_least``, ``above``,
-    ``at_most``): an option out of them is refused while the command line is parsed, in one line."""
-    from ltsgen.training.train import out_of_limits
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
-            ) from None
-        problem = out_of_limits(value, limits)
-        if problem:
-            raise argparse.ArgumentTypeError(f"{problem} (got {text})")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ()) -> None:
