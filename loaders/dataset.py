@@ -1019,8 +1019,9 @@ def _check_options(
         raise UsageError(f"remainder must be one of {REMAINDERS}, not {remainder!r}")
     if on_error not in ON_ERROR:
         raise UsageError(f"on_error must be one of {ON_ERROR}, not {on_error!r}")
-    for name, value in (("batch_size", batch_size), ("shuffle_window", shuffle_window), ("seq_len", seq_len)):
-        if value is not None or name == "shuffle_window":
+    _check_positive("shuffle_window", shuffle_window)
+    for name, value in (("batch_size", batch_size), ("seq_len", seq_len)):
+        if value is not None:
             _check_positive(name, value)
     if seq_len is not None and transform is not None:
         raise UsageError(

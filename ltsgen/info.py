@@ -30,9 +30,9 @@ def dataset_info(
 
     Args:
         directory: a dataset directory (a path, URL or ``Storage``).
-        verify: hash every shard (and the tokenizer) and compare with the manifest (``mismatched`` lists those that differ;
-            their lengths are not read).
-        progress: a progress bar (on stderr) over the shards ``verify`` hashes.
+        verify: hash every shard (and the tokenizer) and compare with the manifest (``mismatched`` lists
+            those that differ; their lengths are not read).
+        progress: a progress bar (on stderr) over the files ``verify`` hashes.
 
     Returns:
         ``{"location", "source", "format", "builder", "tokenizer", "splits": {split: {...}}}``, and with
@@ -60,7 +60,7 @@ def dataset_info(
         tokenizer = manifest.tokenizer or {}
         if tokenizer.get("path") and tokenizer.get("sha256"):  # what reads the stored ids, or trains on them
             shards.append((tokenizer["path"], tokenizer["sha256"]))
-        hashed = tqdm(shards, desc="verify", unit="shard", disable=not progress)
+        hashed = tqdm(shards, desc="verify", unit="file", disable=not progress)
         mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
         info["verified"] = len(shards)
         info["mismatched"] = [path for path, _ in shards if path in mismatched]

@@ -148,8 +148,8 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             if claim.metric == ENTROPY and not inside:
                 continue  # the growth of entropy is from a length within the training length
-            estimate = _estimate(data, claim, train_length, inside[-1] if inside else None, lengths[-1])
-            if estimate is None:
+            found = _estimate(data, claim, train_length, inside[-1] if inside else None, lengths[-1])
+            if found is None:
                 continue  # a label with no run evaluated where the test reads it (diverged, or not asked)
             seen.add(key)
             # the seeds of every run behind it (a seed whose run of one of them diverged, left out, is not)
@@ -160,8 +160,8 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                if not status[(name, train_length, seed)]["trained"])  # fmt: skip
             rows.append({"claim": claim.text, "source": claim.source, "train_length": train_length,
                          "eval_length": lengths[-1], "metric": _metric_name(claim, inside[-1] if inside else None),
-                         "measured": estimate.mean, "ci_low": estimate.low, "ci_high": estimate.high,
-                         "p": estimate.p, "n_seeds": estimate.seeds, "sign": claim.sign, "untrained": untrained})  # fmt: skip
+                         "measured": found.mean, "ci_low": found.low, "ci_high": found.high,
+                         "p": found.p, "n_seeds": found.seeds, "sign": claim.sign, "untrained": untrained})  # fmt: skip
     for row, adjusted in zip(rows, holm([row["p"] for row in rows]), strict=True):
         row["p_holm"] = adjusted
         row["verdict"] = verdict(row)

@@ -115,12 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     tokenizer = train_tokenizer(texts(), args.vocab_size)
     if counts["documents"] == 0:  # as `ltsgen buckets` says it: what was read, and why none of it was kept
-        skipped = ", ".join(f"{kind} {number:,}" for kind, number in sorted(policy.counts.items()))
-        raise TokenizerError(
-            f"{args.data or _inputs(args.input)}: no documents to train on"
-            + (f" ({skipped})" if skipped else "")
-            + "; nothing was written"
-        )
+        raise TokenizerError(policy.nothing_kept(args.data or _inputs(args.input), "train on"))
     if args.out is None:
         entry, previous, kept = attach_tokenizer(
             data, tokenizer, progress=not args.no_progress, max_doc_chars=args.max_doc_chars

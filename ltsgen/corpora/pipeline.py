@@ -249,12 +249,7 @@ def build_buckets(
         tokenize_seconds = time.perf_counter() - started
         if chunks == 0:
             remove_build(directory)
-            skipped = ", ".join(f"{kind} {count:,}" for kind, count in sorted(screen.counts.items()))
-            raise BuildError(
-                f"{' '.join(config.inputs)}: no documents to build from"
-                + (f" ({skipped})" if skipped else "")
-                + "; nothing was written"
-            )
+            raise BuildError(screen.nothing_kept(" ".join(config.inputs), "build from"))
         plan = plan_shards(config, spool, chunks, tokenizer_info["eos_id"], directory, source, screen)
         spec = replace(spec, splits=plan.splits, jobs=plan.jobs, finalize=lambda results: plan.extra)
         writer = engine if engine.started or tokens >= PARALLEL_WRITE_TOKENS else SerialEngine()

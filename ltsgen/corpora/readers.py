@@ -79,6 +79,15 @@ class Screen:
             raise BuildError(f"{where}: {problem} (use --skip-bad to count and skip such lines)")
         self.counts[f"skipped: {kind}"] += 1
 
+    def nothing_kept(self, inputs: str, what: str) -> str:
+        """The one line for inputs of which no document was kept: what was read, and why none of it."""
+        skipped = ", ".join(f"{kind} {count:,}" for kind, count in sorted(self.counts.items()))
+        return (
+            f"{inputs}: no documents to {what}"
+            + (f" ({skipped})" if skipped else "")
+            + "; nothing was written"
+        )
+
     def unclean(self, where: str, kind: str) -> None:
         if self.strict:
             raise BuildError(f"{where}: {kind} document (--strict)")
