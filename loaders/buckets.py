@@ -51,13 +51,15 @@ def load_eval_set(
         allow_pipe: read through a ``pipe:`` template.
 
     Returns:
-        LongTensor [n, length]; ``LoaderError`` when a sequence has another length.
+        LongTensor [n, length], every sequence (the same in each rank of a distributed job); ``LoaderError``
+        when a sequence has another length.
     """
     from .dataset import StreamingDataset
 
-    dataset = StreamingDataset(
-        path_or_url, split, bucket=str(length), shuffle=False, columns=("input_ids",), allow_pipe=allow_pipe
-    )
+    dataset = StreamingDataset(  # every sequence, in every process of a torch.distributed job
+        path_or_url, split, bucket=str(length), shuffle=False, columns=("input_ids",), allow_pipe=allow_pipe,
+        rank=0, world_size=1,
+    )  # fmt: skip
     rows = [record["input_ids"] for record in dataset]
     bad = [i for i, row in enumerate(rows) if len(row) != length]
     if bad:

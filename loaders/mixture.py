@@ -41,7 +41,7 @@ from ltsgen.errors import UsageError
 
 from .contract import TOKENIZER_NAME
 from .errors import LoaderError
-from .sources import join
+from .sources import join, located
 
 RESOLUTION = 10_000  # proportions are resolved to multiples of 1 / RESOLUTION
 LOG = logging.getLogger(__name__)
@@ -201,13 +201,15 @@ class Mixture:
 
     def identity(self, seq_len: int | None) -> dict[str, Any]:
         """What a state of the mixture resumes (``state.IDENTITY_KEYS``): its sources' own identities
-        (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources with their weights."""
-        key = [[source.root, source.identity["dataset"]] for source in self.sources]
+        (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources (``located``: a
+        local path however it is spelled) with their weights."""
+        roots = [located(source.root) for source in self.sources]
+        key = [[root, source.identity["dataset"]] for root, source in zip(roots, self.sources, strict=True)]
         return {
             "dataset": hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16],
             "tokenizer_sha256": self.sources[0].identity["tokenizer_sha256"],
             "seq_len": seq_len,
-            "mixture": self.mixture,
+            "mixture": [[root, weight] for root, (_, weight) in zip(roots, self.mixture, strict=True)],
         }
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -43,6 +43,13 @@ def is_remote(path_or_url: str | os.PathLike) -> bool:
     return text.startswith(PIPE_PREFIX) or ("://" in text and not text.startswith("file://"))
 
 
+def located(path_or_url: str | os.PathLike) -> str:
+    """The location ``path_or_url`` names, one spelling for each: a local path made absolute with its links
+    resolved (``a``, ``./a/`` and ``/work/a`` agree), a URL or a ``pipe:`` as it is."""
+    text = str(path_or_url)
+    return text if "://" in text or text.startswith(PIPE_PREFIX) else os.path.realpath(text)
+
+
 def check_pipe(path_or_url: str | os.PathLike, allow_pipe: bool) -> None:
     """Refuse a ``pipe:`` URL in one line unless the caller opted in.
 

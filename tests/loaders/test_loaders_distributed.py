@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 import time
 from pathlib import Path
@@ -62,16 +63,18 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
     assert len(mixture_order) == (105 + 20) // GLOBAL_BATCH
     assert sum(int(i.split("-")[1]) >= 400 for b in mixture_order for i in b) == 30  # a quarter of 120
     plain = {"source": str(directory), "workers": [0, 1, 2, 3]}
+    evaluation = make_dataset(tmp_path / "eval", [5], split="eval", buckets=["16"], lengths=[16] * 5)
     one = _launch(1, tmp_path / "w1", {"plain": plain})
-    two = _launch(2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]}})
+    two = _launch(2, tmp_path / "w2", {"plain": plain, "mixture": {"source": mixture, "workers": [2]},
+                                       "evaluation": {"source": str(evaluation), "eval_length": 16}})  # fmt: skip
     join_all([one, two], timeout=120)
     three = _launch(
         3,
         tmp_path / "w3",
         {
             "plain": {**plain, "resume": str(tmp_path / "w2" / "plain-state.json")},
-            "mixture": {
-                "source": mixture,
+            "mixture": {  # the same sources, spelled another way
+                "source": {f"{directory}/": 0.75, os.path.relpath(other): 0.25},
                 "workers": [1],
                 "resume": str(tmp_path / "w2" / "mixture-state.json"),
             },
@@ -95,6 +98,8 @@ def test_ranks_and_workers_see_each_sample_once_and_resume_elastically(directory
     assert len(head) == ELASTIC_STOP
     assert head + tail == global_order  # 2 ranks -> 3 ranks: nothing lost, nothing repeated
 
+    # every rank reads the whole evaluation set (before: every other sequence, the odd last one on none)
+    assert [r["eval_set"] for r in results(2, "evaluation")] == [[1, 101, 201, 301, 401]] * 2
     w2, w3 = results(2, "mixture"), results(3, "mixture")
     assert merged([result["2"] for result in w2]) == mixture_order
     assert merged([result["1"] for result in w3]) == mixture_order

@@ -3,8 +3,9 @@
 killed, and a reader of the node cache.
 
 ``world(OUT, JOBS)`` needs WORLD_SIZE, MASTER_ADDR and MASTER_PORT, and forks ranks 1 and up itself. JOBS is
-{NAME: {"source": DIR or {"DIR": proportion, ...}, "workers": [counts], "resume": STATE or null}}; ``world``
-writes OUT/NAME-rank{R}.json, and OUT/NAME-state.json at 2 ranks.
+{NAME: {"source": DIR or {"DIR": proportion, ...}, "workers": [counts], "resume": STATE or null}} (or
+{NAME: {"source": DIR, "eval_length": L}}: its evaluation set); ``world`` writes OUT/NAME-rank{R}.json, and
+OUT/NAME-state.json at 2 ranks.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from ltsgen.loaders import StreamingDataset
+from ltsgen.loaders import StreamingDataset, load_eval_set
 
 GLOBAL_BATCH = 6
 SEED = 13
@@ -43,6 +44,10 @@ def ranks(out: str, jobs: dict[str, dict]) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     for name, job in jobs.items():
         results: dict[str, object] = {}
+        if "eval_length" in job:  # an evaluation set: the first token of each sequence this rank reads
+            results["eval_set"] = load_eval_set(job["source"], job["eval_length"])[:, 0].tolist()
+            Path(out, f"{name}-rank{rank}.json").write_text(json.dumps(results))
+            continue
 
         def dataset(source=job["source"]) -> StreamingDataset:
             return StreamingDataset(source, seed=SEED, batch_size=GLOBAL_BATCH // world)
