@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import pickle
 import random
@@ -19,6 +20,12 @@ import torch
 
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training.errors import TrainingError
+
+# every field of a run's checkpoint and its type; the configs and the loader states are stored as JSON text
+FIELDS = {"step": int, "model": dict, "optimizer": dict, "scheduler": dict, "rng": dict, "loader_states": list,
+          "model_config": dict, "train_config": dict}  # fmt: skip
+JSON_FIELDS = ("loader_states", "model_config", "train_config")
+_KINDS = {int: "an integer", dict: "a mapping", list: "a list"}
 
 
 def digest_path(path: Path) -> Path:
@@ -51,7 +58,8 @@ def save_checkpoint(path: str | os.PathLike, state: dict[str, Any]) -> Path:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Verify a checkpoint against its sha256, then read it on the CPU with ``weights_only=True``."""
+    """Verify a checkpoint against its sha256, read it on the CPU with ``weights_only=True`` and check its
+    fields (``FIELDS``); its JSON fields come back parsed."""
     path = Path(path)
     if not path.exists():
         raise TrainingError(f"{path}: checkpoint not found")
@@ -63,9 +71,40 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             f"{path}: damaged checkpoint (its sha256 matches no digest in {digest_path(path).name})"
         )
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
         raise TrainingError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
+    return _fields_of(path, state)
+
+
+def _fields_of(path: Path, state: Any) -> dict[str, Any]:
+    """``state`` with its JSON fields parsed, once every field a run writes is there with its type."""
+    if not isinstance(state, dict):
+        raise TrainingError(f"{path}: not a checkpoint of a run (it holds a {type(state).__name__})")
+    missing = [key for key in FIELDS if key not in state]
+    if missing:
+        raise TrainingError(f"{path}: not a checkpoint of a run (no {', '.join(missing)})")
+    fields = dict(state)
+    for key in JSON_FIELDS:
+        try:
+            fields[key] = json.loads(state[key])
+        except (TypeError, ValueError):
+            raise TrainingError(f"{path}: damaged checkpoint, its {key} is not JSON text") from None
+    for key, kind in FIELDS.items():
+        if not isinstance(fields[key], kind) or isinstance(fields[key], bool):
+            raise TrainingError(f"{path}: damaged checkpoint, its {key} is not {_KINDS[kind]}")
+    return fields
+
+
+def load_weights(model: torch.nn.Module, weights: dict[str, Any], path: Path) -> None:
+    """Load ``weights`` (from the checkpoint at ``path``) into ``model``; weights that do not fit are a
+    one-line error naming the first that does not."""
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as error:  # PyTorch's header line, then what does not fit
+        details = [line.strip() for line in str(error).strip().splitlines()[1:] if line.strip()]
+        what = details[0][:200] if details else _first_line(error)
+        raise TrainingError(f"{path}: its weights do not fit this model ({what})") from None
 
 
 def _read_digests(path: Path) -> list[str]:

@@ -32,7 +32,7 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.loaders.packing import without_truncation
-from ltsgen.loaders.sources import join, read_bytes
+from ltsgen.loaders.sources import join, located, read_bytes
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (
     DocumentRecalls,
@@ -69,6 +69,22 @@ def first_source(data: str | Path) -> str:
     """The dataset a run takes its tokenizer and evaluation documents from: a mixture's first source."""
     sources = training_data(data)
     return next(iter(sources)) if isinstance(sources, dict) else sources
+
+
+def same_setting(key: str, saved: Any, given: Any) -> bool:
+    """Whether a run's or comparison's setting ``key`` is the same in ``saved`` and ``given``: ``data`` and
+    ``init_from`` name the same datasets (in the same order) and run, local paths compared resolved (``lts``,
+    ``lts/`` and its absolute path agree); any other setting is equal."""
+    if key in ("data", "init_from") and isinstance(saved, str) and isinstance(given, str):
+        return _located(key, saved) == _located(key, given)
+    return saved == given
+
+
+def _located(key: str, value: str) -> Any:
+    sources = training_data(value) if key == "data" else value
+    if isinstance(sources, dict):
+        return [(located(source), weight) for source, weight in sources.items()]
+    return located(sources)
 
 
 # --------------------------------------------------------------------------------------------------

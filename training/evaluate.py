@@ -15,7 +15,6 @@ for fewer.
 from __future__ import annotations
 
 import ctypes
-import json
 import math
 import sys
 import threading
@@ -30,7 +29,7 @@ from tqdm import tqdm
 
 from ltsgen.encodings import NAMES, rescaled, shares_weights, trained_as, training_options
 from ltsgen.loaders.contract import TOKENIZER_NAME
-from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.checkpoint import load_checkpoint, load_weights
 from ltsgen.training.data import (
     EvalSet,
     EvalSets,
@@ -128,9 +127,8 @@ def load_run(run_dir):
             f"{summary_path}: this run diverged (its loss was not finite); nothing to evaluate"
         )
     checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
-    config["step"] = int(checkpoint["step"])
-    model_config = json.loads(checkpoint["model_config"])
-    return model_config, checkpoint["model"], config, read_tokenizer(run_dir / TOKENIZER_NAME)
+    config["step"] = checkpoint["step"]
+    return checkpoint["model_config"], checkpoint["model"], config, read_tokenizer(run_dir / TOKENIZER_NAME)
 
 
 def as_encoding(
@@ -160,12 +158,15 @@ def as_encoding(
     }
 
 
-def build_model(model_config: dict, weights: dict, device: torch.device) -> torch.nn.Module:
-    """The trained model on ``device``, in evaluation mode (call ``set_eval_length`` before each length)."""
+def build_model(
+    model_config: dict, weights: dict, device: torch.device, source: Path = Path(CHECKPOINT_NAME)
+) -> torch.nn.Module:
+    """The trained model on ``device``, in evaluation mode (call ``set_eval_length`` before each length);
+    ``source``: the checkpoint the weights come from, named by errors."""
     from ltsgen.training.model import ModelConfig, TransformerLM
 
     model = TransformerLM(ModelConfig.from_dict(model_config))
-    model.load_state_dict(weights)
+    load_weights(model, weights, source)
     return model.to(device).eval()
 
 
@@ -346,8 +347,8 @@ def evaluate_run(
         log: where the notice goes when fewer documents than asked reach the longest length.
 
     Returns:
-        The content of the eval file: run, data, encoding, train_length, window_length, step, documents,
-        notice and one entry of ``results`` per length.
+        The content of the eval file: run, data, encoding (its options, and those asked of ``encoding``),
+        train_length, window_length, step, documents, notice and one entry of ``results`` per length.
     """
     _check_settings(window_stride, eval_dtype)
     resolved = resolve_device(device)
@@ -358,15 +359,16 @@ def evaluate_run(
     trained = model_config["encoding"]
     if encoding is not None and encoding != trained:
         model_config = as_encoding(model_config, encoding, train_length, encoding_options)
+        asked = dict(encoding_options or {})
     else:
-        encoding = None
+        encoding, asked = None, {}
     if documents_length is not None and documents_length < max(lengths):
         raise TrainingError(f"documents_length {documents_length} is below the longest length {max(lengths)}")
     chosen = sorted({*lengths, documents_length or max(lengths)})
     sets = load_eval_sets(data_dir, chosen, tokenizer, max_sequences, concat=eval_concat)
     if sets.notice:
         log(f"{run_dir}: {sets.notice}")
-    model = build_model(model_config, weights, resolved)
+    model = build_model(model_config, weights, resolved, run_dir / CHECKPOINT_NAME)
     window = train_length if window_length is None else window_length
     scoring = dict(train_length=window, batch_tokens=batch_tokens, entropy_sequences=entropy_sequences,
                    dtype=eval_dtype, window_stride=window_stride)  # fmt: skip
@@ -374,6 +376,7 @@ def evaluate_run(
         model, sets, sorted(set(lengths)), resolved, scoring, f"evaluate {model_config['encoding']}", progress
     )
     report = {"run": str(run_dir), "data": str(data_dir), "encoding": model_config["encoding"], "trained_as": trained,
+              "encoding_options": model_config.get("encoding_options", {}), "options_asked": asked,
               "scaling": scaling(model_config), "train_length": train_length, "window_length": window,
               "step": config["step"], "documents_length": chosen[-1],
               "parameters": config.get("parameters"), "device": str(resolved), "eval_dtype": eval_dtype,

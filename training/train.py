@@ -31,9 +31,21 @@ from ltsgen.errors import out_of_limits
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training import distributed
-from ltsgen.training.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ltsgen.training.checkpoint import (
+    load_checkpoint,
+    load_weights,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from ltsgen.training.copytask import copy_rows
-from ltsgen.training.data import TokenizerTrainer, TrainingBatches, load_eval_sets, resolve_tokenizer
+from ltsgen.training.data import (
+    TokenizerTrainer,
+    TrainingBatches,
+    load_eval_sets,
+    resolve_tokenizer,
+    same_setting,
+)
 from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import perplexity
 from ltsgen.training.model import next_token_loss
@@ -205,16 +217,19 @@ class _Metrics:
     def __init__(self, path: Path, resume_step: int | None, enabled: bool) -> None:
         self.path = path
         self.enabled = enabled
+        self.logged: list[dict[str, Any]] = []  # the lines kept, parsed
         if not enabled:
             return
         kept = []
         if resume_step is not None and path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
-                    if json.loads(line).get("step", 0) <= resume_step:
-                        kept.append(line)
-                except json.JSONDecodeError:  # empty, or the half-written last line of a write that failed
+                    record = json.loads(line)
+                except ValueError:  # empty, or the half-written last line of a write that failed
                     continue
+                if isinstance(record, dict) and record.get("step", 0) <= resume_step:
+                    kept.append(line)
+                    self.logged.append(record)
         with atomic_path(path) as tmp:
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         self.handle = path.open("a", encoding="utf-8")
@@ -304,15 +319,13 @@ def _train(
 ) -> dict[str, Any]:
     run_dir = Path(config.out)
     checkpoint = open_run(run_dir, config, resume, placement)
-    if (
-        checkpoint is not None
-        and int(checkpoint["step"]) == config.steps
-        and (run_dir / SUMMARY_NAME).exists()
-    ):
+    if checkpoint is not None and checkpoint["step"] == config.steps and (run_dir / SUMMARY_NAME).exists():
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
     run = _start(config, placement, checkpoint, train_tokenizer, token_counts)
     end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)
     meter = _Throughput(config.batch_size * config.train_length * placement.world_size)
+    if run.start_step == config.steps:  # killed after its last checkpoint, before its summary:
+        meter.take_logged(run.metrics.logged)  # the summary is read from its metrics
     _steps(run, end_step, meter, progress)
     if end_step > run.start_step:
         run.save(end_step)
@@ -368,7 +381,9 @@ def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_co
         tokenizer=tokenizer, rank=placement.rank, world_size=placement.world_size, token_counts=token_counts,
     )  # fmt: skip
     start_step = (
-        0 if checkpoint is None else restore(checkpoint, model, optimizer, scheduler, batches, placement)
+        0
+        if checkpoint is None
+        else restore(checkpoint, run_dir / CHECKPOINT_NAME, model, optimizer, scheduler, batches, placement)
     )
     runner = wrap_model(model, config, placement)
     if placement.is_main:
@@ -456,14 +471,16 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         if not resume:
             raise TrainingError(f"{path}: a run is already there; pass --resume or choose another --out")
         checkpoint = load_checkpoint(path)
-        saved = asdict(TrainConfig.from_dict({"out": config.out, **json.loads(checkpoint["train_config"])}))
-        changed = [key for key in TrainConfig.RESUME_KEYS if saved.get(key) != getattr(config, key)]
+        saved = asdict(TrainConfig.from_dict({"out": config.out, **checkpoint["train_config"]}))
+        changed = [
+            key
+            for key in TrainConfig.RESUME_KEYS
+            if not same_setting(key, saved.get(key), getattr(config, key))
+        ]
         if changed:
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
             raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")
-        _check_processes(
-            path, saved, len(json.loads(checkpoint["loader_states"])), config, placement.world_size
-        )
+        _check_processes(path, saved, len(checkpoint["loader_states"]), config, placement.world_size)
     if placement.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
@@ -503,7 +520,7 @@ def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.
 
     torch.manual_seed(config.seed)
     if checkpoint is not None:
-        model_cfg = ModelConfig.from_dict(json.loads(checkpoint["model_config"]))
+        model_cfg = ModelConfig.from_dict(checkpoint["model_config"])
     else:
         model_cfg = model_config(config, vocab_size)
     model = TransformerLM(model_cfg).to(device)
@@ -515,12 +532,7 @@ def build_model(config: TrainConfig, vocab_size: int, checkpoint, device: torch.
                 f"{theirs}: --init-from's run has another tokenizer than this run's ({ours}): its embeddings "
                 "would read every token id as another token; pass --tokenizer " + str(theirs)
             )
-        try:
-            model.load_state_dict(load_checkpoint(source)["model"])
-        except RuntimeError as error:  # PyTorch's header line, then what does not fit
-            details = [line.strip() for line in str(error).strip().splitlines()[1:] if line.strip()]
-            what = details[0][:200] if details else str(error).strip().splitlines()[0]
-            raise TrainingError(f"{source}: its weights do not fit this model ({what})") from None
+        load_weights(model, load_checkpoint(source)["model"], source)
     return model, model_cfg
 
 
@@ -531,18 +543,18 @@ def make_optimizer(model, config: TrainConfig, device: torch.device):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
-def restore(checkpoint, model, optimizer, scheduler, batches, placement) -> int:
+def restore(checkpoint, path: Path, model, optimizer, scheduler, batches, placement) -> int:
     """Load every state of the checkpoint; returns the step it was written at."""
-    model.load_state_dict(checkpoint["model"])
+    load_weights(model, checkpoint["model"], path)
     optimizer.load_state_dict(checkpoint["optimizer"])
     scheduler.load_state_dict(checkpoint["scheduler"])
-    loader_states = json.loads(checkpoint["loader_states"])
+    loader_states = checkpoint["loader_states"]
     try:
         batches.load_state_dict(loader_states[placement.rank % len(loader_states)])
     except ValueError as error:  # e.g. another world size changed the global batch
-        raise TrainingError(f"{CHECKPOINT_NAME}: cannot resume the data order ({error})") from None
+        raise TrainingError(f"{path}: cannot resume the data order ({error})") from None
     set_rng_state(checkpoint["rng"])
-    return int(checkpoint["step"])
+    return checkpoint["step"]
 
 
 def wrap_model(model, config: TrainConfig, placement) -> torch.nn.Module:
@@ -620,6 +632,20 @@ class _Throughput:
         self.window_start, self.window_steps, self.last_loss = now, 0, loss
         return {"step": step, "loss": loss, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
                 "tokens_per_s": speed, "elapsed_s": now - self.started}  # fmt: skip
+
+    def take_logged(self, records: list[dict[str, Any]]) -> None:
+        """Take the speeds, last loss and elapsed time of the logged steps of the last invocation that
+        trained (its elapsed times rise from its first logged step on)."""
+        numbers = ("loss", "tokens_per_s", "elapsed_s")
+        logged = [r for r in records if all(isinstance(r.get(key), (int, float)) for key in numbers)]
+        start = len(logged) - 1
+        while start > 0 and logged[start - 1]["elapsed_s"] < logged[start]["elapsed_s"]:
+            start -= 1
+        logged = logged[max(start, 0) :]
+        self.speeds = [record["tokens_per_s"] for record in logged]
+        if logged:
+            self.last_loss = logged[-1]["loss"]
+            self.started -= logged[-1]["elapsed_s"]
 
     def median_speed(self) -> float | None:
         # the first window includes start-up work (allocation, compilation): leave it out when others exist

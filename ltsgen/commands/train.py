@@ -97,7 +97,11 @@ def register(subparsers) -> None:
     add_config_arguments(parser)
     add_storage_argument(parser)
     parser.add_argument("--out", required=True, metavar="RUN", help="run folder")
-    parser.add_argument("--resume", action="store_true", help="continue the run in RUN from its checkpoint")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in RUN from its checkpoint (none there: it starts, and says so)",
+    )
     parser.add_argument(
         "--stop-after",
         type=number(int, {"at_least": 1}),
@@ -113,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     from ltsgen.training import train
 
     trainer = announced(train_tokenizer, args.data, os.path.join(args.out, "tokenizer.json"))
+    checkpoint = os.path.join(args.out, "checkpoint.pt")
+    if args.resume and not os.path.exists(checkpoint) and int(os.environ.get("RANK", "0")) == 0:
+        print(f"{checkpoint}: no checkpoint to resume from: starting the run at step 0", flush=True)
     with storage_defaults(args, args.data), mixture_log():
         summary = train(
             training_config(args), resume=args.resume, stop_after=args.stop_after,

@@ -23,7 +23,7 @@ from ltsgen.encodings import NAMES
 from ltsgen.loaders.contract import read_manifest
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import train
-from ltsgen.training.checkpoint import load_checkpoint
+from ltsgen.training.checkpoint import FIELDS, load_checkpoint, save_checkpoint
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.rundir import CHECKPOINT_NAME
 from ltsgen.training.schedule import WarmupCosine
@@ -86,7 +86,7 @@ def test_every_encoding_trains_a_few_steps(encoding, tiny_data, tokenizer_path, 
     assert summary["finished"] and summary["step"] == 4 and summary["last_loss"] == lines[-1]["loss"]
     checkpoint = load_checkpoint(out / CHECKPOINT_NAME)
     assert checkpoint["step"] == 4
-    assert json.loads(checkpoint["model_config"])["encoding"] == encoding
+    assert checkpoint["model_config"]["encoding"] == encoding
     config = json.loads((out / "config.json").read_text())
     assert config["train"]["encoding"] == encoding and config["parameters"] > 0
     used = json.loads(tokenizer_path.read_text())["model"]["vocab"]
@@ -147,6 +147,14 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
         train(config, progress=False)
     with pytest.raises(TrainingError, match=r"lr: 0.003 -> 0.01"):
         train(replace(config, lr=0.01), resume=True, progress=False)
+    # the same dataset spelled another way (a trailing slash, relative to the working folder) is the same
+    relative = os.path.relpath(tiny_data)
+    for data in (f"{tiny_data}/", relative, f"{relative}=1"):  # and as a mixture of one source, it is not
+        if "=" in data:
+            with pytest.raises(TrainingError, match=r"cannot resume with other settings \(data: "):
+                train(replace(config, data=data), resume=True, progress=False)
+        else:
+            assert train(replace(config, data=data), resume=True, progress=False)["nothing_to_do"]
     with pytest.raises(
         TrainingError, match=r"another global batch \(--batch-size x processes: 4 x 1 -> 2 x 1\)"
     ):
@@ -191,26 +199,53 @@ def _killed_before_the_rename(path: Path, state: dict) -> None:
     checkpoint.save_checkpoint(path, state)
 
 
+def run_state(step: int, **changes) -> dict:
+    """A checkpoint's state with every field a run writes (empty ones), with ``changes``."""
+    state = {key: {} for key in FIELDS}
+    state.update(step=step, loader_states="[]", model_config="{}", train_config="{}")
+    return {**state, **changes}
+
+
 def test_a_checkpoint_killed_twice_while_replaced_still_verifies(tmp_path):
     import multiprocessing
 
-    from ltsgen.training.checkpoint import save_checkpoint
-
     path = tmp_path / CHECKPOINT_NAME
-    save_checkpoint(path, {"step": torch.tensor(1)})
+    save_checkpoint(path, run_state(1))
     for step in (2, 3):  # each kill leaves the digest of a write that never got there
         child = multiprocessing.get_context("fork").Process(
-            target=_killed_before_the_rename, args=(path, {"step": torch.tensor(step)})
+            target=_killed_before_the_rename, args=(path, run_state(step))
         )
         child.start()
         child.join(timeout=60)
         assert child.exitcode == -signal.SIGKILL
-        assert int(load_checkpoint(path)["step"]) == 1
-    save_checkpoint(path, {"step": torch.tensor(4)})
+        assert load_checkpoint(path)["step"] == 1
+    save_checkpoint(path, run_state(4))
     assert (
-        int(load_checkpoint(path)["step"]) == 4
+        load_checkpoint(path)["step"] == 4
         and len(path.with_name("checkpoint.pt.sha256").read_text().split()) == 1
     )
+
+
+@pytest.mark.parametrize(
+    ("state", "problem"),
+    [
+        ([1, 2], "not a checkpoint of a run (it holds a list)"),
+        (
+            {"step": 5, "model": {}},
+            "not a checkpoint of a run (no optimizer, scheduler, rng, loader_states, "
+            "model_config, train_config)",
+        ),  # fmt: skip
+        (run_state(5, model_config="{not json"), "damaged checkpoint, its model_config is not JSON text"),
+        (run_state(5, loader_states="{}"), "damaged checkpoint, its loader_states is not a list"),
+        (run_state(True), "damaged checkpoint, its step is not an integer"),
+    ],
+)
+def test_a_checksummed_checkpoint_without_a_runs_fields_is_one_line(state, problem, tmp_path):
+    """A file whose digest matches (written by another tool, or by hand) but that is no run's checkpoint."""
+    path = save_checkpoint(tmp_path / CHECKPOINT_NAME, state)
+    with pytest.raises(TrainingError) as error:
+        load_checkpoint(path)
+    assert str(error.value) == f"{path}: {problem}"
 
 
 # `ltsgen train` under torchrun, then the names of the threads each rank has left when it returns
@@ -375,8 +410,12 @@ def test_resume_removes_stale_temporary_files_and_a_finished_run_has_nothing_to_
     args = ["train", "--data", str(tiny_data), "--encoding", "fire", "--train-length", "32", "--steps", "3",
             "--batch-size", "4", "--d-model", "32", "--n-layers", "2", "--n-heads", "2", "--tokenizer",
             str(tokenizer_path), "--device", "cpu", "--no-progress", "--out", str(run)]  # fmt: skip
-    assert ltsgen([*args, "--stop-after", "1"]) == 0
-    assert "stopped at step 1 (checkpointed): continue with --resume" in capsys.readouterr().out
+    assert ltsgen([*args, "--stop-after", "1", "--resume"]) == 0  # --resume in a new folder: it says so
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"{run / CHECKPOINT_NAME}: no checkpoint to resume from: starting the run at step 0\n"
+    )
+    assert "stopped at step 1 (checkpointed): continue with --resume" in out
     stale = [
         run / ".checkpoint.pt.k2j4.tmp",
         run / ".checkpoint.pt.sha256.x1.tmp",
@@ -394,6 +433,15 @@ def test_resume_removes_stale_temporary_files_and_a_finished_run_has_nothing_to_
     )
     assert ltsgen([*args, "--resume"]) == 0
     assert capsys.readouterr().out.strip() == f"{run}: finished earlier at step 3; nothing to do"
+    # killed after its last checkpoint, before its summary: the resume writes the same summary, from its log
+    summary = json.loads((run / "train_summary.json").read_text())
+    (run / "train_summary.json").unlink()
+    assert ltsgen([*args, "--resume"]) == 0
+    assert capsys.readouterr().out.startswith(f"fire at 32 tokens: step 3, loss {summary['last_loss']:.3f}, ")
+    again = json.loads((run / "train_summary.json").read_text())
+    same = ("step", "finished", "last_loss", "tokens_per_s", "parameters", "learned")
+    assert {key: again[key] for key in same} == {key: summary[key] for key in same}
+    assert again["wall_s"] >= metrics(run)[-1]["elapsed_s"]
 
 
 def test_config_records_resolved_encoding_options_and_the_summary_what_was_learned(

@@ -34,7 +34,7 @@ def test_train_resumes_a_mixture_exactly_and_its_state_names_it(mixture, tmp_pat
     losses = [m["loss"] for m in metrics(tmp_path / "pieces")]
     assert losses == [m["loss"] for m in metrics(tmp_path / "straight")] and len(losses) == 8
     assert straight["last_loss"] == losses[-1]
-    (state,) = json.loads(load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)["loader_states"])
+    (state,) = load_checkpoint(tmp_path / "pieces" / CHECKPOINT_NAME)["loader_states"]
     a, b = (part.rpartition("=")[0] for part in mixture.split(","))
     assert state["identity"]["mixture"] == [[a, 3], [b, 7]] and state["samples_consumed"] == 8 * 4
     assert f"mixture source {b}: reached its epoch 1 " in capsys.readouterr().err  # b: ~22 of the 32 blocks
