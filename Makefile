@@ -36,7 +36,7 @@ test: lint
 # `make demo`: from nothing, build a small LongTinyStories with the built-in engine, train a tokenizer, train
 # every position encoding at 64 tokens with 5 seeds (RoPE, RoPE-PI and YaRN share one training), evaluate
 # the same 16 documents at every length up to 1,024 (16x), and write demo/compare/report.md: the same-token
-# extrapolation penalty with hierarchical-bootstrap intervals, and claims.csv with every test Holm-corrected.
+# extrapolation penalty with intervals of seeds and documents crossed, and claims.csv with every test Holm-corrected.
 # Two runs train at once (one thread each). A rerun keeps what is finished.
 DEMO := demo
 demo: install

@@ -30,7 +30,7 @@ from ltsgen.engines import Engine, SerialEngine
 from ltsgen.errors import did_you_mean, require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
-from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer
+from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer, same_setting
 from ltsgen.training.errors import DivergedError, TrainingError
 from ltsgen.training.evaluate import evaluate_run
 from ltsgen.training.progress import GridProgress
@@ -160,30 +160,23 @@ def run_job(spec: RunSpec) -> dict[str, Any]:
 
 def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, step: int) -> bool:
     """Whether an earlier evaluation file answers ``evaluation`` of ``spec``'s run at ``step``: the same
-    data, lengths, documents, window, step and evaluation settings (an ``ltsgen evaluate`` of the run on
-    other data is evaluated again, not paired with the other runs' documents)."""
+    data, lengths, documents, window, step, evaluation settings and options of the encoding it is read as
+    (an ``ltsgen evaluate`` of the run on other data or with other options is evaluated again, not paired
+    with the other runs)."""
     lengths = [r["eval_length"] for r in kept["results"]]
-    return lengths == list(evaluation.lengths) and (
-        kept.get("data"),
+    made_with = (
         kept.get("documents_length", max(lengths, default=None)),  # files before it chose by their longest
-        kept.get("window_length"),
-        kept.get("step"),
-        kept.get("requested_sequences"),
-        kept.get("eval_dtype"),
-        kept.get("requested_entropy_sequences"),
-        kept.get("window_stride"),
-        kept.get("eval_concat"),
-    ) == (
-        str(spec.config.data),
-        spec.documents_length or max(evaluation.lengths),
-        spec.train_length,
-        step,
-        spec.eval_sequences,
-        spec.eval_dtype,
-        spec.entropy_sequences,
-        spec.window_stride,
-        spec.eval_concat,
-    )
+        kept.get("window_length"), kept.get("step"), kept.get("requested_sequences"), kept.get("eval_dtype"),
+        kept.get("requested_entropy_sequences"), kept.get("window_stride"), kept.get("eval_concat"),
+        kept.get("options_asked", {} if evaluation.encoding is None else None),  # files before it: as trained
+    )  # fmt: skip
+    asked = (
+        spec.documents_length or max(evaluation.lengths), spec.train_length, step, spec.eval_sequences,
+        spec.eval_dtype, spec.entropy_sequences, spec.window_stride, spec.eval_concat,
+        dict(evaluation.options) if evaluation.encoding is not None else {},
+    )  # fmt: skip
+    same_data = same_setting("data", kept.get("data"), str(spec.config.data))
+    return same_data and lengths == list(evaluation.lengths) and made_with == asked
 
 
 def _diverged(run_dir: Path) -> bool:
@@ -290,17 +283,18 @@ def _compare(base, settings, engine, train_tokenizer, progress, log) -> dict[str
     batch_tokens, eval_dtype = settings["batch_tokens"], settings["eval_dtype"]
     window_stride, eval_concat = settings["window_stride"], settings["eval_concat"]
     entropy_sequences = settings["entropy_sequences"]
+    first_start = not (out / SETTINGS_NAME).exists() and not (out / TOKENIZER_NAME).exists()
+    try:
+        tokenizer, tokenizer_path = resolve_tokenizer(
+            base.data, out, tokenizer_path=base.tokenizer, vocab_size=base.vocab_size,
+            train_tokenizer=train_tokenizer,
+        )  # fmt: skip
+        held_out = load_eval_sets(base.data, eval_lengths, tokenizer, eval_sequences, concat=eval_concat)
+    except BaseException:  # bad data or settings, refused before any run: the folder is not bound to them
+        if first_start:
+            (out / TOKENIZER_NAME).unlink(missing_ok=True)
+        raise
     write_json(out / SETTINGS_NAME, settings)
-    tokenizer, tokenizer_path = resolve_tokenizer(
-        base.data,
-        out,
-        tokenizer_path=base.tokenizer,
-        vocab_size=base.vocab_size,
-        train_tokenizer=train_tokenizer,
-    )
-    held_out = load_eval_sets(
-        base.data, eval_lengths, tokenizer, eval_sequences, concat=eval_concat
-    )  # refuses too few, now
     log(f"evaluation documents: {held_out.description}")
     if held_out.notice:
         log(f"note: {held_out.notice}")
@@ -427,7 +421,7 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
         return
     saved = read_record(path, {})
     changed = [key for key in set(saved) | set(settings)
-               if key not in FREE_SETTINGS and saved.get(key) != settings.get(key)]  # fmt: skip
+               if key not in FREE_SETTINGS and not same_setting(key, saved.get(key), settings.get(key))]  # fmt: skip
     if changed:
         diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
         raise TrainingError(

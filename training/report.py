@@ -482,7 +482,7 @@ def _length_section(runs, summary, train_length: int, steps) -> list[str]:
             ],
         ),  # fmt: skip
         "",
-        f"Entropy is measured on every evaluation sequence ({_entropy_count(runs, train_length)} per length).",
+        _entropy_sentence(runs, train_length),
         "",
     ]
     parts += _recalls_section(runs, rows, train_length, lengths, steps)
@@ -490,10 +490,16 @@ def _length_section(runs, summary, train_length: int, steps) -> list[str]:
     return parts
 
 
-def _entropy_count(runs, train_length: int) -> str:
-    counts = {r.get("entropy_sequences") for run in runs if run["train_length"] == train_length
-              for r in run["eval"]["results"]}  # fmt: skip
-    return ", ".join(str(c) for c in sorted(c for c in counts if c is not None)) or "-"
+def _entropy_sentence(runs, train_length: int) -> str:
+    """Which evaluation sequences the entropy was measured on: all of them, or the first N of M."""
+    counts = {(r.get("entropy_sequences"), r.get("num_sequences")) for run in runs
+              if run["train_length"] == train_length for r in run["eval"]["results"]}  # fmt: skip
+    counts = sorted(pair for pair in counts if None not in pair)
+    if all(measured == evaluated for measured, evaluated in counts):
+        shown = ", ".join(str(measured) for measured, _ in counts) or "-"
+        return f"Entropy is measured on every evaluation sequence ({shown} per length)."
+    shown = ", ".join(f"the first {measured} of {evaluated}" for measured, evaluated in counts)
+    return f"Entropy is measured on {shown} evaluation sequences per length."
 
 
 def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import pickle
 import re
+from dataclasses import replace
 
 import pytest
 from training_fixtures import write_tiny_dataset
@@ -17,6 +19,7 @@ from ltsgen.cli import main as ltsgen
 from ltsgen.commands.train import training_config
 from ltsgen.engines import SerialEngine
 from ltsgen.training import compare
+from ltsgen.training.report import _entropy_sentence
 from ltsgen.training.stats import estimate
 
 FILES = ("results.json", "results.csv", "summary.csv", "claims.csv", "report.md", "penalty_vs_length.png",
@@ -209,6 +212,8 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
         out / "runs" / "T16-seed0" / "rope" / "eval-rope_pi.json"
     )  # as `ltsgen evaluate` on other data
     evaluated.write_text(json.dumps({**json.loads(evaluated.read_text()), "data": "elsewhere"}))
+    evaluated = evaluated.with_name("eval-yarn.json")  # as `ltsgen evaluate --as-encoding yarn` with options
+    evaluated.write_text(json.dumps({**json.loads(evaluated.read_text()), "options_asked": {"beta_fast": 4}}))
 
     class Reversed(SerialEngine):
         def map(self, fn, specs):
@@ -216,15 +221,17 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
             return [fn(pickle.loads(pickle.dumps(spec))) for spec in reversed(specs)]
 
     base = training_config(build_parser().parse_args(args), encoding="rope", train_length=16)
+    base = replace(base, data=f"{os.path.relpath(data)}/")  # the same data, spelled another way
     compare(base, ["rope_pi", "yarn"], [16, 32, 48], train_lengths=[16], eval_sequences=4, finetune_steps=2,
             engine=Reversed(), progress=False)  # fmt: skip
     assert len(seen) == 5  # rope (the family's one training), rope_pi and yarn fine-tuned at 32 and 48
     timings = re.compile(rb'"(seconds|peak_memory_mib)": [0-9.e-]+')  # of the evaluation made again
-    assert timings.sub(b"", (out / "results.json").read_bytes()) == timings.sub(b"", before)
+    after = (out / "results.json").read_bytes().replace(f'"{base.data}"'.encode(), f'"{data}"'.encode())
+    assert timings.sub(b"", after) == timings.sub(b"", before)
     log = capsys.readouterr().out
     assert (
-        log.count("trained earlier, kept") == 5 and log.count("evaluated earlier, kept") == 5
-    )  # not on other data
+        log.count("trained earlier, kept") == 5 and log.count("evaluated earlier, kept") == 4
+    )  # not on other data, nor with other options
 
 
 def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsys):
@@ -237,6 +244,23 @@ def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsy
     assert len(err.splitlines()) == 1 and "validation: 2 of 2 documents reach 64 tokens" in err
     assert "needs at least 4 (of --eval-sequences 8)" in err
     assert not (out / "runs").exists()
+    # a start refused for its data or settings does not hold the folder to them: nor does a mistyped --data
+    assert not (out / "compare.json").exists() and not (out / "tokenizer.json").exists()
+    assert ltsgen([*args[:2], f"{data}X", *args[3:]]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"{data}X/manifest.json: not found")
+    assert ltsgen([*args[:2], str(write_tiny_dataset(tmp_path / "more")), *args[3:]]) == 0
+    assert json.loads((out / "compare.json").read_text())["data"] == str(tmp_path / "more")
+
+
+def test_the_entropy_sentence_says_how_many_sequences_it_read():
+    runs = [{"train_length": 16, "eval": {"results": [{"entropy_sequences": 3, "num_sequences": n}]}}
+            for n in (3, 6)]  # fmt: skip
+    assert (
+        _entropy_sentence(runs[:1], 16) == "Entropy is measured on every evaluation sequence (3 per length)."
+    )
+    assert _entropy_sentence(runs, 16) == (
+        "Entropy is measured on the first 3 of 3, the first 3 of 6 evaluation sequences per length."
+    )
 
 
 def test_an_option_no_compared_encoding_has_names_the_closest(data, tmp_path, capsys):
