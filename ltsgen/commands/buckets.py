@@ -81,7 +81,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=1 << 24,
         help="at most this many tokens per shard",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the evaluation-document draw")
+    parser.add_argument(
+        "--seed", type=number(int, {"at_least": 0}), default=0, help="seed of the evaluation-document draw"
+    )
     add_engine_arguments(parser, "tokenizing and shard jobs")
     parser.add_argument(
         "--overwrite",

@@ -8,6 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from ltsgen.commands import number
 from ltsgen.errors import UsageError
 from ltsgen.stories.llm.backend import LLMConfig, default_cache_dir
 
@@ -25,7 +26,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     def add(flag: str, kind: type | None, help: str) -> None:
-        group.add_argument(flag, type=kind, default=DEFAULTS[flag[2:].replace("-", "_")], help=help)
+        name = flag[2:].replace("-", "_")
+        limits = LLMConfig.LIMITS.get(name)  # a number out of its range: refused while parsing
+        parse = number(kind, limits) if limits else kind
+        group.add_argument(flag, type=parse, default=DEFAULTS[name], help=help)
 
     add(
         "--base-url",
@@ -56,7 +60,11 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--chapter-words", int, "words per chapter the plan aims at")
     add("--max-continuations", int, "extra requests for a short chapter")
     add("--length-tolerance", float, "keep stories within this share of their target length")
-    add("--max-oov-share", float, "reject stories with more words outside the simple vocabulary")
+    add(
+        "--max-oov-share",
+        float,
+        "reject stories with more words outside the simple vocabulary",
+    )
     add("--max-repeated-share", float, "reject stories with more repeated paragraphs")
     add(
         "--max-attempts",
@@ -83,25 +91,6 @@ def check_llm_arguments(args: argparse.Namespace) -> None:
         raise UsageError(
             "--workers and --engine apply to --backend builtin; --backend openai uses --concurrency"
         )
-    positive = (
-        "concurrency",
-        "max_tokens",
-        "chapter_words",
-        "request_timeout",
-        "retry_backoff",
-        "max_attempts",
-    )
-    positive += ("requests_per_minute", "tokens_per_minute")
-    for name in positive:
-        value = getattr(args, name)
-        if value is not None and not value > 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive, not {value}")
-    for name in ("max_retries", "max_continuations", "input_price", "output_price", "length_tolerance"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(args, name)}")
-    for name in ("max_oov_share", "max_repeated_share"):
-        if not 0 <= getattr(args, name) <= 1:
-            raise UsageError(f"--{name.replace('_', '-')} is a share, from 0 to 1, not {getattr(args, name)}")
     if args.base_url is not None:
         check_base_url(args.base_url, "--base-url")
     elif os.environ.get("OPENAI_BASE_URL"):  # what the client reads instead

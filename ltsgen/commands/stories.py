@@ -10,6 +10,7 @@ from ltsgen.commands import (
     add_engine_arguments,
     add_storage_argument,
     engine_from,
+    number,
     storage_options,
 )
 from ltsgen.commands.llm_options import BUDGET_EXIT, add_llm_arguments, check_llm_arguments, llm_config
@@ -52,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"shortest story target (the built-in engine needs {MIN_TARGET_WORDS} or more)",
     )
     parser.add_argument("--max-words", type=int, default=MAX_WORDS, help="longest story target")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the whole build")
+    parser.add_argument(
+        "--seed", type=number(int, {"at_least": 0}), default=0, help="seed of the whole build"
+    )
     parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
     add_engine_arguments(parser, "shards written")
     parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions by story id hash")
@@ -216,8 +219,6 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--samples-per-shard must be at least 1, not {args.samples_per_shard}")
     if args.shard_size_mb is not None and not args.shard_size_mb > 0:
         raise UsageError(f"--shard-size-mb must be positive, not {args.shard_size_mb}")
-    if args.seed < 0:
-        raise UsageError(f"--seed must be >= 0, not {args.seed}")
     if not 0 <= args.recalls_per_1k_words <= 50:
         raise UsageError(f"--recalls-per-1k-words must be in [0, 50], not {args.recalls_per_1k_words:g}")
     try:

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
 
@@ -283,8 +284,17 @@ def test_answers_without_counts_or_text_are_estimated_or_retried_and_the_cache_h
         ("--base-url", "http://127.0.0.1:notaport/v1", "is not a URL (Port could not be cast"),
         ("--base-url", "http://[::1/v1", "is not a URL (Invalid IPv6 URL)"),
         ("--base-url", "127.0.0.1:8080/v1", "is not an http(s) URL with a host"),
-        ("--max-oov-share", "-1", "--max-oov-share is a share, from 0 to 1, not -1.0"),
-        ("--max-repeated-share", "1.5", "--max-repeated-share is a share, from 0 to 1, not 1.5"),
+        ("--max-oov-share", "-1", "argument --max-oov-share: must be at least 0 (got -1)"),
+        ("--max-repeated-share", "1.5", "argument --max-repeated-share: must be at most 1 (got 1.5)"),
+        # before: sent, and every request failed on this side (NaN is no JSON), retried for minutes
+        ("--temperature", "nan", "argument --temperature: must be a finite number (got nan)"),
+        ("--temperature", "-1", "argument --temperature: must be at least 0 (got -1)"),
+        ("--top-p", "2", "argument --top-p: must be at most 1 (got 2)"),
+        # before: a NaN price turned --max-cost off and wrote NaN into the manifest
+        ("--output-price", "nan", "argument --output-price: must be a finite number (got nan)"),
+        ("--input-price", "inf", "argument --input-price: must be a finite number (got inf)"),
+        ("--max-cost", "-1", "argument --max-cost: must be above 0 (got -1)"),
+        ("--concurrency", "0", "argument --concurrency: must be at least 1 (got 0)"),
         # the client reads it when --base-url is not given: before, unchecked, minutes of retries
         (
             "$OPENAI_BASE_URL",
@@ -305,7 +315,11 @@ def test_an_option_that_cannot_make_a_build_is_one_line_before_any_request(
             args[args.index(option) + 1] = value
         else:
             args += [option, value]
-        assert main(args) == 2
+        try:
+            status = main(args)
+        except SystemExit as refused:  # refused while parsing
+            status = refused.code
+        assert status == 2
         assert server.requests == 0
     err = capsys.readouterr().err
     assert err.startswith("ltsgen stories: error: ") and problem in err and err.count("\n") == 1, err
@@ -415,6 +429,12 @@ def test_the_library_builds_what_the_command_builds(uninterrupted, tmp_path):
     assert server.total_answered == answered  # every answer came from the shared cache
     assert (result.status, result.samples) == ("built", 8)
     assert dataset_files(tmp_path / "library") == dataset_files(command)
+    # the library checks the ranges the command line does, before any request or file
+    from ltsgen.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"^--top-p must be at most 1 \(got 2\)$"):
+        build_llm_stories(replace(config, out=tmp_path / "bad"), replace(llm, top_p=2), progress=False)
+    assert server.total_answered == answered and not (tmp_path / "bad").exists()
 
 
 def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):

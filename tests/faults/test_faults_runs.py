@@ -106,6 +106,8 @@ def one_line(capsys, command: str) -> str:
         ("buckets", "--eval-sequences", "-1", "must be at least 0"),
         ("buckets", "--eval-per-length", "-1", "must be at least 0"),
         ("buckets", "--shard-tokens", "0", "must be at least 1"),
+        ("buckets", "--seed", "-3", "must be at least 0"),  # before: accepted (stories refused -1)
+        ("stories", "--seed", "-1", "must be at least 0"),
         ("tokenizer", "--max-doc-chars", "-1", "must be at least 0"),
         ("tokenizer", "--max-doc-chars", "many", "expected an integer, got 'many'"),
         ("tokenizer", "--max-documents", "0", "must be at least 1"),
@@ -115,7 +117,8 @@ def test_an_out_of_range_number_is_refused_while_parsing(command, option, value,
     required = {"train": ["--data", "d", "--out", str(tmp_path / "r")], "evaluate": ["--data", "d", "--run", "r"],
                 "compare": ["--data", "d", "--out", str(tmp_path / "c")],
                 "buckets": ["--input", "i", "--tokenizer", "t.json", "--out", str(tmp_path / "c")],
-                "tokenizer": ["--input", "i", "--out", str(tmp_path / "c")]}[command]  # fmt: skip
+                "tokenizer": ["--input", "i", "--out", str(tmp_path / "c")],
+                "stories": ["--out", str(tmp_path / "c")]}[command]  # fmt: skip
     with pytest.raises(SystemExit) as refused:
         main([command, *required, f"{option}={value}"])
     assert refused.value.code == 2

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from ltsgen.errors import UsageError, out_of_limits
 from ltsgen.stories.build import (
     StoryConfig,
     builder_arguments,
@@ -76,6 +77,25 @@ class LLMConfig:
     max_cost: float | None = None  # USD this run may spend before BudgetExhausted stops it
     cache_dir: Path = field(default_factory=default_cache_dir)  # answer cache, shared by builds
 
+    #: the range of each number (``ltsgen.errors.out_of_limits``), checked by ``check`` and by the CLI's parser
+    LIMITS: ClassVar[dict[str, dict[str, float]]] = {
+        "concurrency": {"at_least": 1}, "requests_per_minute": {"above": 0}, "tokens_per_minute": {"above": 0},
+        "request_timeout": {"above": 0}, "max_retries": {"at_least": 0}, "retry_backoff": {"above": 0},
+        "temperature": {"at_least": 0}, "top_p": {"above": 0, "at_most": 1}, "max_tokens": {"at_least": 1},
+        "chapter_words": {"at_least": 1}, "max_continuations": {"at_least": 0}, "length_tolerance": {"at_least": 0},
+        "max_oov_share": {"at_least": 0, "at_most": 1}, "max_repeated_share": {"at_least": 0, "at_most": 1},
+        "max_attempts": {"at_least": 1}, "input_price": {"at_least": 0}, "output_price": {"at_least": 0},
+        "max_cost": {"above": 0},
+    }  # fmt: skip
+
+    def check(self) -> None:
+        """Refuse a number out of its range (``LIMITS``) in one line naming its option."""
+        for name, limits in self.LIMITS.items():
+            value = getattr(self, name)
+            problem = None if value is None else out_of_limits(value, limits)
+            if problem:
+                raise UsageError(f"--{name.replace('_', '-')} {problem} (got {value})")
+
     def arguments(self) -> dict[str, Any]:
         """The settings that determine the output."""
         return {key: getattr(self, key) for key in OUTPUT_ARGUMENTS}
@@ -110,6 +130,7 @@ def build_llm_stories(
         BudgetExhausted: the next request would spend more than ``llm.max_cost``; finished shards and every
             answer are kept, and a rerun goes on.
         BuildError, LoaderError: one-line failures (an unwritable cache folder is a BuildError).
+        UsageError: a number of ``llm`` out of its range (``LLMConfig.LIMITS``).
     """
     from ltsgen.build import BuildError, run_build
     from ltsgen.errors import require
@@ -117,6 +138,7 @@ def build_llm_stories(
 
     openai = require("openai", "llm", "stories from --backend openai")
     ledger = llm.new_ledger() if ledger is None else ledger
+    llm.check()
     arguments = builder_arguments(config, "openai", llm.arguments())
     jobs = story_jobs(arguments)
     try:
