@@ -335,7 +335,7 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
     """
     try:
         data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+    except (ValueError, RecursionError) as error:  # ValueError: bad UTF-8, bad JSON, a huge integer
         raise LoaderError(f"{where}: not valid JSON ({error})") from None
     if not isinstance(data, dict) or "splits" not in data:
         raise LoaderError(f"{where}: not an ltsgen manifest (no 'splits')")

@@ -106,6 +106,8 @@ def parse_storage_options(text: str | None) -> dict[str, Any]:
         raise StorageError(
             f"--storage-options: not valid JSON ({error.msg} at column {error.colno})"
         ) from None
+    except (ValueError, RecursionError) as error:  # an integer of thousands of digits, nesting too deep
+        raise StorageError(f"--storage-options: not readable JSON ({error})") from None
     if not isinstance(options, dict):
         raise StorageError('--storage-options: must be a JSON object, e.g. \'{"profile": "lab"}\'')
     return options
@@ -617,7 +619,7 @@ class _Lease:
             if error.reason == "not found":
                 return None
             raise
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return {"renewed": 0}  # unreadable: treat as expired
         return lease if isinstance(lease, dict) else {"renewed": 0}
 

@@ -35,7 +35,7 @@ def read_token_counts(path: str | os.PathLike, tokenizer_sha256: str) -> dict[st
             content = json.load(handle)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # ValueError: bad UTF-8 or JSON, a huge integer
         warnings.warn(f"{path}: token counts unreadable, counting again ({error})", stacklevel=3)
         return {}
     counts = content.get("counts") if isinstance(content, dict) else None

@@ -162,10 +162,16 @@ class BuildResult:
             kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
             line = (
                 f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-                f"{shards} {self.manifest.format} shards ({self.jobs_run} jobs run{kept}); shards written at "
+                f"{_counted(shards, f'{self.manifest.format} shard')} ({_counted(self.jobs_run, 'job')} run{kept}); "
+                "shards written at "
                 f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
             )
         return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
+
+
+def _counted(count: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def stable_fraction(key: str) -> float:
@@ -444,7 +450,7 @@ def _previous_builder(store: Storage) -> dict[str, Any] | None:
     if store.exists(STATE_PATH):
         try:
             return json.loads(store.read_text(STATE_PATH))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return {"name": f"unreadable {store.location(STATE_PATH)}"}
     if store.exists(MANIFEST_NAME):
         try:
@@ -518,7 +524,7 @@ class ShardCheck:
             for line in store.read_lines(JOURNAL_PATH):
                 try:
                     self.stamps.update(JobResult.from_json(line).stamps)
-                except (json.JSONDecodeError, KeyError, TypeError):
+                except (ValueError, RecursionError, KeyError, TypeError):
                     continue
 
     def __call__(self, shard: ShardInfo, stamps: dict[str, str] | None = None) -> bool:
@@ -543,7 +549,7 @@ def verified_journal(directory: Storage, keys: set[str], journal: str = JOURNAL_
     for line in lines:
         try:
             result = JobResult.from_json(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
+        except (ValueError, RecursionError, KeyError, TypeError):
             continue
         if result.key in keys and all(check(s, result.stamps) for s in result.shards):
             kept[result.key] = result

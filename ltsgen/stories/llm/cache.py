@@ -35,7 +35,7 @@ class ResponseCache:
         try:
             entry = json.loads(self.path(key).read_text(encoding="utf-8"))
             return entry["answer"]
-        except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+        except (FileNotFoundError, ValueError, RecursionError, KeyError, TypeError):
             return None
         except OSError as error:  # not a folder, no permission: the cache's, not the build output's
             reason = error.strerror or str(error)
