@@ -7,6 +7,7 @@ import argparse
 
 from ltsgen.commands import add_storage_argument, number, storage_options
 from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
+from ltsgen.errors import UsageError
 
 SOURCE_HELP = (
     "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "
@@ -26,7 +27,9 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         nargs="+",
         metavar="PATH",
         help="files, folders or globs (quote globs), local or s3:// gs:// hf:// URLs, read in the order "
-        "given; for --source hf, dataset names",
+        "given; a folder gives its files named as the source reads them (.json, .jsonl, .ndjson; .txt, .md "
+        "for text; .parquet for stack; each but .md and .parquet also .gz, .zst, .bz2 or .xz); for --source "
+        "hf, dataset names",
     )
     group.add_argument(
         "--subset", help="pile: keep only documents whose meta.pile_set_name is this (ArXiv, Github, ...)"
@@ -60,7 +63,14 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
     )
 
 
+# the options only one source reads: given with another, they are refused rather than ignored
+SOURCE_OPTIONS = {"subset": "pile", "separator": "text", "hf_config": "hf"}
+
+
 def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    for name, source in SOURCE_OPTIONS.items():
+        if args.source is not None and getattr(args, name) is not None and args.source != source:
+            raise UsageError(f"--{name.replace('_', '-')} applies to --source {source}, not {args.source}")
     return ReaderOptions(
         text_field=args.text_field,
         subset=args.subset,

@@ -2,7 +2,8 @@
 
 A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` scheme
 (``s3://bucket/c4/*.json.gz``, ``gs://...``, ``hf://datasets/...``), whose files are streamed, never
-downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, else plain). A
+downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, ``.bz2``, ``.xz``,
+else plain; a plain name over compressed bytes is refused). A
 truncated or corrupt stream raises :class:`TruncatedInput` (a ``BuildError``) naming the file and the line where it broke off,
 never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 
@@ -259,21 +260,44 @@ def _gzip_chunks(path: InputPath) -> Iterator[bytes]:
     )
 
 
-def _plain_chunks(path: InputPath) -> Iterator[bytes]:
+def _checked_plain_chunks(path: InputPath) -> Iterator[bytes]:
     with open_input(path) as handle:
+        first = True
         while raw := handle.read(READ_SIZE):
+            if first:
+                named = next((named for magic, named in _MAGIC.items() if raw.startswith(magic)), None)
+                if named:
+                    raise BuildError(
+                        f"{path}: {named[0]}-compressed, but its name does not end in {named[1]}"
+                    )
+                first = False
             yield raw
 
 
+def _bz2_chunks(path: InputPath) -> Iterator[bytes]:
+    import bz2
+
+    return _frame_chunks(path, bz2.BZ2Decompressor, OSError, "bzip2", "the file ends inside a stream")
+
+
+def _xz_chunks(path: InputPath) -> Iterator[bytes]:
+    import lzma
+
+    return _frame_chunks(path, lzma.LZMADecompressor, lzma.LZMAError, "xz", "the file ends inside a stream")
+
+
+# compressed files by name, and the first bytes of each compression (a plain file that starts so is refused)
+DECOMPRESSORS = {".gz": _gzip_chunks, ".zst": _zstd_chunks, ".zstd": _zstd_chunks, ".bz2": _bz2_chunks,
+                 ".xz": _xz_chunks}  # fmt: skip
+_MAGIC = {b"\x1f\x8b": ("gzip", ".gz"), b"\x28\xb5\x2f\xfd": ("zstd", ".zst"), b"BZh": ("bzip2", ".bz2"),
+          b"\xfd7zXZ\x00": ("xz", ".xz")}  # fmt: skip
+
+
 def read_chunks(path: InputPath) -> Iterator[bytes]:
-    """The file's decompressed bytes in pieces; a broken stream raises :class:`TruncatedInput`."""
-    name = path.name
-    if name.endswith(".gz"):
-        chunks = _gzip_chunks(path)
-    elif name.endswith((".zst", ".zstd")):
-        chunks = _zstd_chunks(path)
-    else:
-        chunks = _plain_chunks(path)
+    """The file's decompressed bytes in pieces, by its name (``DECOMPRESSORS``); a broken stream raises
+    :class:`TruncatedInput`, and so does a file compressed under a name that does not say so."""
+    suffix = next((suffix for suffix in DECOMPRESSORS if path.name.endswith(suffix)), None)
+    chunks = DECOMPRESSORS[suffix](path) if suffix else _checked_plain_chunks(path)
     try:
         yield from chunks
     except _StreamError as error:

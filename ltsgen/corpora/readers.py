@@ -23,6 +23,7 @@ from typing import Any
 
 from ltsgen.build import BuildError
 from ltsgen.corpora.inputs import (
+    DECOMPRESSORS,
     InputPath,
     TruncatedInput,
     expand_inputs,
@@ -32,9 +33,10 @@ from ltsgen.corpora.inputs import (
 )
 from ltsgen.errors import require
 
-JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz", ".jsonl.zst", ".json.zst", ".jsonl.zstd")
+_COMPRESSED = ("", *DECOMPRESSORS)  # a file of each kind, plain or compressed (``inputs.DECOMPRESSORS``)
+JSON_SUFFIXES = tuple(f"{kind}{suffix}" for kind in (".json", ".jsonl", ".ndjson") for suffix in _COMPRESSED)
 PARQUET_SUFFIXES = (".parquet",)
-TEXT_SUFFIXES = (".txt", ".txt.gz", ".txt.zst", ".md")
+TEXT_SUFFIXES = (*(f".txt{suffix}" for suffix in _COMPRESSED), ".md")
 # Longer documents are skipped and counted: ~130 MB to tokenize, ~250,000 tokens, far past the longest bucket
 # that length-extrapolation work uses. 0 lifts the limit.
 MAX_DOC_CHARS = 1_000_000
@@ -184,6 +186,9 @@ def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[s
                 continue
             except RecursionError:
                 screen.bad(where, "JSON nested too deeply to read", "JSON nested too deeply")
+                continue
+            except ValueError as error:  # an integer of more digits than Python converts
+                screen.bad(where, f"malformed JSON ({str(error).split(':')[0]})", "malformed JSON")
                 continue
             if not isinstance(obj, dict):
                 screen.bad(where, "malformed JSON (a line must hold one JSON object)", "malformed JSON")

@@ -57,6 +57,36 @@ def test_c4_both_files_400_documents_same_text(real_data):
     assert plain[0].where.endswith(f"{C4_JSONL}:1")
 
 
+def test_bz2_xz_and_ndjson_are_read_and_compressed_bytes_under_a_plain_name_are_refused(tmp_path, real_data):
+    """Before: .bz2 and .xz bytes were read as text (counted as invalid UTF-8), and a folder's .ndjson left out."""
+    import bz2
+    import lzma
+
+    raw = (real_data / C4_JSONL).read_bytes()
+    folder = tmp_path / "c4"
+    folder.mkdir()
+    (folder / "a.jsonl.bz2").write_bytes(
+        bz2.compress(raw[: len(raw) // 2]) + bz2.compress(raw[len(raw) // 2 :])
+    )
+    (folder / "b.ndjson.xz").write_bytes(lzma.compress(raw))
+    (folder / "README.md").write_text("a folder's notes, not data\n", encoding="utf-8")
+    documents, screen = read_all("c4", [folder])
+    plain, _ = read_all("c4", [real_data / C4_JSONL])
+    assert [d.text for d in documents] == [d.text for d in plain] * 2 and not screen.counts
+    cut = tmp_path / "cut.jsonl.xz"
+    cut.write_bytes(lzma.compress(raw)[:5000])
+    with pytest.raises(
+        BuildError, match=rf"^{cut}:\d+: truncated xz stream \(the file ends inside a stream\)"
+    ):
+        read_all("c4", [cut])
+    misnamed = tmp_path / "c4.jsonl"
+    misnamed.write_bytes(bz2.compress(raw))
+    with pytest.raises(
+        BuildError, match=rf"^{misnamed}: bzip2-compressed, but its name does not end in .bz2$"
+    ):
+        read_all("c4", [misnamed], skip_bad=True)
+
+
 def test_redpajama_arxiv_5_documents(real_data):
     documents, _ = read_all("redpajama-arxiv", [real_data / ARXIV])
     assert len(documents) == 5
@@ -159,6 +189,12 @@ GOOD = b'{"text": "a good document", "url": "https://example.org/"}'
         (b'{"text": null}', "missing text field 'text'", "missing text field"),
         (b'{"text": 5}', "text field 'text' is int, not a string", "text not a string"),
         (b"[1, 2]", "malformed JSON", "malformed JSON"),
+        # more digits than Python converts: before, a ValueError naming no file (a traceback in `tokenizer`)
+        (
+            b'{"text": "a", "n": ' + b"9" * 5000 + b"}",
+            "malformed JSON (Exceeds the limit (4300 digits) for integer string conversion)",
+            "malformed JSON",
+        ),
     ],
 )
 def test_bad_lines_fail_with_file_and_line_or_count(tmp_path, line, problem, kind):

@@ -80,6 +80,9 @@ REQUIRED = {
         ),
         ("--eval-lengths", "-5", "--eval-lengths: '-5' must list positive token counts in increasing order"),
         ("--workers", "0", "--workers must be at least 1, not 0"),
+        # an option another source reads: before, accepted and ignored
+        ("--hf-config", "en", "--hf-config applies to --source hf, not text"),
+        ("--subset", "ArXiv", "--subset applies to --source pile, not text"),
     ],
 )
 def test_buckets_names_the_one_option_that_is_wrong(option, value, problem, tmp_path, capsys):
