@@ -9,8 +9,9 @@ one published by a run killed before its journal line is ltsgen's by its announc
 again). Then ``DIR/tokenizer.json`` and
 the files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is
 rewritten atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest
-still comes last); the token shards of a tokenizer it replaces are removed after it. Every file is recorded
-as ltsgen's, so that ``--overwrite`` removes it with the rest of the build.
+still comes last); the token shards of a tokenizer it replaces are removed after it, and the data card is
+written again (unless it was edited by hand). Every file is recorded as ltsgen's, so that ``--overwrite``
+removes it with the rest of the build.
 
 The loaders then read the stored ids instead of tokenizing (``StreamingDataset(DIR, seq_len=N)``, as do
 ``ltsgen train`` and ``compare``), and plan the packed stream from the stored counts.
@@ -24,8 +25,10 @@ from typing import Any
 from tokenizers import Tokenizer
 
 from ltsgen.build import BuildError, build_running, end_torn_line, verified_journal
+from ltsgen.card import card_conflict, write_card
 from ltsgen.corpora.readers import MAX_DOC_CHARS
 from ltsgen.loaders.contract import (
+    CARD_NAME,
     TOKENIZER_NAME,
     Manifest,
     ShardInfo,
@@ -137,6 +140,8 @@ def attach_tokenizer(
             _remove_abandoned(store, entry)
             store.remove_log(TOKENS_JOURNAL_PATH)
             store.remove_log(WRITING_PATH)
+            if store.is_file(CARD_NAME) and card_conflict(store) is None:  # the card names the tokenizer
+                write_card(store, verify=False)  # the shards were checked as they were tokenized
     except LockHeld as error:
         raise build_running(store, error.reason) from None
     except StorageError as error:

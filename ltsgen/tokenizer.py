@@ -17,7 +17,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from ltsgen.errors import LtsgenError
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
 from ltsgen.loaders.packing import without_truncation
-from ltsgen.loaders.storage import Storage, StorageError, locate
+from ltsgen.loaders.storage import Storage, StorageError, is_url, locate
 
 EOS_TOKEN = "<|endoftext|>"
 MAX_VOCAB_SIZE = 2**24
@@ -127,9 +127,13 @@ def check_free_target(out: str | Path, storage_options: dict | None = None) -> N
     """Refuse, before any work, an ``out`` where ``save_tokenizer`` would write over a file: a ``NAME.json``
     that exists, or a folder holding a dataset or any file it writes (ltsgen cannot tell a tokenizer of
     yours from one it wrote, so it replaces neither)."""
+    is_folder = not str(out).endswith(".json")
+    if is_folder and not is_url(out) and Path(out).is_file():
+        raise TokenizerError(
+            f"{out}: a file; --out names a folder for the tokenizer's files, or a tokenizer file NAME.json"
+        )
     folder, name = tokenizer_target(out, storage_options)
     folder.check_writable()
-    is_folder = not str(out).endswith(".json")
     if is_folder and folder.exists(MANIFEST_NAME):
         raise TokenizerError(
             f"{folder}: holds a dataset ({MANIFEST_NAME}); to attach a tokenizer to it, give --data {folder} "

@@ -202,12 +202,15 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
             assert len(blocks) == stream.size // 65 > 0
             assert np.array_equal(torch.cat(blocks).numpy(), stream[: len(blocks) * 65])
 
-    # the card of an untokenized build with a tokenizer reads the text columns, not token ids
-    assert main(["card", str(stories)]) == 0
+    # attaching writes the card again (before: it named no tokenizer until `ltsgen card`); the card of an
+    # untokenized build with a tokenizer reads the text columns, not token ids
+    card = (stories / "README.md").read_text(encoding="utf-8")
     assert (
         "Text stored untokenized, its token ids in `tokens/` (which the loaders read), by `tokenizer.json`"
-        in (stories / "README.md").read_text(encoding="utf-8")
+        in card
     )
+    assert main(["card", str(stories)]) == 0
+    assert (stories / "README.md").read_text(encoding="utf-8") == card
     capsys.readouterr()
 
     # training again replaces the attached tokenizer, and says so

@@ -502,7 +502,14 @@ def test_tokenizer_out_never_writes_over_a_file(data, tmp_path, capsys):
     (folder / "tokenizer_config.json").write_text("{}\n")
     assert main([*train_on, "--out", str(folder)]) == 2
     assert f"{folder / 'tokenizer_config.json'}: exists" in one_line(capsys, "tokenizer")
-    assert mine.read_text() == "mine\n" and (folder / "tokenizer_config.json").read_text() == "{}\n"
+    text = tmp_path / "corpus.jsonl"  # a file named as no tokenizer is: before training, not after it
+    text.write_text("mine\n")
+    assert main([*train_on, "--out", str(text)]) == 2
+    assert one_line(capsys, "tokenizer").endswith(
+        f"{text}: a file; --out names a folder for the tokenizer's files, or a tokenizer file NAME.json"
+    )
+    assert mine.read_text() == text.read_text() == "mine\n"
+    assert (folder / "tokenizer_config.json").read_text() == "{}\n"
     assert sorted(p.name for p in folder.iterdir()) == ["tokenizer_config.json"]
     # attaching to the dataset: a tokenizer.json of yours there is not replaced either
     (built / "tokenizer.json").write_text("mine\n")
