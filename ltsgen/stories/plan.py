@@ -13,8 +13,8 @@ import random
 from ltsgen.stories.vocabulary import FEATURES
 
 MAX_WORDS = 32_000  # the longest story target
-# The shortest target the built-in engine lands within 5% of (its setup and ending need this many words);
-# tests/builders/test_story_engine.py checks that every story of this target does.
+# The shortest target the built-in engine lands near (its setup and ending need this many words);
+# tests/builders/test_story_engine.py checks that stories of this target land within 5% of it.
 MIN_TARGET_WORDS = 100
 
 
