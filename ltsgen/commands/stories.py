@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="KIND:LOW:HIGH",
         help="distances in words at which planted facts are recalled: KIND log-uniform, uniform or mixed (a "
         "quarter log-uniform from LOW to 40 words, the rest from 100 words to HIGH), HIGH a number or 'length' "
-        "(the story's length)",
+        "(the story's length); the distances drawn, which a few recalls miss (docs/story-engine.md): each "
+        "records its real one",
     )
     parser.add_argument(
         "--recalls-per-1k-words",
