@@ -366,9 +366,10 @@ class StreamingDataset(IterableDataset):
                 of the released ``ltsgen.loaders/1`` format resumes when its fingerprint is this dataset's;
                 it recorded no tokenizer, so the tokenizer could not be checked.
         """
+        state = dataset_state(state)
         state = check_state(
-            dataset_state(state),
-            self.identity,
+            state,
+            self._state_identity(state),
             self.global_batch_size,
             self.batch_size,
             self.num_batches,
@@ -388,6 +389,10 @@ class StreamingDataset(IterableDataset):
     def _last_epoch(self) -> int:
         """The last epoch whose items this dataset can number (a mixture numbers them across its epochs)."""
         return 2**63 - 1
+
+    def _state_identity(self, state: Any) -> dict[str, Any]:
+        """The identity ``state`` is checked against (a mixture's may spell its sources as the state does)."""
+        return self.identity
 
     # ------------------------------------------------------------------ iteration
 
@@ -779,6 +784,12 @@ class StreamingMixture(StreamingDataset):
     def _last_epoch(self) -> int:
         # the items of every epoch are numbered on one int64 axis: epoch * num_batches * global batch + offset
         return (2**63 - 1) // (self.num_batches * self.global_batch_size) - 1
+
+    def _state_identity(self, state: Any) -> dict[str, Any]:
+        saved = state.get("identity") if isinstance(state, dict) else None
+        return self.mixture.state_identity(
+            self.seq_len, saved.get("mixture") if isinstance(saved, dict) else None
+        )
 
     @property
     def skipped(self) -> dict[str, str]:

@@ -199,11 +199,11 @@ class Mixture:
         """Shards skipped as corrupt in this process, in every source: path -> reason."""
         return {path: why for source in self.sources for path, why in source.skipped.items()}
 
-    def identity(self, seq_len: int | None) -> dict[str, Any]:
+    def identity(self, seq_len: int | None, roots: list[str] | None = None) -> dict[str, Any]:
         """What a state of the mixture resumes (``state.IDENTITY_KEYS``): its sources' own identities
-        (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources (``located``: a
-        local path however it is spelled) with their weights."""
-        roots = [located(source.root) for source in self.sources]
+        (``dataset``), their shared tokenizer, ``seq_len``, and ``mixture``: the sources with their weights,
+        named as given, or as ``roots`` spell the same locations (``state_identity``)."""
+        roots = roots or [source.root for source in self.sources]
         key = [[root, source.identity["dataset"]] for root, source in zip(roots, self.sources, strict=True)]
         return {
             "dataset": hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16],
@@ -211,6 +211,23 @@ class Mixture:
             "seq_len": seq_len,
             "mixture": [[root, weight] for root, (_, weight) in zip(roots, self.mixture, strict=True)],
         }
+
+    def state_identity(self, seq_len: int | None, saved: Any) -> dict[str, Any]:
+        """The identity a state whose ``identity.mixture`` is ``saved`` is checked against: this mixture's
+        named as the state names its sources, when it names the same locations with the same weights
+        (``lts``, ``./lts/`` and its absolute path), so that a spelling alone refuses no state; else
+        ``identity(seq_len)``, which the state check then finds different."""
+        ours = [
+            [located(source.root), weight]
+            for source, (_, weight) in zip(self.sources, self.mixture, strict=True)
+        ]
+        pairs = saved if isinstance(saved, list) and len(saved) == len(ours) else []
+        if (
+            all(isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) for pair in pairs)
+            and [[located(root), weight] for root, weight in pairs] == ours
+        ):
+            return self.identity(seq_len, [root for root, _ in pairs])
+        return self.identity(seq_len)
 
     def locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where global positions of the mixture (across its epochs) read from.

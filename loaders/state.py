@@ -20,7 +20,6 @@ from multiprocessing.context import get_spawning_popen
 from typing import Any
 
 from .errors import LoaderError
-from .sources import located
 
 STATE_FORMAT = "ltsgen.loaders/2"
 V1_FORMAT = "ltsgen.loaders/1"  # the released format, read for the states it saved
@@ -162,8 +161,7 @@ def _check_identity(saved: Any, identity: dict[str, Any]) -> None:
     if not isinstance(saved, dict) or not all(isinstance(key, str) for key in saved):
         raise LoaderError(f"state.identity: must be a dict of names, not {_shown(saved)}")
     _check_mixture(saved.get("mixture"))
-    mixture = saved.get("mixture") and [[located(root), weight] for root, weight in saved["mixture"]]
-    if mixture != identity.get("mixture"):  # first: another mixture explains the other keys
+    if saved.get("mixture") != identity.get("mixture"):  # first: another mixture explains the other keys
         raise LoaderError(
             f"state.identity.mixture: the state was saved for {mixture_text(saved.get('mixture'))}, "
             f"not {mixture_text(identity.get('mixture'))}"

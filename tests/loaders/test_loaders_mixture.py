@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -172,6 +173,35 @@ def test_a_state_of_another_mixture_or_dataset_is_refused_in_one_line(sources):
     with pytest.raises(LoaderError, match=rf"saved for one dataset, not the mixture {b}=0.3,{a}=0.7$"):
         StreamingDataset({b: 0.3, a: 0.7}, batch_size=2).load_state_dict(StreamingDataset(a).state_dict())
     StreamingDataset({a: 7, b: 3}, batch_size=2).load_state_dict(state)  # the same proportions
+
+
+def test_a_state_resumes_with_its_sources_spelled_otherwise_or_moved_with_the_folder(
+    sources, tmp_path, monkeypatch
+):
+    """A state names its sources as they were given: the same folders spelled another way (a trailing slash,
+    ./, an absolute path) resume it, and so does a copy of the folders under the same relative names, as
+    before; the state's own spelling is kept in its identity, so states saved before resume too."""
+    root = Path(sources[0]).parent
+    monkeypatch.chdir(root)
+    loader = StreamingDataset({"a": 0.6, "b": 0.4}, seed=5, batch_size=4).loader()
+    batches = iter(loader)
+    assert [len(next(batches)["id"]) for _ in range(2)] == [4, 4]  # two batches read, then the state
+    state = json.loads(json.dumps(loader.state_dict()))
+    rest = [list(batch["id"]) for batch in batches]
+    for a, b in (("./a/", "b"), (str(root / "a"), "./b")):
+        resumed = StreamingDataset({a: 0.6, b: 0.4}, seed=5, batch_size=4)
+        resumed.load_state_dict(state)
+        assert [list(batch["id"]) for batch in resumed.loader()] == rest
+        assert resumed.state_dict()["identity"]["mixture"] == [[a, 3], [b, 2]]  # saved as now given
+    copy = tmp_path / "copy"  # the folders moved: the same relative names in another working folder
+    for name in ("a", "b"):
+        shutil.copytree(root / name, copy / name)
+    monkeypatch.chdir(copy)
+    moved = StreamingDataset({"a": 0.6, "b": 0.4}, seed=5, batch_size=4)
+    moved.load_state_dict(state)
+    assert [list(batch["id"]) for batch in moved.loader()] == rest
+    with pytest.raises(LoaderError, match=r"saved for the mixture a=0.6,b=0.4, not the mixture b=0.4,a=0.6"):
+        StreamingDataset({"b": 0.4, "a": 0.6}, seed=5, batch_size=4).load_state_dict(state)
 
 
 @pytest.mark.parametrize(
