@@ -4,7 +4,7 @@ A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` sc
 (``s3://bucket/c4/*.json.gz``, ``gs://...``, ``hf://datasets/...``), whose files are streamed, never
 downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, ``.bz2``, ``.xz``,
 else plain; a plain name over compressed bytes is refused). A
-truncated or corrupt stream raises :class:`TruncatedInput` (a ``BuildError``) naming the file and the line where it broke off,
+truncated or corrupt stream raises :class:`UnreadableInput` (a ``BuildError``) naming the file and the line where it broke off,
 never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 
 Memory is bounded by the reader's limits, not by the input: a decompressor is fed a little compressed
@@ -32,21 +32,27 @@ READ_SIZE = 1 << 20
 FEED_SIZE = 1 << 10
 
 
-class TruncatedInput(BuildError):
-    """A compressed stream that ends early or is corrupt; nothing after it can be read.
+class UnreadableInput(BuildError):
+    """A file that cannot be read on: a compressed stream that ends early or is corrupt, or compressed
+    bytes under a plain name.
 
     The builders' one subclass, because its readers act on it: the line splitter catches it to name the
-    line where the stream broke off, and the JSON and text readers to hand it to ``--skip-bad`` (counted as
-    a truncated stream) instead of stopping; ``where`` and ``problem`` are the two halves of its message."""
+    line where the stream broke off, and the JSON and text readers to hand it to ``--skip-bad`` (counted
+    under ``kind``) instead of stopping; ``where`` and ``problem`` are the two halves of its message."""
 
-    def __init__(self, where: str, problem: str) -> None:
+    def __init__(self, where: str, problem: str, kind: str = "truncated stream") -> None:
         super().__init__(f"{where}: {problem}")
         self.where = where
         self.problem = problem
+        self.kind = kind
 
 
 class _StreamError(Exception):
-    """Raised inside the decompressors; turned into TruncatedInput with the file and line."""
+    """Raised inside the decompressors; turned into UnreadableInput with the file and line."""
+
+    def __init__(self, problem: str, kind: str = "truncated stream") -> None:
+        super().__init__(problem)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,7 @@ def _file_key(path: InputPath) -> object:
 def _frame_chunks(
     path: InputPath, new_stream, error_type: type[Exception], codec: str, cut: str
 ) -> Iterator[bytes]:
-    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames), in pieces of about
+    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames, bzip2 and xz streams), in pieces of about
     ``READ_SIZE``; raises on corrupt data, and when the file ends inside the last frame (``cut`` says how)."""
     stream = new_stream()
     fed = False
@@ -267,8 +273,9 @@ def _checked_plain_chunks(path: InputPath) -> Iterator[bytes]:
             if first:
                 named = next((named for magic, named in _MAGIC.items() if raw.startswith(magic)), None)
                 if named:
-                    raise BuildError(
-                        f"{path}: {named[0]}-compressed, but its name does not end in {named[1]}"
+                    raise _StreamError(
+                        f"{named[0]}-compressed, but its name does not end in {named[1]}",
+                        "compressed, misnamed",
                     )
                 first = False
             yield raw
@@ -289,26 +296,27 @@ def _xz_chunks(path: InputPath) -> Iterator[bytes]:
 # compressed files by name, and the first bytes of each compression (a plain file that starts so is refused)
 DECOMPRESSORS = {".gz": _gzip_chunks, ".zst": _zstd_chunks, ".zstd": _zstd_chunks, ".bz2": _bz2_chunks,
                  ".xz": _xz_chunks}  # fmt: skip
-_MAGIC = {b"\x1f\x8b": ("gzip", ".gz"), b"\x28\xb5\x2f\xfd": ("zstd", ".zst"), b"BZh": ("bzip2", ".bz2"),
-          b"\xfd7zXZ\x00": ("xz", ".xz")}  # fmt: skip
+_MAGIC = {b"\x1f\x8b\x08": ("gzip", ".gz"), b"\x28\xb5\x2f\xfd": ("zstd", ".zst"), b"\xfd7zXZ\x00": ("xz", ".xz"),
+          **{b"BZh%d1AY&SY" % level: ("bzip2", ".bz2") for level in range(1, 10)}}  # fmt: skip
 
 
 def read_chunks(path: InputPath) -> Iterator[bytes]:
     """The file's decompressed bytes in pieces, by its name (``DECOMPRESSORS``); a broken stream raises
-    :class:`TruncatedInput`, and so does a file compressed under a name that does not say so."""
+    :class:`UnreadableInput`, and so does a file compressed under a name that does not say so (its first
+    bytes, ``_MAGIC``)."""
     suffix = next((suffix for suffix in DECOMPRESSORS if path.name.endswith(suffix)), None)
     chunks = DECOMPRESSORS[suffix](path) if suffix else _checked_plain_chunks(path)
     try:
         yield from chunks
     except _StreamError as error:
-        raise TruncatedInput(str(path), str(error)) from None
+        raise UnreadableInput(str(path), str(error), error.kind) from None
 
 
 def read_lines(path: InputPath, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
     """``(line number from 1, line without its newline)`` for each line of the (decompressed) file.
 
     A line longer than ``limit`` bytes is given as None, read past without being kept (memory stays
-    within ``limit`` plus a chunk). A compressed stream that breaks off raises :class:`TruncatedInput`
+    within ``limit`` plus a chunk). A compressed stream that breaks off raises :class:`UnreadableInput`
     naming the file and the line.
     """
     number = 0
@@ -334,8 +342,8 @@ def read_lines(path: InputPath, limit: int | None = None) -> Iterator[tuple[int,
                 size += len(lines[-1])
                 if limit is not None and size > limit:
                     pending, size, dropping = [], 0, True
-    except TruncatedInput as error:
-        raise TruncatedInput(f"{path}:{number + 1}", error.problem) from None
+    except UnreadableInput as error:
+        raise UnreadableInput(f"{path}:{number + 1}", error.problem, error.kind) from None
     if dropping:
         yield number + 1, None
     elif any(pending):

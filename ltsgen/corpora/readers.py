@@ -25,7 +25,7 @@ from ltsgen.build import BuildError
 from ltsgen.corpora.inputs import (
     DECOMPRESSORS,
     InputPath,
-    TruncatedInput,
+    UnreadableInput,
     expand_inputs,
     open_input,
     read_chunks,
@@ -166,7 +166,7 @@ def json_safe(value: Any) -> Any:
 
 
 def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(where, object)`` for each JSON line of a plain, gzip or zstd file; blank lines are ignored."""
+    """``(where, object)`` for each JSON line of a file, plain or compressed; blank lines are ignored."""
     try:
         for number, line in read_lines(path, screen.line_limit):
             where = f"{path}:{number}"
@@ -194,8 +194,8 @@ def _json_objects(path: InputPath, screen: Screen) -> Iterator[tuple[str, dict[s
                 screen.bad(where, "malformed JSON (a line must hold one JSON object)", "malformed JSON")
                 continue
             yield where, obj
-    except TruncatedInput as error:
-        screen.bad(error.where, error.problem, "truncated stream")
+    except UnreadableInput as error:
+        screen.bad(error.where, error.problem, error.kind)
 
 
 def _meta_of(obj: dict[str, Any], text_field: str) -> dict[str, Any]:
@@ -375,8 +375,8 @@ def read_text(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iter
                 text = screen.clean(text.strip() if options.separator else text, where, "text")
                 if text is not None:
                     yield Document(text, {"file": path.name, "document": number}, "text", where)
-        except TruncatedInput as error:
-            screen.bad(error.where, error.problem, "truncated stream")
+        except UnreadableInput as error:
+            screen.bad(error.where, error.problem, error.kind)
 
 
 Reader = Callable[[list[str], ReaderOptions, Screen], Iterator[Document]]

@@ -82,9 +82,15 @@ def test_bz2_xz_and_ndjson_are_read_and_compressed_bytes_under_a_plain_name_are_
     misnamed = tmp_path / "c4.jsonl"
     misnamed.write_bytes(bz2.compress(raw))
     with pytest.raises(
-        BuildError, match=rf"^{misnamed}: bzip2-compressed, but its name does not end in .bz2$"
+        BuildError,
+        match=rf"^{misnamed}:1: bzip2-compressed, but its name does not end in .bz2 \(use --skip-bad",
     ):
-        read_all("c4", [misnamed], skip_bad=True)
+        read_all("c4", [misnamed])
+    documents, screen = read_all("c4", [misnamed, real_data / C4_JSONL], skip_bad=True)
+    assert len(documents) == 400 and screen.counts == {"skipped: compressed, misnamed": 1}
+    text = tmp_path / "radio.txt"  # a plain text that opens with the letters of bzip2's mark
+    text.write_text("BZh, the sound the old radio made.\n", encoding="utf-8")
+    assert [d.text for d in read_all("text", [text])[0]] == ["BZh, the sound the old radio made.\n"]
 
 
 def test_redpajama_arxiv_5_documents(real_data):
