@@ -9,8 +9,8 @@ one published by a run killed before its journal line is ltsgen's by its announc
 again). Then ``DIR/tokenizer.json`` and
 the files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is
 rewritten atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest
-still comes last); the token shards of a tokenizer it replaces are removed after it, and the data card is
-written again (unless it was edited by hand). Every file is recorded as ltsgen's, so that ``--overwrite``
+still comes last); the token shards of a tokenizer it replaces are removed after it, and the data card of a
+local directory is written again (not one edited by hand, nor a remote one: a note says so). Every file is recorded as ltsgen's, so that ``--overwrite``
 removes it with the rest of the build.
 
 The loaders then read the stored ids instead of tokenizing (``StreamingDataset(DIR, seq_len=N)``, as do
@@ -20,7 +20,7 @@ The loaders then read the stored ids instead of tokenizing (``StreamingDataset(D
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from tokenizers import Tokenizer
 
@@ -36,6 +36,7 @@ from ltsgen.loaders.contract import (
     token_dtype,
     write_manifest,
 )
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.reader import check_texts
@@ -94,13 +95,24 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
     return manifest
 
 
+class Attached(NamedTuple):
+    """What ``attach_tokenizer`` did: the new manifest entry, the one it replaced (None if there was none),
+    how many token shards an interrupted earlier run had finished (kept, not tokenized again), and why the
+    card was not written again (None when it was, or the directory has none)."""
+
+    entry: dict[str, Any]
+    previous: dict[str, Any] | None
+    kept: int
+    card_note: str | None
+
+
 def attach_tokenizer(
     directory: str | os.PathLike | Storage,
     tokenizer: Tokenizer,
     *,
     progress: bool = False,
     max_doc_chars: int = MAX_DOC_CHARS,
-) -> tuple[dict[str, Any], dict[str, Any] | None, int]:
+) -> Attached:
     """Store ``tokenizer`` and its token ids in the directory (see the module docstring).
 
     Args:
@@ -110,8 +122,7 @@ def attach_tokenizer(
         max_doc_chars: refuse a shard holding a text longer than this before tokenizing it (0: no limit).
 
     Returns:
-        The new manifest entry, the one it replaced (None if there was none), and how many token shards
-        an interrupted earlier run had finished (kept, not tokenized again).
+        ``Attached``: the new manifest entry, the one replaced, the token shards kept, a note on the card.
 
     Raises:
         TokenizerError, LoaderError: as ``attachable_manifest``, or a shard that does not match its
@@ -140,15 +151,33 @@ def attach_tokenizer(
             _remove_abandoned(store, entry)
             store.remove_log(TOKENS_JOURNAL_PATH)
             store.remove_log(WRITING_PATH)
-            if store.is_file(CARD_NAME) and card_conflict(store) is None:  # the card names the tokenizer
-                write_card(store, verify=False)  # the shards were checked as they were tokenized
+            card_note = _card_again(store)
     except LockHeld as error:
         raise build_running(store, error.reason) from None
     except StorageError as error:
         raise BuildError(f"{store}: cannot write there ({error.reason})") from None
     except OSError as error:  # a shard, the tokenizer, the manifest or the outputs record
         raise BuildError(f"{store}: cannot write there ({error.strerror or error})") from None
-    return manifest.tokenizer, previous, kept
+    return Attached(manifest.tokenizer, previous, kept, card_note)
+
+
+def _card_again(store: Storage) -> str | None:
+    """Write the card again, now that it has a tokenizer to name, when it is ltsgen's and unedited and the
+    data is local (the card reads every shard; the shards were checked as they were tokenized); else, or
+    when it cannot be written, a note saying how to write it."""
+    if not store.is_file(CARD_NAME):
+        return None
+    later = f"`ltsgen card {store}` names the tokenizer in it"
+    conflict = card_conflict(store)
+    if conflict:
+        return f"{conflict}, so it was not written again: {later}"
+    if not store.is_local:
+        return f"{store.location(CARD_NAME)} was not written again (it reads every shard once more): {later}"
+    try:
+        write_card(store, verify=False)
+    except (LoaderError, StorageError, OSError) as error:
+        return f"{store.location(CARD_NAME)} was not written again ({error}): {later}"
+    return None
 
 
 def _token_shards(

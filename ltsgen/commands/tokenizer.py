@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     if counts["documents"] == 0:  # as `ltsgen buckets` says it: what was read, and why none of it was kept
         raise TokenizerError(policy.nothing_kept(args.data or _inputs(args.input), "train on"))
     if args.out is None:
-        entry, previous, kept = attach_tokenizer(
+        entry, previous, kept, card_note = attach_tokenizer(
             data, tokenizer, progress=not args.no_progress, max_doc_chars=args.max_doc_chars
         )
         saved = data.location(entry["path"])
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
             f"with the token ids of its {len(entry['shards'])} shards ({stored:,} tokens{resumed})"
         )
     else:
-        saved, note = save_tokenizer(tokenizer, args.out, options), ""
+        saved, note, card_note = save_tokenizer(tokenizer, args.out, options), "", None
     print(
         f"{saved}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in "
@@ -136,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if policy.counts:
         print("  " + ", ".join(f"{kind} {count:,}" for kind, count in sorted(policy.counts.items())))
+    if card_note:
+        print(f"  note: {card_note}")
     return 0
 
 

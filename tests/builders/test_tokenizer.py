@@ -213,10 +213,17 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
     assert (stories / "README.md").read_text(encoding="utf-8") == card
     capsys.readouterr()
 
-    # training again replaces the attached tokenizer, and says so
+    # training again replaces the attached tokenizer, and says so; a card edited by hand is kept, and named
     first = sha256_file(stories / "tokenizer.json")
+    (stories / "README.md").write_text(card + "My notes.\n", encoding="utf-8")
     assert main(["tokenizer", "--data", str(stories), "--vocab-size", "300", "--no-progress"]) == 0
-    assert "(replacing the earlier one)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "(replacing the earlier one)" in out
+    assert out.rstrip().endswith(
+        f"  note: {stories / 'README.md'} was edited since ltsgen wrote it, so it was not written again: "
+        f"`ltsgen card {stories}` names the tokenizer in it"
+    )
+    assert (stories / "README.md").read_text(encoding="utf-8") == card + "My notes.\n"
     assert read_manifest(stories).tokenizer["sha256"] == sha256_file(stories / "tokenizer.json") != first
     assert load_tokenizer(stories).get_vocab_size() == 300
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
