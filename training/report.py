@@ -495,11 +495,11 @@ def _entropy_sentence(runs, train_length: int) -> str:
     counts = {(r.get("entropy_sequences"), r.get("num_sequences")) for run in runs
               if run["train_length"] == train_length for r in run["eval"]["results"]}  # fmt: skip
     counts = sorted(pair for pair in counts if None not in pair)
-    if all(measured == evaluated for measured, evaluated in counts):
-        shown = ", ".join(str(measured) for measured, _ in counts) or "-"
-        return f"Entropy is measured on every evaluation sequence ({shown} per length)."
-    shown = ", ".join(f"the first {measured} of {evaluated}" for measured, evaluated in counts)
-    return f"Entropy is measured on {shown} evaluation sequences per length."
+    measured = ", ".join(str(n) for n in sorted({n for n, _ in counts})) or "-"
+    if all(n == evaluated for n, evaluated in counts):
+        return f"Entropy is measured on every evaluation sequence ({measured} per length)."
+    evaluated = ", ".join(str(n) for n in sorted({n for _, n in counts}))
+    return f"Entropy is measured on the first {measured} of the {evaluated} evaluation sequences per length."
 
 
 def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:

@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="at most this many tokens per shard",
     )
     parser.add_argument(
-        "--seed", type=number(int, {"at_least": 0}), default=0, help="seed of the evaluation-document draw"
+        "--seed", type=int, default=0, help="seed of the evaluation-document draw (any integer)"
     )
     add_engine_arguments(parser, "tokenizing and shard jobs")
     parser.add_argument(

@@ -67,10 +67,16 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
 SOURCE_OPTIONS = {"subset": "pile", "separator": "text", "hf_config": "hf"}
 
 
-def reader_options(args: argparse.Namespace) -> ReaderOptions:
+def check_source_options(args: argparse.Namespace) -> None:
+    """Refuse an option of one source given with another (or with ``--data``, which reads no source)."""
     for name, source in SOURCE_OPTIONS.items():
-        if args.source is not None and getattr(args, name) is not None and args.source != source:
-            raise UsageError(f"--{name.replace('_', '-')} applies to --source {source}, not {args.source}")
+        if getattr(args, name) is not None and args.source != source:
+            given = f"--source {args.source}" if args.source else "--data"
+            raise UsageError(f"--{name.replace('_', '-')} applies to --source {source}, not {given}")
+
+
+def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    check_source_options(args)
     return ReaderOptions(
         text_field=args.text_field,
         subset=args.subset,

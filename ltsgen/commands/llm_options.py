@@ -60,11 +60,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--chapter-words", int, "words per chapter the plan aims at")
     add("--max-continuations", int, "extra requests for a short chapter")
     add("--length-tolerance", float, "keep stories within this share of their target length")
-    add(
-        "--max-oov-share",
-        float,
-        "reject stories with more words outside the simple vocabulary",
-    )
+    add("--max-oov-share", float, "reject stories with more words outside the simple vocabulary")
     add("--max-repeated-share", float, "reject stories with more repeated paragraphs")
     add(
         "--max-attempts",

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 from ltsgen.commands import add_command, number, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, reader_options, screen
+from ltsgen.commands.corpus_options import add_reader_arguments, check_source_options, reader_options, screen
 
 SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
 
@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give either --data DIR or --source with --input")
     if args.source and not (args.input and args.out):
         raise UsageError("--source needs --input and --out")
+    check_source_options(args)
     options = storage_options(args)
     data = None if args.data is None else Storage(args.data, options)
     if args.out is None:

@@ -115,9 +115,10 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from ltsgen.tokenizer import train_tokenizer
     from ltsgen.training import train
+    from ltsgen.training.rundir import CHECKPOINT_NAME
 
     trainer = announced(train_tokenizer, args.data, os.path.join(args.out, "tokenizer.json"))
-    checkpoint = os.path.join(args.out, "checkpoint.pt")
+    checkpoint = os.path.join(args.out, CHECKPOINT_NAME)
     if args.resume and not os.path.exists(checkpoint) and int(os.environ.get("RANK", "0")) == 0:
         print(f"{checkpoint}: no checkpoint to resume from: starting the run at step 0", flush=True)
     with storage_defaults(args, args.data), mixture_log():

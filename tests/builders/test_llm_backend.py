@@ -293,7 +293,7 @@ def test_answers_without_counts_or_text_are_estimated_or_retried_and_the_cache_h
         # before: a NaN price turned --max-cost off and wrote NaN into the manifest
         ("--output-price", "nan", "argument --output-price: must be a finite number (got nan)"),
         ("--input-price", "inf", "argument --input-price: must be a finite number (got inf)"),
-        ("--max-cost", "-1", "argument --max-cost: must be above 0 (got -1)"),
+        ("--max-cost", "-1", "argument --max-cost: must be at least 0 (got -1)"),
         ("--concurrency", "0", "argument --concurrency: must be at least 1 (got 0)"),
         # the client reads it when --base-url is not given: before, unchecked, minutes of retries
         (

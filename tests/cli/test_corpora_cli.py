@@ -81,8 +81,8 @@ REQUIRED = {
         ("--eval-lengths", "-5", "--eval-lengths: '-5' must list positive token counts in increasing order"),
         ("--workers", "0", "--workers must be at least 1, not 0"),
         # an option another source reads: before, accepted and ignored
-        ("--hf-config", "en", "--hf-config applies to --source hf, not text"),
-        ("--subset", "ArXiv", "--subset applies to --source pile, not text"),
+        ("--hf-config", "en", "--hf-config applies to --source hf, not --source text"),
+        ("--subset", "ArXiv", "--subset applies to --source pile, not --source text"),
     ],
 )
 def test_buckets_names_the_one_option_that_is_wrong(option, value, problem, tmp_path, capsys):
@@ -90,6 +90,16 @@ def test_buckets_names_the_one_option_that_is_wrong(option, value, problem, tmp_
     assert main(["buckets", *REQUIRED["buckets"], "--out", str(out), option, value]) == 2
     assert capsys.readouterr().err == f"ltsgen buckets: error: {problem}\n"
     assert not out.exists()
+
+
+def test_tokenizer_refuses_a_source_option_with_data(tmp_path, capsys):
+    """Before: accepted with --data, which reads no source, and ignored."""
+    argv = ["tokenizer", "--data", str(tmp_path / "lts"), "--separator", "<|endoftext|>"]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err
+        == "ltsgen tokenizer: error: --separator applies to --source text, not --data\n"
+    )
 
 
 def test_tokenizer_with_no_document_left_says_what_was_skipped(tmp_path, capsys):

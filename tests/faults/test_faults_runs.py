@@ -106,7 +106,6 @@ def one_line(capsys, command: str) -> str:
         ("buckets", "--eval-sequences", "-1", "must be at least 0"),
         ("buckets", "--eval-per-length", "-1", "must be at least 0"),
         ("buckets", "--shard-tokens", "0", "must be at least 1"),
-        ("buckets", "--seed", "-3", "must be at least 0"),  # before: accepted (stories refused -1)
         ("stories", "--seed", "-1", "must be at least 0"),
         ("tokenizer", "--max-doc-chars", "-1", "must be at least 0"),
         ("tokenizer", "--max-doc-chars", "many", "expected an integer, got 'many'"),

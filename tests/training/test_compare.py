@@ -255,11 +255,14 @@ def test_an_evaluation_split_too_small_stops_before_any_training(tmp_path, capsy
 def test_the_entropy_sentence_says_how_many_sequences_it_read():
     runs = [{"train_length": 16, "eval": {"results": [{"entropy_sequences": 3, "num_sequences": n}]}}
             for n in (3, 6)]  # fmt: skip
+    assert _entropy_sentence(runs[1:], 16) == (
+        "Entropy is measured on the first 3 of the 6 evaluation sequences per length."
+    )
     assert (
         _entropy_sentence(runs[:1], 16) == "Entropy is measured on every evaluation sequence (3 per length)."
     )
     assert _entropy_sentence(runs, 16) == (
-        "Entropy is measured on the first 3 of 3, the first 3 of 6 evaluation sequences per length."
+        "Entropy is measured on the first 3 of the 3, 6 evaluation sequences per length."
     )
 
 

@@ -81,11 +81,11 @@ class LLMConfig:
     LIMITS: ClassVar[dict[str, dict[str, float]]] = {
         "concurrency": {"at_least": 1}, "requests_per_minute": {"above": 0}, "tokens_per_minute": {"above": 0},
         "request_timeout": {"above": 0}, "max_retries": {"at_least": 0}, "retry_backoff": {"above": 0},
-        "temperature": {"at_least": 0}, "top_p": {"above": 0, "at_most": 1}, "max_tokens": {"at_least": 1},
+        "temperature": {"at_least": 0}, "top_p": {"at_least": 0, "at_most": 1}, "max_tokens": {"at_least": 1},
         "chapter_words": {"at_least": 1}, "max_continuations": {"at_least": 0}, "length_tolerance": {"at_least": 0},
         "max_oov_share": {"at_least": 0, "at_most": 1}, "max_repeated_share": {"at_least": 0, "at_most": 1},
         "max_attempts": {"at_least": 1}, "input_price": {"at_least": 0}, "output_price": {"at_least": 0},
-        "max_cost": {"above": 0},
+        "max_cost": {"at_least": 0},  # 0: spend nothing, answer from the cache alone
     }  # fmt: skip
 
     def check(self) -> None:
