@@ -211,10 +211,11 @@ def _file_key(path: InputPath) -> object:
 def _frame_chunks(
     path: InputPath, new_stream, error_type: type[Exception], codec: str, cut: str
 ) -> Iterator[bytes]:
-    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames, bzip2 and xz streams), in pieces of about
-    ``READ_SIZE``; raises on corrupt data, and when the file ends inside the last frame (``cut`` says how)."""
+    """Decompressed bytes of a file of concatenated frames (gzip members, zstd frames, bzip2 and xz streams,
+    zero bytes of padding between them skipped), in pieces of about ``READ_SIZE``; raises on corrupt data,
+    and when the file ends inside the last frame (``cut`` says how)."""
     stream = new_stream()
-    fed = False
+    fed = started = False  # the current frame has had bytes; any frame has
     parts: list[bytes] = []
     size = 0
     with open_input(path) as handle:
@@ -225,11 +226,15 @@ def _frame_chunks(
             for start in range(0, len(raw), FEED_SIZE):
                 piece = raw[start : start + FEED_SIZE]
                 while piece:
+                    if not fed:  # no frame starts with a zero byte: zeros between or after are padding (xz's)
+                        piece = piece.lstrip(b"\0")
+                        if not piece:
+                            break
                     try:
                         out = stream.decompress(piece)
                     except error_type as error:
                         raise _StreamError(f"corrupt {codec} stream ({error})") from None
-                    fed = True
+                    fed = started = True
                     if out:
                         parts.append(out)
                         size += len(out)
@@ -243,6 +248,8 @@ def _frame_chunks(
                     parts, size = [], 0
     if parts:
         yield b"".join(parts)
+    if not started:
+        raise _StreamError(f"corrupt {codec} stream (zero bytes only)")
     if fed and not stream.eof:
         raise _StreamError(f"truncated {codec} stream ({cut})")
 
