@@ -18,7 +18,6 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from urllib.parse import urlsplit
 
 from ltsgen.errors import require
 
@@ -123,9 +122,10 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def split(url: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> ``(bucket, key)``."""
-    parts = urlsplit(url)
-    return parts.netloc, parts.path.lstrip("/")
+    """``s3://bucket/key`` -> ``(bucket, key)``, the key verbatim as s3fs writes it (``s3://b//x`` names the
+    key ``/x``, and ``#`` is part of a key, not a fragment): the loaders read what the builders wrote."""
+    bucket, _, key = url[len("s3://") :].partition("/")
+    return bucket, key
 
 
 def plain(url: str) -> bool:

@@ -183,6 +183,20 @@ def test_botocore_reads_unless_an_option_is_s3fs_only(s3_server, local, remote):
         make(missing)
 
 
+def test_keys_with_a_double_slash_or_a_hash_are_read_as_the_builders_wrote_them(s3_server, local):
+    """s3fs writes ``s3://b//x`` under the key ``/x`` and keeps ``#`` in a key. Before, the loaders' client
+    read ``s3://b//x`` as ``s3://b/x`` (another dataset there was served without a word) and cut ``h#x`` at
+    the ``#``."""
+    bucket = s3_server.bucket()
+    expected = batches(make(local).loader())
+    for url in (f"s3://{bucket}//twice", f"s3://{bucket}/h#sh"):
+        s3_server.client().put(str(local), url, recursive=True)
+        assert batches(make(url).loader()) == expected
+    other = make_dataset(local.parent / "other", [3, 4], first_index=500)
+    s3_server.client().put(str(other), f"s3://{bucket}/twice", recursive=True)  # what the // was read as
+    assert batches(make(f"s3://{bucket}//twice").loader()) == expected
+
+
 def test_cache_sizes_and_a_corrupt_download(local, tmp_path):
     assert [parse_size(v) for v in (None, 0, 1500, "2kB", "1.5 MiB", "3GB")] == [
         None,
