@@ -305,7 +305,8 @@ class Storage:
         return {
             name[len(prefix) :]: (int(info.get("size") or 0), _stamp(info))
             for name, info in sorted(listing.items())
-            if name.startswith(prefix) and info.get("type") != "directory"
+            if name.startswith(prefix) and info.get("type") != "directory" and not name.endswith("/")
+            # a key ending in "/" is a folder marker (what a console's "Create folder" makes), not a file
         }
 
     def size(self, relpath: str) -> int:

@@ -94,6 +94,19 @@ def test_missing_files_and_bad_options_are_one_line(store, tmp_path):
     assert parse_storage_options('{"anon": true}') == {"anon": True} and parse_storage_options(None) == {}
 
 
+def test_a_folder_marker_is_no_file(s3_server):
+    """An empty object whose key ends in "/" (a console's "Create folder"): before, listed as a file named
+    "", so a build into the empty folder was refused as "not empty and holds no ltsgen build"."""
+    import boto3
+
+    bucket = s3_server.bucket()
+    boto3.client("s3", endpoint_url=s3_server.endpoint).put_object(Bucket=bucket, Key="made/", Body=b"")
+    folder = Storage(f"s3://{bucket}/made")
+    assert folder.listing() == {}
+    folder.write_bytes("x", b"ok")
+    assert list(folder.listing()) == ["x"]
+
+
 def test_storage_options_reach_the_filesystem(s3_server):
     bucket = s3_server.bucket()
     wrong = Storage(f"s3://{bucket}", {"endpoint_url": f"http://127.0.0.1:{free_port()}", "config_kwargs": {
