@@ -495,6 +495,8 @@ class Storage:
             yield
         finally:
             lease.release()
+        if lease.lost:  # the block ended, but not as the only holder
+            raise LockHeld(lease.lost)
 
     def lock_holder(self, relpath: str) -> str | None:
         """Who holds the claim ``relpath`` now (``LockHeld``'s reason), or None when nobody does; reads
@@ -609,7 +611,9 @@ class _Lease:
     def __init__(self, storage: Storage, relpath: str) -> None:
         self.storage, self.relpath = storage, relpath
         self.where = storage.location(relpath)
-        self.mine = {"host": socket.gethostname(), "pid": os.getpid(), "token": uuid.uuid4().hex}
+        self.mine = {"host": socket.gethostname(), "pid": os.getpid(), "pidns": _pid_namespace(),
+                     "token": uuid.uuid4().hex}  # fmt: skip
+        self.lost: str | None = None  # why another process holds the lease now, once renewal finds it
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -659,8 +663,18 @@ class _Lease:
         self._renewer.start()
 
     def _renew(self) -> None:
+        """Renew the lease while it is this process's; once another process holds it (this one was paused
+        past its expiry and the lease taken over), stop and say so in ``lost``."""
         while not self._stop.wait(LEASE_RENEW_SECONDS):
             try:
+                current = self._read()
+                if (current or {}).get("token") != self.mine["token"]:
+                    self.lost = (
+                        f"{self.where}: the lease was taken over while this process held it "
+                        f"({self.held(self.where, current) if current else 'removed'}); its work may be mixed "
+                        "with the other's: rerun once that one has ended"
+                    )
+                    return
                 self._write(create=False)
             except StorageError:
                 continue  # a passing network error; the next renewal tries again
@@ -682,10 +696,21 @@ def _holder(path: Path) -> str:
     return text if text.startswith("process ") and "\n" not in text else "another process"
 
 
+def _pid_namespace() -> int | None:
+    """This process's PID namespace (Linux), or None: containers that share a host name may not share it."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
 def _expired(lease: dict[str, Any]) -> bool:
-    """A lease is gone when its process on this host no longer runs, or when nobody renewed it in time."""
+    """A lease is gone when its process on this host (and in this PID namespace, where both say theirs) no
+    longer runs, or when nobody renewed it in time."""
     pid = lease.get("pid")
-    if lease.get("host") == socket.gethostname() and isinstance(pid, int) and not _alive(pid):
+    same_host = lease.get("host") == socket.gethostname()
+    seen = lease.get("pidns") in (None, _pid_namespace())  # another container's pids are not ours to probe
+    if same_host and seen and isinstance(pid, int) and not _alive(pid):
         return True
     try:
         return time.time() - float(lease.get("renewed", 0)) > LEASE_SECONDS

@@ -204,7 +204,11 @@ def test_lease_takeover_rules(s3_server, monkeypatch):
         ({"host": "other-node", "pid": 1, "renewed": time.time()}, False),  # alive elsewhere, renewed
         ({"host": "other-node", "pid": 1, "renewed": time.time() - 10 * 60}, True),  # not renewed: expired
         ({"host": here, "pid": os.getpid(), "renewed": time.time()}, False),
-    ]
+        # a container sharing this host name, not its PID namespace: its pid means nothing here
+        ({"host": here, "pid": dead_pid, "pidns": storage_module._pid_namespace() + 1, "renewed": time.time()},
+         False),
+        ({"host": here, "pid": dead_pid, "pidns": storage_module._pid_namespace(), "renewed": time.time()}, True),
+    ]  # fmt: skip
     for lease, free in cases:
         store.write_bytes("lock", json.dumps(lease).encode())
         if free:
@@ -223,6 +227,15 @@ def test_lease_takeover_rules(s3_server, monkeypatch):
         while json.loads(store.read_bytes("lock"))["renewed"] == first and time.monotonic() < deadline:
             time.sleep(0.05)
         assert json.loads(store.read_bytes("lock"))["renewed"] > first  # renewed while held
+    # paused past its expiry, its lease taken over: renewal does not write over the other's, and the block
+    # ends in one line saying so (before: both went on, each renewing over the other)
+    theirs = json.dumps({"host": "other-node", "pid": 1, "token": "theirs", "renewed": time.time()})
+    with pytest.raises(LockHeld, match=r"/lock: the lease was taken over while this process held it \(.*"
+                                       r"held by process 1 on other-node"):  # fmt: skip
+        with store.lock("lock"):
+            store.write_bytes("lock", theirs.encode())
+            time.sleep(1.0)
+    assert store.read_text("lock") == theirs
 
 
 @pytest.mark.parametrize("scheme", ["s3", "gs"])
