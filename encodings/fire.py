@@ -59,7 +59,7 @@ class FIRE(PositionEncoding):
             raise EncodingError(
                 f"fire needs mlp_layers >= 1 and mlp_width >= 1, got {mlp_layers}, {mlp_width}"
             )
-        if threshold is not None and threshold <= 0:
+        if threshold is not None and not threshold > 0:
             raise EncodingError(f"fire threshold must be positive or None, got {threshold}")
         if not c > 0:
             raise EncodingError(f"fire needs c > 0 (its log transform log(c x + 1)), got {c}")

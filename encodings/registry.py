@@ -150,12 +150,15 @@ def _parse(text: str) -> object:
 
 
 def build(name: str, num_heads: int, head_dim: int, **options_: object) -> PositionEncoding:
-    """Build encoding ``name`` (one of ``NAMES``) for ``num_heads`` heads of size ``head_dim``."""
+    """Build encoding ``name`` (one of ``NAMES``) for ``num_heads`` heads of size ``head_dim``; each option
+    takes its default's type, a finite number (``EncodingError`` otherwise, as for a value out of range)."""
     builder = _builder(name)
-    unknown = sorted(set(options_) - set(options(name)))
+    defaults = options(name)
+    unknown = sorted(set(options_) - set(defaults))
     if unknown:
-        raise EncodingError(_no_option(name, unknown, sorted(options(name))))
-    return builder(num_heads, head_dim, **options_)
+        raise EncodingError(_no_option(name, unknown, sorted(defaults)))
+    typed = {key: _typed(name, key, value, defaults[key]) for key, value in options_.items()}
+    return builder(num_heads, head_dim, **typed)
 
 
 def _no_option(name: str, unknown: list[str], known: list[str]) -> str:

@@ -88,9 +88,9 @@ class _Rescaled(RoPE):
 
     def __init__(self, num_heads: int, head_dim: int, factor: float, original_length: int, base: float):
         super().__init__(num_heads, head_dim, base)
-        if factor <= 0 or original_length < 1:
+        if not factor > 0 or original_length < 1:
             raise EncodingError(
-                f"{type(self).__name__.lower()} needs factor > 0 and original_length >= 1, got {factor}, {original_length}"
+                f"{type(self).__name__} needs factor > 0 and original_length >= 1, got {factor}, {original_length}"
             )
         self.trained_factor = float(factor)
         self.original_length = original_length

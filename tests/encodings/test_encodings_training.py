@@ -68,6 +68,22 @@ def test_options_resolve_defaults_and_typed_overrides_in_one_line_errors():
         assert isinstance(raised.value, LtsgenError) and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [  # before: built, then NaN rotations, biases or logit scales; a TypeError from torch for 2.5 buckets
+        ("rope_pi", {"factor": float("nan")}, "rope_pi option factor=nan: expected a finite number"),
+        ("yarn", {"factor": float("inf")}, "yarn option factor=inf: expected a finite number"),
+        ("fire", {"threshold": float("nan")}, "fire option threshold=nan: expected a finite number"),
+        ("t5", {"num_buckets": 2.5}, "t5 option num_buckets=2.5: expected a value like 32"),
+        ("rope_pi", {"factor": -1.0}, "RoPEPI needs factor > 0 and original_length >= 1, got -1.0, 512"),
+    ],
+)
+def test_build_checks_each_option_as_the_command_line_does(name, options, message):
+    with pytest.raises(EncodingError) as raised:
+        build(name, 4, 32, **options)
+    assert str(raised.value) == message
+
+
 def test_encoding_names_ignore_case_and_a_wrong_one_names_the_closest():
     assert [canonical_name(name) for name in ("RoPE", "rope-pi", " YaRN ", "Kerple_Log")] == [
         "rope", "rope_pi", "yarn", "kerple_log",
