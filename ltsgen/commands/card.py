@@ -49,12 +49,14 @@ def run(args: argparse.Namespace) -> int:
         refuse_copy_over,
         write_card,
     )
+    from ltsgen.loaders.contract import read_manifest
     from ltsgen.loaders.errors import LoaderError
     from ltsgen.loaders.storage import LockHeld, Storage, StorageError
     from ltsgen.outputs import CARD_FILES, LOCK_PATH, output_state
 
     try:
         directory = Storage(args.directory, storage_options(args))
+        read_manifest(directory)  # not a dataset: refused before the lock writes anything there
         for name in CARD_FILES:
             if output_state(directory, name) == "other":
                 raise LoaderError(

@@ -529,6 +529,14 @@ def test_card_never_writes_over_a_file_ltsgen_did_not_write_and_bad_statistics_a
     )
     assert (built / "README.md").read_text() == "# my notes\n"
     (built / "README.md").unlink()
+    # a folder of yours that holds no dataset: refused, and nothing written there (before: .ltsgen/lock)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("hi\n")
+    assert main(["card", str(mine)]) == 2
+    assert one_line(capsys, "card").endswith(f"{mine / 'manifest.json'}: not found (is {mine} an ltsgen dataset "
+                                             "directory?)")  # fmt: skip
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
     notes = tmp_path / "cards" / "notes.md"
     notes.parent.mkdir()
