@@ -6,7 +6,7 @@ Public names:
   world_size=None, columns=None, transform=None, batch_size=None, remainder="drop", shuffle_window=4,
   seq_len=None, position_ids=False, tokenizer=None, eos_id=None, by_bucket=False, verify=True,
   on_error="raise", allow_pipe=False, storage_options=None, cache_dir=None, cache_limit=None,
-  max_doc_chars=1_000_000)``: an
+  max_doc_chars=1_000_000, token_counts=None)``: an
   ``IterableDataset`` of this rank's records (dicts), or of packed
   blocks ``{"input_ids": LongTensor[seq_len + 1]}`` when ``seq_len`` is set. ``loader(num_workers)`` gives a
   ``StreamingLoader`` (a torch DataLoader) of whole batches (``{"input_ids": LongTensor[batch_size, seq_len + 1]}``)
