@@ -131,7 +131,6 @@ def resolve_tokenizer(
         if manifest.tokenizer
         else None
     )
-    is_main = placement is None or placement.is_main
     if tokenizer_path is not None:  # a file, or a folder with one; checked here, not as the run's copy
         given = Path(tokenizer_path)
         tokenizer_path = given / TOKENIZER_NAME if given.is_dir() else given
@@ -152,7 +151,8 @@ def resolve_tokenizer(
             f"{join(str(data_dir), MANIFEST_NAME)}: the dataset holds token ids, and no tokenizer is given or "
             "stored with it; pass the tokenizer that made them"
         )
-    if is_main:
+
+    def keep_in_run() -> None:  # the main rank copies, checks or trains the run's tokenizer
         run_dir.mkdir(parents=True, exist_ok=True)
         if source is not None and not target.exists():
             with atomic_path(target) as tmp:
@@ -170,8 +170,8 @@ def resolve_tokenizer(
             tokenizer = train_tokenizer(_training_texts(data_dir, manifest), vocab_size)
             with atomic_path(target) as tmp:
                 tokenizer.save(str(tmp))
-    if placement is not None:
-        distributed.barrier(placement)
+
+    distributed.main_first(placement, keep_in_run)
     for source in sources if isinstance(sources, dict) else []:
         check_tokenizer_matches(source, target)
     tokenizer = read_tokenizer(target)

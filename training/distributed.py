@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
 from ltsgen.training.errors import TrainingError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,31 @@ def teardown(placement: Placement) -> None:
 def barrier(placement: Placement) -> None:
     if placement.distributed:
         dist.barrier()
+
+
+def main_first(placement: Placement | None, work: Callable[[], T]) -> T | None:
+    """Run ``work`` on the main rank (alone: here), then let every rank go on together; returns its result
+    there, None on the other ranks.
+
+    An error of ``work`` is raised on every rank: the main rank's own, the others a ``TrainingError`` with
+    its message. A barrier alone would leave them waiting for a rank that has left, to die with a long
+    traceback of the process group's ("Connection closed by peer").
+    """
+    if placement is None or not placement.distributed:
+        return work()
+    result, failure = None, None
+    if placement.is_main:
+        try:
+            result = work()
+        except BaseException as error:  # said to the other ranks, then raised here
+            failure = error
+    said = [None if failure is None else (str(failure) or type(failure).__name__)]
+    dist.broadcast_object_list(said, src=0)
+    if failure is not None:
+        raise failure
+    if said[0] is not None:
+        raise TrainingError(said[0])
+    return result
 
 
 def mean_across_ranks(value: torch.Tensor, placement: Placement) -> torch.Tensor:

@@ -13,10 +13,12 @@ holding a dataset or files of the user's is refused before anything is written.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
 import time
+import traceback
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -299,11 +301,19 @@ def train(
     claim = None
     with ExitStack() as stack:
         try:
-            claim = stack.enter_context(claim_folder(run_dir, "run")) if placement.is_main else None
-            distributed.barrier(placement)
+            claim = distributed.main_first(
+                placement, lambda: stack.enter_context(claim_folder(run_dir, "run"))
+            )
             counts = Path(token_counts) if token_counts is not None else run_dir / TOKEN_COUNTS_NAME
             return _train(config, placement, resume, stop_after, progress, train_tokenizer, counts)
         except BaseException as error:
+            if (
+                placement.distributed
+            ):  # free the DDP model the failed frames hold while the group lives: freed
+                traceback.clear_frames(
+                    error.__traceback__
+                )  # after teardown, its reducer joins gloo's threads
+                gc.collect()  # while holding the GIL they wait for (a hang on Ctrl-C, then torchrun's SIGKILL)
             if claim is not None:  # the folder is this run's: remove what it wrote, and nothing else
                 clean_up_failed_run(claim)
             if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
@@ -356,13 +366,11 @@ class _Run:
     def save(self, step: int) -> None:
         """Checkpoint everything a resume needs at ``step`` (every rank's loader state, the main rank writes)."""
         states = _gather_loader_states(self.batches.state_dict(), self.placement)
-        if self.placement.is_main:
-            save_checkpoint(Path(self.config.out) / CHECKPOINT_NAME,
-                {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
-                 "model_config": json.dumps(self.model_cfg.to_dict()), "train_config": json.dumps(asdict(self.config))},
-            )  # fmt: skip
-        distributed.barrier(self.placement)
+        distributed.main_first(self.placement, lambda: save_checkpoint(Path(self.config.out) / CHECKPOINT_NAME,
+            {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+             "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
+             "model_config": json.dumps(self.model_cfg.to_dict()), "train_config": json.dumps(asdict(self.config))},
+        ))  # fmt: skip
 
 
 def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_counts: Path) -> _Run:
@@ -386,12 +394,11 @@ def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_co
         else restore(checkpoint, run_dir / CHECKPOINT_NAME, model, optimizer, scheduler, batches, placement)
     )
     runner = wrap_model(model, config, placement)
-    if placement.is_main:
-        # the vocabulary actually used (the tokenizer's), not the size asked for a tokenizer trained here
-        used = {**asdict(config), "vocab_size": tokenizer.get_vocab_size()}
-        write_json(run_dir / CONFIG_NAME, {"train": used, "model": model_cfg.to_dict(),
-                                           "parameters": model.num_parameters(), "world_size": placement.world_size,
-                                           "tokenizer": "tokenizer.json"})  # fmt: skip
+    # the vocabulary actually used (the tokenizer's), not the size asked for a tokenizer trained here
+    used = {**asdict(config), "vocab_size": tokenizer.get_vocab_size()}
+    config_json = {"train": used, "model": model_cfg.to_dict(), "parameters": model.num_parameters(),
+                   "world_size": placement.world_size, "tokenizer": "tokenizer.json"}  # fmt: skip
+    distributed.main_first(placement, lambda: write_json(run_dir / CONFIG_NAME, config_json))
     metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)
     return _Run(config, placement, model, model_cfg, runner, optimizer, scheduler, batches, val_tokens, metrics,
                 start_step)  # fmt: skip
@@ -481,10 +488,12 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
             raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")
         _check_processes(path, saved, len(checkpoint["loader_states"]), config, placement.world_size)
-    if placement.is_main:
+
+    def make_folder() -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
-    distributed.barrier(placement)
+
+    distributed.main_first(placement, make_folder)
     return checkpoint
 
 

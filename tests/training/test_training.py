@@ -284,6 +284,19 @@ def test_torchrun_two_processes_with_gloo_match_one_process(tiny_data, tokenizer
     torchrun = command[: command.index("train")]  # torch.distributed.run ... script
     done = run_bounded([*torchrun, *elastic, "--batch-size", "2", "--resume"], env, timeout=150)
     assert done.returncode == 0, done.stderr[-3000:]
+    # a folder of the user's, which rank 0 refuses: each rank says so in one line, unless torchrun has ended
+    # it first (before: rank 1 died at its barrier with gloo's "Connection closed by peer", 25 lines)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    done = run_bounded(
+        [*torchrun, "train", *common, "--batch-size", "2", "--out", str(mine)], env, timeout=150
+    )
+    said = [line for line in done.stderr.splitlines() if "ltsgen train: error: " in line]
+    assert done.returncode != 0 and 1 <= len(said) <= 2, done.stderr
+    assert "Connection closed by peer" not in done.stderr and "[rank1]: Traceback" not in done.stderr
+    assert all(line.endswith(said[0].split("ltsgen train: error: ")[1]) for line in said)
+    assert [path.name for path in mine.iterdir()] == ["notes.txt"]
     single = load_checkpoint(tmp_path / "single" / CHECKPOINT_NAME)["model"]
     for run in ("ddp", "elastic"):
         weights = load_checkpoint(tmp_path / run / CHECKPOINT_NAME)["model"]
