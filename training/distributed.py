@@ -77,11 +77,6 @@ def teardown(placement: Placement) -> None:
         dist.destroy_process_group()
 
 
-def barrier(placement: Placement) -> None:
-    if placement.distributed:
-        dist.barrier()
-
-
 def main_first(placement: Placement | None, work: Callable[[], T]) -> T | None:
     """Run ``work`` on the main rank (alone: here), then let every rank go on together; returns its result
     there, None on the other ranks.
