@@ -180,7 +180,8 @@ def stable_fraction(key: str) -> float:
 
 
 def parse_splits(text: str) -> dict[str, float]:
-    """``"train=0.98,validation=0.01,test=0.01"`` -> ordered {name: fraction}; fractions must sum to 1."""
+    """``"train=0.98,validation=0.01,test=0.01"`` -> {name: fraction} in the order train, validation, test
+    (given in any order); fractions must sum to 1."""
     splits: dict[str, float] = {}
     for part in text.split(","):
         name, sep, value = part.strip().partition("=")
@@ -202,17 +203,22 @@ def parse_splits(text: str) -> dict[str, float]:
         splits[name] = fraction
     if abs(sum(splits.values()) - 1.0) > 1e-6:
         raise BuildError(f"--splits: fractions sum to {sum(splits.values()):g}, not 1")
-    return splits
+    return {name: splits[name] for name in STANDARD_SPLITS if name in splits}  # as assign_split reads them
 
 
 def assign_split(key: str, splits: dict[str, float]) -> str:
-    """The split of the sample ``key``: a stable hash of the key against the cumulative fractions."""
+    """The split of the sample ``key``: a stable hash of the key against the cumulative fractions, taken in
+    the order train, validation, test (then any other name), whatever order ``splits`` lists them in."""
+    ordered = sorted(splits.items(), key=lambda item: _SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)))
     point, cumulative = stable_fraction(key), 0.0
-    for name, fraction in splits.items():
+    for name, fraction in ordered:
         cumulative += fraction
         if point < cumulative:
             return name
-    return next(name for name, fraction in reversed(splits.items()) if fraction > 0)
+    return next(name for name, fraction in reversed(ordered) if fraction > 0)
+
+
+_SPLIT_ORDER = {name: rank for rank, name in enumerate(STANDARD_SPLITS)}
 
 
 def chunk_by_size(items: Iterable[Any], size_of: Callable[[Any], float], limit: float) -> list[list[Any]]:

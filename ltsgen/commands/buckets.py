@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--splits",
         default="train=0.98,validation=0.01,test=0.01",
-        help="training splits, assigned from the document id",
+        help="training splits (fractions, given in any order), assigned from the document id",
     )
     parser.add_argument("--format", default="parquet", choices=list(FORMATS), help="shard format")
     parser.add_argument(

@@ -259,6 +259,13 @@ def build_buckets(
             f"every document went to the evaluation sets ({config.eval_sequences} per length asked): "
             f"{', '.join(config.splits)} are empty; a smaller --eval-sequences keeps documents to train on"
         )
+    chosen_per_length = result.manifest.extra.get("eval", {}).get("documents", {})
+    unreached = [length for length, chosen in chosen_per_length.items() if not chosen]
+    if config.eval_sequences and unreached:
+        result.notes.append(
+            f"no document reaches {', '.join(unreached)} tokens: no evaluation set of that length "
+            "(lower --eval-lengths, or add longer documents)"
+        )
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 
 

@@ -347,6 +347,13 @@ def test_a_corpus_all_held_out_says_so_and_draws_its_card_without_a_warning(
         "note: every document went to the evaluation sets (100 per length asked): train, validation, test are empty"
         in (capsys.readouterr().out)
     )
+    # an evaluation length no document reaches: before, exit 0 with only "eval 100000: 0 sequences"
+    assert build(tmp_path / "long", "c4", [small], tokenizer_path, "--bucket-lengths", "64,256",
+                 "--eval-lengths", "64,100000", "--eval-sequences", "2") == 0  # fmt: skip
+    assert (
+        "note: no document reaches 100000 tokens: no evaluation set of that length (lower --eval-lengths, or "
+        "add longer documents)" in capsys.readouterr().out
+    )
 
 
 def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines, capsys):

@@ -147,6 +147,14 @@ def test_splits_are_stable_and_proportional():
     assert assign_split("any", {"train": 1.0, "test": 0.0}) == "train"
     with pytest.raises(BuildError, match="sum to 0.9"):
         parse_splits("train=0.9")
+    # given in another order, the same fractions are the same splits: before, a rerun with them reordered
+    # was taken for the same build and resumed with other assignments (documents in two splits, or none)
+    reordered = parse_splits("test=0.05,validation=0.05,train=0.9")
+    assert list(reordered) == ["train", "validation", "test"] and reordered == splits
+    backwards = dict(reversed(splits.items()))  # a library caller's dict in another order
+    assert [assign_split(f"lts-0-{i:08d}", backwards) for i in range(200)] == [
+        assign_split(f"lts-0-{i:08d}", splits) for i in range(200)
+    ]
 
 
 def test_second_build_in_the_same_directory_is_refused(clean):
