@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 from collections.abc import Callable, Mapping
 
 from ltsgen.errors import did_you_mean
@@ -122,6 +123,10 @@ def _typed(name: str, key: str, value: object, default: object) -> object:
     passes through (it disables FIRE's threshold), and the constructor checks ranges (``EncodingError``)."""
     if isinstance(value, str):
         value = _parse(value)
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a numpy or torch scalar
+        value = value.item()
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):  # numpy numbers as Python's
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise EncodingError(f"{name} option {key}={value!r}: expected a finite number")
     if isinstance(default, float) and type(value) is int:

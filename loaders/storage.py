@@ -495,8 +495,8 @@ class Storage:
             yield
         finally:
             lease.release()
-        if lease.lost:  # the block ended, but not as the only holder
-            raise LockHeld(lease.lost)
+        if lease.lost:  # the block ended, but not as the only holder: no caller may read this as a refusal
+            raise LoaderError(lease.lost)
 
     def lock_holder(self, relpath: str) -> str | None:
         """Who holds the claim ``relpath`` now (``LockHeld``'s reason), or None when nobody does; reads
@@ -705,8 +705,10 @@ def _pid_namespace() -> int | None:
 
 
 def _expired(lease: dict[str, Any]) -> bool:
-    """A lease is gone when its process on this host (and in this PID namespace, where both say theirs) no
-    longer runs, or when nobody renewed it in time."""
+    """A lease is gone when its process on this host, in this PID namespace, no longer runs (a lease that
+    names no namespace, from before they were recorded, is probed by host alone; one whose namespace this
+    process cannot compare is not probed), or when nobody renewed it in time. Two machines of one host name
+    outside containers share the initial namespace's number, as they shared the host name before."""
     pid = lease.get("pid")
     same_host = lease.get("host") == socket.gethostname()
     seen = lease.get("pidns") in (None, _pid_namespace())  # another container's pids are not ours to probe

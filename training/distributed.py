@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ltsgen.training.errors import TrainingError
+from ltsgen.training.rundir import final_name
 
 T = TypeVar("T")
 
@@ -91,12 +92,15 @@ def main_first(placement: Placement | None, work: Callable[[], T]) -> T | None:
     if placement.is_main:
         try:
             result = work()
+        except OSError as error:  # worded as train() words it alone, so that every rank says the same
+            where = final_name(error.filename) if error.filename else "the run folder"
+            failure = TrainingError(f"{where}: {error.strerror or error}")
         except BaseException as error:  # said to the other ranks, then raised here
             failure = error
     said = [None if failure is None else (str(failure) or type(failure).__name__)]
     dist.broadcast_object_list(said, src=0)
     if failure is not None:
-        raise failure
+        raise failure from None
     if said[0] is not None:
         raise TrainingError(said[0])
     return result

@@ -307,13 +307,12 @@ def train(
             counts = Path(token_counts) if token_counts is not None else run_dir / TOKEN_COUNTS_NAME
             return _train(config, placement, resume, stop_after, progress, train_tokenizer, counts)
         except BaseException as error:
-            if (
-                placement.distributed
-            ):  # free the DDP model the failed frames hold while the group lives: freed
-                traceback.clear_frames(
-                    error.__traceback__
-                )  # after teardown, its reducer joins gloo's threads
-                gc.collect()  # while holding the GIL they wait for (a hang on Ctrl-C, then torchrun's SIGKILL)
+            if placement.distributed:
+                # free the DDP model that the failed frames hold while the group lives: freed after the
+                # teardown, its reducer joins gloo's threads while holding the GIL they wait for (a hang on
+                # Ctrl-C, until torchrun kills the rank)
+                traceback.clear_frames(error.__traceback__)
+                gc.collect()
             if claim is not None:  # the folder is this run's: remove what it wrote, and nothing else
                 clean_up_failed_run(claim)
             if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written

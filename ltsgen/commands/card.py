@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         directory = Storage(args.directory, storage_options(args))
+        held = directory.lock_holder(LOCK_PATH)
+        if held is not None:  # first: a build there has not written its manifest yet
+            raise build_running(directory, held)
         read_manifest(directory)  # not a dataset: refused before the lock writes anything there
         for name in CARD_FILES:
             if output_state(directory, name) == "other":

@@ -116,7 +116,7 @@ def test_card_command_copies_card_and_plot(story_build, tmp_path):
     )
 
 
-def test_card_command_is_refused_while_a_build_holds_the_directory(story_build, capsys):
+def test_card_command_is_refused_while_a_build_holds_the_directory(story_build, tmp_path, capsys):
     """A build there (a rerun of the finished build, say) removes the temporary files it finds: before, the
     card's own were among them, and the command failed half-way ("cannot be written")."""
     before = (story_build / "README.md").read_bytes()
@@ -129,6 +129,13 @@ def test_card_command_is_refused_while_a_build_holds_the_directory(story_build, 
     )
     assert (story_build / "README.md").read_bytes() == before
     assert main(["card", str(story_build)]) == 0
+    first = tmp_path / "first"  # a first build that has not written its manifest yet: still a build running
+    first.mkdir()
+    with hold_lock(first):
+        assert main(["card", str(first)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"ltsgen card: error: {first}: another build is running there ("
+    )
 
 
 def test_card_command_without_manifest_is_one_line(tmp_path):

@@ -84,6 +84,14 @@ def test_build_checks_each_option_as_the_command_line_does(name, options, messag
     assert str(raised.value) == message
 
 
+def test_build_takes_numpy_and_torch_numbers_as_pythons():
+    import numpy as np
+
+    assert build("rope_pi", 4, 32, factor=np.float64(2.0), original_length=np.int64(512)).factor == 2.0
+    assert build("t5", 4, 32, num_buckets=np.int64(16)).num_buckets == 16
+    assert build("yarn", 4, 32, factor=torch.tensor(2.0)).factor == 2.0
+
+
 def test_encoding_names_ignore_case_and_a_wrong_one_names_the_closest():
     assert [canonical_name(name) for name in ("RoPE", "rope-pi", " YaRN ", "Kerple_Log")] == [
         "rope", "rope_pi", "yarn", "kerple_log",
