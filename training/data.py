@@ -171,7 +171,7 @@ def resolve_tokenizer(
             with atomic_path(target) as tmp:
                 tokenizer.save(str(tmp))
 
-    distributed.main_first(placement, keep_in_run)
+    distributed.main_first(placement, keep_in_run, run_dir)
     for source in sources if isinstance(sources, dict) else []:
         check_tokenizer_matches(source, target)
     tokenizer = read_tokenizer(target)

@@ -6,6 +6,7 @@ import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -78,13 +79,14 @@ def teardown(placement: Placement) -> None:
         dist.destroy_process_group()
 
 
-def main_first(placement: Placement | None, work: Callable[[], T]) -> T | None:
+def main_first(placement: Placement | None, work: Callable[[], T], folder: Path) -> T | None:
     """Run ``work`` on the main rank (alone: here), then let every rank go on together; returns its result
     there, None on the other ranks.
 
     An error of ``work`` is raised on every rank: the main rank's own, the others a ``TrainingError`` with
-    its message. A barrier alone would leave them waiting for a rank that has left, to die with a long
-    traceback of the process group's ("Connection closed by peer").
+    its message (an ``OSError`` worded as ``train`` words it, by its file, else by ``folder``, the run's).
+    A barrier alone would leave them waiting for a rank that has left, to die with a long traceback of the
+    process group's ("Connection closed by peer").
     """
     if placement is None or not placement.distributed:
         return work()
@@ -93,14 +95,15 @@ def main_first(placement: Placement | None, work: Callable[[], T]) -> T | None:
         try:
             result = work()
         except OSError as error:  # worded as train() words it alone, so that every rank says the same
-            where = final_name(error.filename) if error.filename else "the run folder"
+            where = final_name(error.filename) if error.filename else folder
             failure = TrainingError(f"{where}: {error.strerror or error}")
+            failure.__suppress_context__ = True
         except BaseException as error:  # said to the other ranks, then raised here
             failure = error
     said = [None if failure is None else (str(failure) or type(failure).__name__)]
     dist.broadcast_object_list(said, src=0)
     if failure is not None:
-        raise failure from None
+        raise failure
     if said[0] is not None:
         raise TrainingError(said[0])
     return result

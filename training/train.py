@@ -302,7 +302,7 @@ def train(
     with ExitStack() as stack:
         try:
             claim = distributed.main_first(
-                placement, lambda: stack.enter_context(claim_folder(run_dir, "run"))
+                placement, lambda: stack.enter_context(claim_folder(run_dir, "run")), run_dir
             )
             counts = Path(token_counts) if token_counts is not None else run_dir / TOKEN_COUNTS_NAME
             return _train(config, placement, resume, stop_after, progress, train_tokenizer, counts)
@@ -365,11 +365,12 @@ class _Run:
     def save(self, step: int) -> None:
         """Checkpoint everything a resume needs at ``step`` (every rank's loader state, the main rank writes)."""
         states = _gather_loader_states(self.batches.state_dict(), self.placement)
-        distributed.main_first(self.placement, lambda: save_checkpoint(Path(self.config.out) / CHECKPOINT_NAME,
+        out = Path(self.config.out)
+        distributed.main_first(self.placement, lambda: save_checkpoint(out / CHECKPOINT_NAME,
             {"step": step, "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
              "scheduler": self.scheduler.state_dict(), "rng": rng_state(), "loader_states": json.dumps(states),
              "model_config": json.dumps(self.model_cfg.to_dict()), "train_config": json.dumps(asdict(self.config))},
-        ))  # fmt: skip
+        ), out)  # fmt: skip
 
 
 def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_counts: Path) -> _Run:
@@ -397,7 +398,7 @@ def _start(config: TrainConfig, placement, checkpoint, train_tokenizer, token_co
     used = {**asdict(config), "vocab_size": tokenizer.get_vocab_size()}
     config_json = {"train": used, "model": model_cfg.to_dict(), "parameters": model.num_parameters(),
                    "world_size": placement.world_size, "tokenizer": "tokenizer.json"}  # fmt: skip
-    distributed.main_first(placement, lambda: write_json(run_dir / CONFIG_NAME, config_json))
+    distributed.main_first(placement, lambda: write_json(run_dir / CONFIG_NAME, config_json), run_dir)
     metrics = _Metrics(run_dir / METRICS_NAME, None if checkpoint is None else start_step, placement.is_main)
     return _Run(config, placement, model, model_cfg, runner, optimizer, scheduler, batches, val_tokens, metrics,
                 start_step)  # fmt: skip
@@ -492,7 +493,7 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         run_dir.mkdir(parents=True, exist_ok=True)
         remove_temporaries(run_dir)
 
-    distributed.main_first(placement, make_folder)
+    distributed.main_first(placement, make_folder, run_dir)
     return checkpoint
 
 

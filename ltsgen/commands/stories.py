@@ -58,9 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--format", choices=list(FORMATS), default="parquet", help="shard format")
     add_engine_arguments(parser, "shards written")
-    parser.add_argument(
-        "--splits", default=DEFAULT_SPLITS, help="split fractions (in any order), assigned by story id hash"
-    )
+    parser.add_argument("--splits", default=DEFAULT_SPLITS, help="split fractions, assigned by story id hash")
     parser.add_argument(
         "--recall-distances",
         default=str(DEFAULT_DISTANCES),

@@ -262,9 +262,14 @@ def build_buckets(
     chosen_per_length = result.manifest.extra.get("eval", {}).get("documents", {})
     unreached = [length for length, chosen in chosen_per_length.items() if not chosen]
     if config.eval_sequences and unreached:
+        concat = (
+            " (its eval_concat set, of held-out documents run together, is built)"
+            if config.eval_concat
+            else ""
+        )
         result.notes.append(
-            f"no document reaches {', '.join(unreached)} tokens: no evaluation set of that length "
-            "(lower --eval-lengths, or add longer documents)"
+            f"no document reaches {', '.join(unreached)} tokens: no evaluation set of documents of that "
+            f"length{concat} (lower --eval-lengths, or add longer documents)"
         )
     return BucketsResult(result, plan.extra["statistics"], tokenize_seconds, tokens)
 

@@ -351,8 +351,8 @@ def test_a_corpus_all_held_out_says_so_and_draws_its_card_without_a_warning(
     assert build(tmp_path / "long", "c4", [small], tokenizer_path, "--bucket-lengths", "64,256",
                  "--eval-lengths", "64,100000", "--eval-sequences", "2") == 0  # fmt: skip
     assert (
-        "note: no document reaches 100000 tokens: no evaluation set of that length (lower --eval-lengths, or "
-        "add longer documents)" in capsys.readouterr().out
+        "note: no document reaches 100000 tokens: no evaluation set of documents of that length (lower "
+        "--eval-lengths, or add longer documents)" in capsys.readouterr().out
     )
 
 
