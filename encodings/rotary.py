@@ -90,7 +90,8 @@ class _Rescaled(RoPE):
         super().__init__(num_heads, head_dim, base)
         if not factor > 0 or original_length < 1:
             raise EncodingError(
-                f"{type(self).__name__} needs factor > 0 and original_length >= 1, got {factor}, {original_length}"
+                f"{type(self).__name__} needs factor > 0 and original_length >= 1, "
+                f"got {factor}, {original_length}"
             )
         self.trained_factor = float(factor)
         self.original_length = original_length

@@ -669,10 +669,10 @@ class _Lease:
             try:
                 current = self._read()
                 if (current or {}).get("token") != self.mine["token"]:
+                    holder = self.held(self.where, current) if current else "removed"
                     self.lost = (
-                        f"{self.where}: the lease was taken over while this process held it "
-                        f"({self.held(self.where, current) if current else 'removed'}); its work may be mixed "
-                        "with the other's: rerun once that one has ended"
+                        f"{self.where}: the lease was taken over while this process held it ({holder}); its "
+                        "work may be mixed with the other's: rerun once that one has ended"
                     )
                     return
                 self._write(create=False)

@@ -10,8 +10,8 @@ again). Then ``DIR/tokenizer.json`` and
 the files ``transformers.AutoTokenizer`` reads beside it are published, and ``DIR/manifest.json`` is
 rewritten atomically with its ``tokenizer`` entry listing each shard's token shard and count (the manifest
 still comes last); the token shards of a tokenizer it replaces are removed after it, and the data card of a
-local directory is written again (not one edited by hand, nor a remote one: a note says so). Every file is recorded as ltsgen's, so that ``--overwrite``
-removes it with the rest of the build.
+local directory is written again (not one edited by hand, nor a remote one: a note says so). Every file is
+recorded as ltsgen's, so that ``--overwrite`` removes it with the rest of the build.
 
 The loaders then read the stored ids instead of tokenizing (``StreamingDataset(DIR, seq_len=N)``, as do
 ``ltsgen train`` and ``compare``), and plan the packed stream from the stored counts.

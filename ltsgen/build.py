@@ -162,9 +162,9 @@ class BuildResult:
             kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
             line = (
                 f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-                f"{_counted(shards, f'{self.manifest.format} shard')} ({_counted(self.jobs_run, 'job')} run{kept}); "
-                "shards written at "
-                f"{rate:,.0f} words/s, {self.seconds:.1f}s wall time in all (statistics and card included)"
+                f"{_counted(shards, f'{self.manifest.format} shard')} ({_counted(self.jobs_run, 'job')} run"
+                f"{kept}); shards written at {rate:,.0f} words/s, {self.seconds:.1f}s wall time in all "
+                "(statistics and card included)"
             )
         return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
 
@@ -203,19 +203,24 @@ def parse_splits(text: str) -> dict[str, float]:
         splits[name] = fraction
     if abs(sum(splits.values()) - 1.0) > 1e-6:
         raise BuildError(f"--splits: fractions sum to {sum(splits.values()):g}, not 1")
-    return {name: splits[name] for name in STANDARD_SPLITS if name in splits}  # as assign_split reads them
+    return dict(_in_standard_order(splits))  # as assign_split reads them
 
 
 def assign_split(key: str, splits: dict[str, float]) -> str:
     """The split of the sample ``key``: a stable hash of the key against the cumulative fractions, taken in
     the order train, validation, test (then any other name), whatever order ``splits`` lists them in."""
-    ordered = sorted(splits.items(), key=lambda item: _SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)))
+    ordered = _in_standard_order(splits)
     point, cumulative = stable_fraction(key), 0.0
     for name, fraction in ordered:
         cumulative += fraction
         if point < cumulative:
             return name
     return next(name for name, fraction in reversed(ordered) if fraction > 0)
+
+
+def _in_standard_order(splits: dict[str, float]) -> list[tuple[str, float]]:
+    """``splits``' (name, fraction) pairs in the order train, validation, test, then other names as given."""
+    return sorted(splits.items(), key=lambda item: _SPLIT_ORDER.get(item[0], len(_SPLIT_ORDER)))
 
 
 _SPLIT_ORDER = {name: rank for rank, name in enumerate(STANDARD_SPLITS)}

@@ -116,8 +116,9 @@ def resolve_tokenizer(
 
     Taken from, in order: ``tokenizer_path`` (a file, or a folder with a tokenizer.json); the dataset's own
     ``DIR/tokenizer.json``; one kept earlier for this run (RUN/tokenizer.json); else ``train_tokenizer``
-    trains one of ``vocab_size`` on the training split's text. Under torchrun only rank 0 trains or copies; the others wait and load. For a mixture the
-    dataset is its first source, and every other tokenized source must match the run's tokenizer.
+    trains one of ``vocab_size`` on the training split's text. Under torchrun only rank 0 trains or copies
+    (``distributed.main_first``); the others wait and load. For a mixture the dataset is its first source,
+    and every other tokenized source must match the run's tokenizer.
     """
     from ltsgen.training import distributed
 

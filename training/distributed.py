@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 
 from ltsgen.training.errors import TrainingError
-from ltsgen.training.rundir import final_name
+from ltsgen.training.rundir import file_error
 
 T = TypeVar("T")
 
@@ -95,8 +95,7 @@ def main_first(placement: Placement | None, work: Callable[[], T], folder: Path)
         try:
             result = work()
         except OSError as error:  # worded as train() words it alone, so that every rank says the same
-            where = final_name(error.filename) if error.filename else folder
-            failure = TrainingError(f"{where}: {error.strerror or error}")
+            failure = file_error(error, folder)
             failure.__suppress_context__ = True
         except BaseException as error:  # said to the other ranks, then raised here
             failure = error

@@ -69,6 +69,13 @@ def final_name(path: str | Path) -> Path:
     return path.with_name(path.name[1:].rsplit(".", 2)[0]) if temporary else path
 
 
+def file_error(error: OSError, folder: Path) -> TrainingError:
+    """A run's ``OSError`` (a full disk, a file-size limit, a folder that cannot be written) as one line:
+    the file it names (its final name, not an atomic write's temporary one), else ``folder``."""
+    where = final_name(error.filename) if error.filename else folder
+    return TrainingError(f"{where}: {error.strerror or error}")
+
+
 def write_json(path: Path, data: Any) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -60,7 +60,7 @@ from ltsgen.training.rundir import (
     TOKEN_COUNTS_NAME,
     claim_folder,
     clean_up_failed_run,
-    final_name,
+    file_error,
     read_json,
     remove_temporaries,
     write_json,
@@ -315,9 +315,8 @@ def train(
                 gc.collect()
             if claim is not None:  # the folder is this run's: remove what it wrote, and nothing else
                 clean_up_failed_run(claim)
-            if isinstance(error, OSError):  # a full disk, a file-size limit, a folder that cannot be written
-                where = final_name(error.filename) if error.filename else run_dir
-                raise TrainingError(f"{where}: {error.strerror or error}") from None
+            if isinstance(error, OSError):
+                raise file_error(error, run_dir) from None
             raise
         finally:
             distributed.teardown(placement)

@@ -3,9 +3,9 @@
 A pattern is a local path or glob, or a URL of any ``ltsgen.loaders.storage`` scheme
 (``s3://bucket/c4/*.json.gz``, ``gs://...``, ``hf://datasets/...``), whose files are streamed, never
 downloaded whole. Compression is chosen by the file name (``.gz``, ``.zst``/``.zstd``, ``.bz2``, ``.xz``,
-else plain; a plain name over compressed bytes is refused). A
-truncated or corrupt stream raises :class:`UnreadableInput` (a ``BuildError``) naming the file and the line where it broke off,
-never a silent end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
+else plain; a plain name over compressed bytes is refused). A truncated or corrupt stream raises
+:class:`UnreadableInput` (a ``BuildError``) naming the file and the line where it broke off, never a silent
+end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 
 Memory is bounded by the reader's limits, not by the input: a decompressor is fed a little compressed
 data at a time (``FEED_SIZE``), so a small file that expands a thousandfold never expands at once, and
@@ -275,17 +275,15 @@ def _gzip_chunks(path: InputPath) -> Iterator[bytes]:
 
 def _checked_plain_chunks(path: InputPath) -> Iterator[bytes]:
     with open_input(path) as handle:
-        first = True
-        while raw := handle.read(READ_SIZE):
-            if first:
-                named = next((named for magic, named in _MAGIC.items() if raw.startswith(magic)), None)
-                if named:
-                    raise _StreamError(
-                        f"{named[0]}-compressed, but its name does not end in {named[1]}",
-                        "compressed, misnamed",
-                    )
-                first = False
+        raw = handle.read(READ_SIZE)
+        named = next((named for magic, named in _MAGIC.items() if raw.startswith(magic)), None)
+        if named:
+            raise _StreamError(
+                f"{named[0]}-compressed, but its name does not end in {named[1]}", "compressed, misnamed"
+            )
+        while raw:
             yield raw
+            raw = handle.read(READ_SIZE)
 
 
 def _bz2_chunks(path: InputPath) -> Iterator[bytes]:
