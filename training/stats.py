@@ -78,10 +78,12 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
     if not table.size:
         raise ValueError("no values")
     valued = ~np.isnan(table)
-    mean = float(np.mean([row[~np.isnan(row)].mean() for row in table]))
+    with np.errstate(invalid="ignore"):  # inf - inf: a NaN mean, no warning
+        mean = float(np.mean([row[~np.isnan(row)].mean() for row in table]))
     seeds, documents = table.shape[0], int(valued.sum())
     complete = table[:, valued.all(axis=0)]  # the documents with a value in every seed
-    if complete.size < 2:  # nothing to estimate a variance from: no interval, no test
+    if complete.size < 2 or np.isinf(table).any():  # no variance to estimate (an infinite value has none):
+        # no interval, no test
         return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
     variance, dof = _mean_variance(complete)
     if not variance > 0:  # every value the same: the mean is exact

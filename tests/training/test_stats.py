@@ -88,6 +88,13 @@ def test_values_that_leave_nothing_to_estimate_a_variance_from_give_no_interval(
         assert (found.low, found.high, found.p) == (-np.inf, np.inf, 1.0)
 
 
+def test_an_infinite_value_gives_no_interval_and_no_test():
+    """Before: the variance was NaN, taken for 0, and the mean "exact": p = 0, a verdict "shown"."""
+    for values in ({0: [np.inf, 0.1, 0.2], 1: [0.3, 0.1, 0.2]}, {0: [-np.inf, 0.1], 1: [np.inf, 0.2]}):
+        found = estimate(values)
+        assert (found.low, found.high, found.p) == (-np.inf, np.inf, 1.0)
+
+
 def test_the_p_value_falls_with_the_effect_and_agrees_with_the_interval():
     rng = np.random.default_rng(3)
     noise = {s: rng.normal(0, 1, size=16) for s in range(5)}
