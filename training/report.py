@@ -20,8 +20,17 @@ from typing import Any
 from ltsgen.encodings import NAMES, family, rescaled
 from ltsgen.errors import require
 from ltsgen.loaders.files import atomic_path
-from ltsgen.training.stats import CONFIDENCE, LEVEL, MIN_SEEDS, estimate, holm, paired
-from ltsgen.training.verdicts import APE_FORMULA, CLAIMS, TRAINED_MARGIN, PerDocument, tests, trained_runs
+from ltsgen.training.stats import CONFIDENCE, MIN_SEEDS, estimate
+from ltsgen.training.verdicts import (
+    APE_FORMULA,
+    CLAIMS,
+    TRAINED_MARGIN,
+    PerDocument,
+    tests,
+    trained_runs,
+    window_recalls,
+    window_values,
+)
 
 CSV_COLUMNS = (
     "encoding", "train_length", "seed", "eval_length", "num_sequences", "loss", "perplexity",
@@ -255,19 +264,22 @@ def plot_loss_vs_position(path: Path, runs: list[dict[str, Any]]) -> None:
         for column, (title, members) in enumerate(groups):
             ax = axes[row][column]
             for encoding in members:
-                mine = [r for r in base if r["train_length"] == train_length and r["encoding"] == encoding]
-                curves = [r["eval"]["results"][-1]["per_position"] for r in mine]
-                if not curves:
+                mine = [
+                    {r["eval_length"]: r for r in run["eval"]["results"]}
+                    for run in base
+                    if run["train_length"] == train_length and run["encoding"] == encoding
+                ]
+                if not mine:
                     continue
+                longest = max(n for results in mine for n in results)  # a seed may lack a length
+                curves = [results[longest]["per_position"] for results in mine if longest in results]
                 style = {**_style(encoding), "markersize": 0}
                 loss = [_mean(list(values)) for values in zip(*(c["loss"] for c in curves), strict=True)]
                 ax.plot(curves[0]["position"], loss, label=display(encoding), linewidth=1, **style)
-                far = [
-                    i for i, res in enumerate(mine[0]["eval"]["results"]) if res["eval_length"] > train_length
-                ]
-                xs = [mine[0]["eval"]["results"][i]["eval_length"] - train_length / 2 for i in far]
+                far = sorted({n for results in mine for n in results if n > train_length})
+                xs = [n - train_length / 2 for n in far]
                 for key, marker in (("same_token_loss_full", "o"), ("same_token_loss_window", "X")):
-                    ys = [_mean([r["eval"]["results"][i][key] for r in mine]) for i in far]
+                    ys = [_mean([results[n][key] for results in mine if n in results]) for n in far]
                     ax.plot(xs, ys, linestyle="none", marker=marker, markersize=8, zorder=5,
                             markerfacecolor="white" if marker == "o" else style["color"], markeredgecolor="black")  # fmt: skip
             ax.axvline(train_length, color="grey", linewidth=1, linestyle=":")
@@ -390,7 +402,7 @@ def render_markdown(
               "![perplexity vs length](ppl_vs_length.png)", ""]  # fmt: skip
     parts += _trained_section(runs)
     for train_length in train_lengths:
-        parts += _length_section(runs, summary, train_length, steps)
+        parts += _length_section(runs, summary, train_length, steps, found)
     parts += _claims_section(found, steps)
     parts += _speed_section(runs, rows)
     parts += [
@@ -429,7 +441,7 @@ def _trained_section(runs) -> list[str]:
     return parts
 
 
-def _length_section(runs, summary, train_length: int, steps) -> list[str]:
+def _length_section(runs, summary, train_length: int, steps, found) -> list[str]:
     rows = [row for row in summary if row["train_length"] == train_length]
     lengths = sorted({row["eval_length"] for row in rows})
     far = [n for n in lengths if n > train_length]
@@ -485,7 +497,7 @@ def _length_section(runs, summary, train_length: int, steps) -> list[str]:
         _entropy_sentence(runs, train_length),
         "",
     ]
-    parts += _recalls_section(runs, rows, train_length, lengths, steps)
+    parts += _recalls_section(runs, rows, train_length, lengths, steps, found)
     parts += _learned_section(runs, train_length)
     return parts
 
@@ -517,7 +529,8 @@ def _claims_section(found: list[dict[str, Any]], steps) -> list[str]:
         "",
         f"Fixed before the data is seen: every encoding against NoPE and against RoPE, and the papers' claims "
         f"listed in ltsgen.training.verdicts (CLAIMS, {len(CLAIMS)} of them, each with its source), at the longest "
-        "evaluation length. Each is a paired test, seeds and documents crossed (a t test on Satterthwaite's "
+        "evaluation length; where cued recalls are scored, each encoding's recalls within its training window "
+        "against their control. Each is a paired test, seeds and documents crossed (a t test on Satterthwaite's "
         'degrees of freedom); "measured" is the '
         "mean difference (or the mean, for a claim against 0) with its interval. p_holm is Holm's correction "
         f'across all {len(found)} tests of this report. A verdict is "shown" only when p_holm < 0.05 in the '
@@ -562,7 +575,7 @@ def recall_bins(runs, train_length: int) -> dict[str, dict[str, list[dict[str, A
     return bins
 
 
-def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
+def _recalls_section(runs, rows, train_length, lengths, steps, found) -> list[str]:
     cell = {(row["encoding"], row["eval_length"]): row for row in rows if row["recall_count"]}
     bins = recall_bins(runs, train_length)
     if not cell:
@@ -604,62 +617,36 @@ def _recalls_section(runs, rows, train_length, lengths, steps) -> list[str]:
             "![recall vs distance](recall_vs_distance.png)",
             "",
         ]
-    return parts + _window_section(runs, train_length, steps)
+    return parts + _window_section(runs, train_length, steps, found)
 
 
-def _window_section(runs, train_length: int, steps) -> list[str]:
-    """Cued recall with each recall in its own T-token window, beside its control, and whether the gap is
-    above 0 (paired by seed and document, seeds and documents crossed, Holm across this training length's encodings; an
-    answer only for trained runs of enough seeds). RoPE-PI and YaRN zero-shot read a T-token window at
-    factor 1, as RoPE: the same test, made once, on RoPE's row."""
-    per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for run in runs:
-        window = run["eval"].get("recall_window")
-        if run["train_length"] == train_length and window and window["recall_count"]:
-            per[run["encoding"]][run["seed"]] = window
-    # RoPE's weights read at factor 1 are RoPE's own test (not so at another --encoding-option factor):
-    # made once, on RoPE's row, or on the first of them when RoPE is not compared
-    factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
-    same_as_rope = [label for label in per if label in factor_one and rescaled(label)]
-    for label in same_as_rope if "rope" in per else same_as_rope[1:]:
-        del per[label]
-    if not per:
-        return []
-    status = trained_runs(runs)
-
-    def answer(encoding: str, seeds: dict[int, Any], gap, p_holm: float) -> str:
-        if not all(status[(encoding, train_length, seed)]["trained"] for seed in seeds):
-            return "undertrained"
-        if len(seeds) < MIN_SEEDS:
-            return "too few seeds"
-        return "yes" if p_holm < LEVEL and gap.mean > 0 else "no"
-
-    def values(seeds: dict[int, dict[str, Any]], metric: str) -> dict[int, list[float]]:
-        return {
-            s: [math.nan if v is None else v for v in w["per_document"][metric]] for s, w in seeds.items()
-        }
-
-    found = []
+def _window_section(runs, train_length: int, steps, found: list[dict[str, Any]]) -> list[str]:
+    """Cued recall with each recall in its own T-token window, beside its control, and the test of the gap
+    (``verdicts.window_recalls``: one of the report's tests, corrected with all of them in ``found``)."""
+    per = window_recalls(runs, train_length)
+    tested = {
+        row["window_of"]: row for row in found if row.get("window_of") and row["train_length"] == train_length
+    }
+    body = []
     for encoding, seeds in per.items():
-        accuracy, control = values(seeds, "recall_accuracy"), values(seeds, "recall_accuracy_control")
-        found.append((encoding, seeds, estimate(accuracy), estimate(control), paired(accuracy, control)))
-    adjusted = holm([gap.p for *_, gap in found])
-    body = [
-        [display(encoding, steps), f"{_num(a.mean)} [{_num(a.low)}, {_num(a.high)}]",
-         f"{_num(c.mean)} [{_num(c.low)}, {_num(c.high)}]", str(next(iter(seeds.values()))["recall_count"]),
-         f"{_num(gap.mean, 3)} [{_num(gap.low, 3)}, {_num(gap.high, 3)}]", _p(gap.p), _p(p_holm),
-         answer(encoding, seeds, gap, p_holm)]
-        for (encoding, seeds, a, c, gap), p_holm in zip(found, adjusted, strict=True)
-    ]  # fmt: skip
+        a, c = (estimate(window_values(seeds, metric)) for metric in RECALL_METRICS)
+        row = tested[encoding]
+        body.append([display(encoding, steps), f"{_num(a.mean)} [{_num(a.low)}, {_num(a.high)}]",
+                     f"{_num(c.mean)} [{_num(c.low)}, {_num(c.high)}]", str(next(iter(seeds.values()))["recall_count"]),
+                     f"{_num(row['measured'], 3)} [{_num(row['ci_low'], 3)}, {_num(row['ci_high'], 3)}]",
+                     _p(row["p"]), _p(row["p_holm"]), row["verdict"]])  # fmt: skip
+    if not body:
+        return []
     return [
         f"Within the training window: each cued recall read in its own {train_length}-token window that ends at "
         "the value and holds its nearest earlier occurrence (positions every encoding was trained on), beside "
-        f"its control; {INTERVAL}. The gap is tested above 0 (paired by seed and document), Holm-corrected across "
-        f"these encodings; answered only for trained runs of at least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
+        f"its control; {INTERVAL}. The gap is tested above 0 (paired by seed and document), one of the tests "
+        f"of this report, Holm-corrected with all of them (claims.csv); a verdict only for trained runs of at "
+        f"least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
         "zero-shot read such a window as RoPE does, and are tested once, as RoPE, or as the first of them "
         "when RoPE is not compared):",
         "",
-        _table(["encoding", "accuracy", "control", "recalls", "gap", "p", "p_holm", "gap above 0?"], body),
+        _table(["encoding", "accuracy", "control", "recalls", "gap", "p", "p_holm", "verdict"], body),
         "",
     ]
 

@@ -4,7 +4,10 @@ For each training length T, at the longest evaluation length, on the same-token 
 (``ltsgen.training.extrapolation``) of every evaluation document and seed:
 
 - every encoding against NoPE and against RoPE (``comparisons``);
-- the papers' claims listed in ``CLAIMS``, each with its source.
+- the papers' claims listed in ``CLAIMS``, each with its source;
+
+and, where the runs score cued recalls, each encoding's recalls read in their own T-token windows against
+their controls (``window_recalls``).
 
 Every test is a paired test, seeds and documents crossed (``ltsgen.training.stats``), and Holm's correction runs across
 every test of the report (all training lengths). A verdict is "shown" only when the corrected p-value lies
@@ -15,18 +18,21 @@ or "too few seeds".
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, differences, estimate, holm
+from ltsgen.encodings import rescaled
+from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, differences, estimate, holm, paired
 
 #: A run is trained when its windowed loss (T tokens of context, as in training) beats the unigram loss of
 #: the same tokens by at least this many nats per token, on average over its evaluation lengths.
 TRAINED_MARGIN = 0.5
 PENALTY = "extrapolation_penalty"
+WINDOW_METRIC = "cued recall accuracy - its control, each recall in its own T-token window"
 ENTROPY = "attention_entropy_last"
 APE_FORMULA = (
     "ltsgen's own reading of APE (the paper's code is not available): logit = q^T R(omega * theta, n) k / sqrt(d) "
@@ -128,8 +134,8 @@ def comparisons(labels: list[str]) -> list[Claim]:
 
 
 def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every test of the report: one row per (training length, comparison or claim), corrected by Holm
-    across all rows; the columns of claims.csv plus ``train_length``, ``eval_length``, ``n_seeds``."""
+    """Every test of the report: one row per (training length, comparison, claim or window test), corrected
+    by Holm across all rows; the columns of claims.csv (window tests also name their encoding: ``window_of``)."""
     data = PerDocument(runs)
     status = trained_runs(runs)
     rows = []
@@ -138,33 +144,81 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         labels = list(dict.fromkeys(run["encoding"] for run in mine))
         lengths = sorted({r["eval_length"] for run in mine for r in run["eval"]["results"]})
         inside = [n for n in lengths if n <= train_length]
-        if not lengths or lengths[-1] <= train_length:
-            continue  # nothing beyond the training length
-        seen: set[tuple] = set()
-        for claim in [*CLAIMS, *comparisons(labels)]:  # a claim that is also a comparison keeps its source
-            key = (claim.subject, claim.reference, claim.metric, claim.sign)
-            needed = [claim.subject] + ([claim.reference] if claim.reference else [])
-            if key in seen or any(name not in labels for name in needed):
-                continue
-            if claim.metric == ENTROPY and not inside:
-                continue  # the growth of entropy is from a length within the training length
-            found = _estimate(data, claim, train_length, inside[-1] if inside else None, lengths[-1])
-            if found is None:
-                continue  # a label with no run evaluated where the test reads it (diverged, or not asked)
-            seen.add(key)
-            # the seeds of every run behind it (a seed whose run of one of them diverged, left out, is not)
-            seeds = set.intersection(
-                *({run["seed"] for run in mine if run["encoding"] == name} for name in needed)
-            )
-            untrained = sorted(f"{name} seed {seed}" for name in needed for seed in seeds
-                               if not status[(name, train_length, seed)]["trained"])  # fmt: skip
-            rows.append({"claim": claim.text, "source": claim.source, "train_length": train_length,
-                         "eval_length": lengths[-1], "metric": _metric_name(claim, inside[-1] if inside else None),
-                         "measured": found.mean, "ci_low": found.low, "ci_high": found.high,
-                         "p": found.p, "n_seeds": found.seeds, "sign": claim.sign, "untrained": untrained})  # fmt: skip
+        if lengths and lengths[-1] > train_length:  # else nothing beyond the training length
+            rows += _claim_rows(data, status, mine, labels, train_length, inside, lengths[-1])
+        rows += _window_rows(status, mine, train_length)
     for row, adjusted in zip(rows, holm([row["p"] for row in rows]), strict=True):
         row["p_holm"] = adjusted
         row["verdict"] = verdict(row)
+    return rows
+
+
+def _claim_rows(
+    data, status, mine, labels, train_length: int, inside: list[int], far: int
+) -> list[dict[str, Any]]:
+    """The comparisons and claims at ``far`` (the longest evaluation length) of the runs ``mine`` of one
+    training length (not yet corrected)."""
+    rows = []
+    seen: set[tuple] = set()
+    for claim in [*CLAIMS, *comparisons(labels)]:  # a claim that is also a comparison keeps its source
+        key = (claim.subject, claim.reference, claim.metric, claim.sign)
+        needed = [claim.subject] + ([claim.reference] if claim.reference else [])
+        if key in seen or any(name not in labels for name in needed):
+            continue
+        if claim.metric == ENTROPY and not inside:
+            continue  # the growth of entropy is from a length within the training length
+        found = _estimate(data, claim, train_length, inside[-1] if inside else None, far)
+        if found is None:
+            continue  # a label with no run evaluated where the test reads it (diverged, or not asked)
+        seen.add(key)
+        # the seeds of every run behind it (a seed whose run of one of them diverged, left out, is not)
+        seeds = set.intersection(
+            *({run["seed"] for run in mine if run["encoding"] == name} for name in needed)
+        )
+        untrained = sorted(f"{name} seed {seed}" for name in needed for seed in seeds
+                           if not status[(name, train_length, seed)]["trained"])  # fmt: skip
+        rows.append({"claim": claim.text, "source": claim.source, "train_length": train_length,
+                     "eval_length": far, "metric": _metric_name(claim, inside[-1] if inside else None),
+                     "measured": found.mean, "ci_low": found.low, "ci_high": found.high,
+                     "p": found.p, "n_seeds": found.seeds, "sign": claim.sign, "untrained": untrained})  # fmt: skip
+    return rows
+
+
+def window_recalls(runs: list[dict[str, Any]], train_length: int) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per encoding and seed, the ``recall_window`` of its run at ``train_length`` (eval.json's: each cued
+    recall read in its own T-token window, beside its control). RoPE-PI and YaRN zero-shot read such a
+    window at factor 1, as RoPE does: one test of the same weights, kept on RoPE's row, or on the first of
+    them when RoPE is not compared (not so at another ``--encoding-option`` factor)."""
+    per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+    for run in runs:
+        window = run["eval"].get("recall_window")
+        if run["train_length"] == train_length and window and window["recall_count"]:
+            per[run["encoding"]][run["seed"]] = window
+    factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
+    same_as_rope = [label for label in per if label in factor_one and rescaled(label)]
+    for label in same_as_rope if "rope" in per else same_as_rope[1:]:
+        del per[label]
+    return dict(per)
+
+
+def window_values(seeds: dict[int, dict[str, Any]], metric: str) -> dict[int, list[float]]:
+    """{seed: [``metric`` per document]} of ``window_recalls``' seeds (a document without recalls: NaN)."""
+    return {s: [math.nan if v is None else v for v in w["per_document"][metric]] for s, w in seeds.items()}
+
+
+def _window_rows(status, mine, train_length: int) -> list[dict[str, Any]]:
+    """Each encoding's cued recalls within its training window against their controls: the gap tested above
+    0, paired by seed and document (not yet corrected)."""
+    rows = []
+    for encoding, seeds in window_recalls(mine, train_length).items():
+        gap = paired(window_values(seeds, "recall_accuracy"), window_values(seeds, "recall_accuracy_control"))
+        untrained = sorted(f"{encoding} seed {seed}" for seed in seeds
+                           if not status[(encoding, train_length, seed)]["trained"])  # fmt: skip
+        rows.append({"claim": f"{encoding}'s cued recalls within the training window beat their control",
+                     "source": "comparison fixed in advance", "train_length": train_length,
+                     "eval_length": train_length, "metric": WINDOW_METRIC, "measured": gap.mean,
+                     "ci_low": gap.low, "ci_high": gap.high, "p": gap.p, "n_seeds": gap.seeds, "sign": +1,
+                     "untrained": untrained, "window_of": encoding})  # fmt: skip
     return rows
 
 

@@ -21,6 +21,7 @@ from ltsgen.engines import SerialEngine
 from ltsgen.training import compare
 from ltsgen.training.report import _entropy_sentence
 from ltsgen.training.stats import estimate
+from ltsgen.training.verdicts import WINDOW_METRIC
 
 FILES = ("results.json", "results.csv", "summary.csv", "claims.csv", "report.md", "penalty_vs_length.png",
          "ppl_vs_length.png", "entropy_vs_length.png", "loss_vs_position.png", "recall_vs_distance.png")  # fmt: skip
@@ -146,8 +147,11 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         "verdict",
     ]
     # per training length: rope_pi, rope and alibi against NoPE, rope_pi and alibi against RoPE, the claims
-    # that RoPE and NoPE degrade, ALiBi better than RoPE (already a comparison: tested once)
-    assert len(claims) == 2 * (3 + 2 + 2)
+    # that RoPE and NoPE degrade, ALiBi better than RoPE (already a comparison: tested once); and each
+    # encoding's recalls within its window where the window holds any (RoPE-PI's are RoPE's: tested once)
+    windows = [(c["train_length"], c["claim"].split("'")[0]) for c in claims if c["metric"] == WINDOW_METRIC]
+    assert len(claims) - len(windows) == 2 * (3 + 2 + 2)
+    assert sorted(windows) == [("32", "alibi"), ("32", "nope"), ("32", "rope")]
     assert {c["verdict"] for c in claims} == {"undertrained"}
     ps = sorted(float(c["p"]) for c in claims)
     assert max(float(c["p_holm"]) for c in claims) <= 1.0
@@ -292,3 +296,18 @@ def test_an_option_no_compared_encoding_has_names_the_closest(data, tmp_path, ca
         capsys.readouterr().err == "ltsgen compare: error: fire threshold must be positive or None, got 0.0\n"
     )
     assert not (tmp_path / "cmp").exists()
+
+
+def test_the_loss_plot_takes_runs_evaluated_at_different_lengths(tmp_path):
+    """A seed without the longest length (before: IndexError, and no report.md)."""
+    from ltsgen.training.report import plot_loss_vs_position
+
+    def result(length: int) -> dict:
+        curve = {"position": [1, length // 2, length], "loss": [5.0, 4.0, 3.0]}
+        return {"eval_length": length, "per_position": curve, "same_token_loss_full": 3.5,
+                "same_token_loss_window": 3.4}  # fmt: skip
+
+    runs = [{"encoding": "fire", "train_length": 16, "seed": seed,
+             "eval": {"results": [result(n) for n in (16, 32, 64)[: 3 - seed]]}} for seed in range(2)]  # fmt: skip
+    plot_loss_vs_position(tmp_path / "loss.png", runs)
+    assert (tmp_path / "loss.png").read_bytes().startswith(b"\x89PNG")
