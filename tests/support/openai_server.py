@@ -10,6 +10,7 @@ always gets the same answer), and injects faults on demand, one per arriving req
     "html"       status 200 with an HTML page (a proxy's, or a web UI at the wrong URL)
     "list"       a normal answer whose ``content`` is a list of parts, not text
     "no-counts"  a normal answer whose ``usage`` gives no token counts (``null``)
+    "huge-counts" a normal answer whose ``usage`` counts 10**15 prompt and completion tokens
     "length"     a normal answer cut after a few words, ``finish_reason="length"``
 
 With ``api_key`` set, a request without ``Authorization: Bearer <api_key>`` gets 401; an unknown
@@ -40,7 +41,8 @@ from typing import Any
 from http_server import serving_thread
 
 MODEL = "scripted-model"
-FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "length", "surrogate", "odd-finish")
+FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "huge-counts", "length", "surrogate",
+          "odd-finish")
 WORDS = (
     "the a little big red blue happy sad girl boy dog cat bird tree ball park sun moon friend mom dad "
     "ran jumped played saw looked said smiled laughed found gave went came home day night box toy cake "
@@ -194,7 +196,7 @@ class ScriptedOpenAIServer:
             fault = self.faults.popleft() if self.faults and refusal is None else None
             hold = refusal is None and self._hold_after is not None and self._admitted >= self._hold_after
             outcome = str(refusal[0]) if refusal else fault or ("held" if hold else "ok")
-            self._admitted += outcome in ("ok", "length", "no-counts")
+            self._admitted += outcome in ("ok", "length", "no-counts", "huge-counts")
             self.outcomes[outcome] += 1
             self.arrivals.append((time.monotonic(), key, outcome))
         if refusal:
@@ -228,6 +230,8 @@ class ScriptedOpenAIServer:
             finish = 1
         prompt_tokens = sum(len(m["content"].split()) for m in body["messages"])
         completion_tokens = len(text.split())
+        if fault == "huge-counts":
+            prompt_tokens = completion_tokens = 10**15
         content: Any = [{"type": "text", "text": text}] if fault == "list" else text
         counted = fault != "no-counts"
         answer = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import os
 import random
 import time
@@ -25,6 +26,9 @@ from ltsgen.stories.llm.ledger import Ledger
 openai = require("openai", "llm", "stories from --backend openai")
 RETRYABLE_STATUS = (408, 409, 429)
 CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and the cost cap)
+# a chat template's own tokens around the messages, at most: with the prompt's UTF-8 bytes (a token has at
+# least one), a bound on the prompt tokens a server can count
+TEMPLATE_TOKENS = 1_024
 
 
 class BudgetExhausted(Exception):
@@ -145,7 +149,8 @@ class ChatClient:
                 if self.tpm:
                     await self.tpm.acquire(estimate + self.sampling.max_tokens)
                 try:
-                    answer = _answer(await self.client.chat.completions.create(**request), estimate)
+                    response = await self.client.chat.completions.create(**request)
+                    answer = _answer(response, estimate, _prompt_limit(request), self.sampling.max_tokens)
                 except (
                     openai.APIStatusError,
                     openai.APIConnectionError,
@@ -189,9 +194,10 @@ class ChatClient:
         return "malformed", None
 
 
-def _answer(response: Any, prompt_estimate: float) -> Answer:
+def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens: int) -> Answer:
     """Check a chat completion and reduce it to an ``Answer``; ValueError when it is malformed. Token counts
-    the server leaves out (or gives as no count) are estimated."""
+    the server leaves out, gives as no count, or gives beyond what the request allows (``prompt_limit``
+    prompt tokens, ``max_tokens`` completion tokens) are estimated."""
     if isinstance(response, str | bytes):  # the client's body of an answer that is not JSON
         excerpt = (response if isinstance(response, str) else response.decode("utf-8", "replace"))[:60]
         raise ValueError(
@@ -210,17 +216,25 @@ def _answer(response: Any, prompt_estimate: float) -> Answer:
             f"answer whose text is not Unicode ({error.reason} at character {error.start})"
         ) from None
     usage = getattr(response, "usage", None)
-    prompt_tokens = _count(getattr(usage, "prompt_tokens", None), round(prompt_estimate))
-    completion_tokens = _count(getattr(usage, "completion_tokens", None), -(-len(text) // CHARS_PER_TOKEN))
+    prompt_tokens = _count(getattr(usage, "prompt_tokens", None), round(prompt_estimate), prompt_limit)
+    completion_tokens = _count(
+        getattr(usage, "completion_tokens", None), -(-len(text) // CHARS_PER_TOKEN), max_tokens
+    )
     reason = choices[0].finish_reason
     return Answer(
         text, reason if isinstance(reason, str) and reason else "stop", prompt_tokens, completion_tokens
     )
 
 
-def _count(value: Any, estimate: int) -> int:
-    """A token count as the server gave it, else ``estimate``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else estimate
+def _count(value: Any, estimate: int, limit: float = math.inf) -> int:
+    """A token count as the server gave it (an int in 0..``limit``), else ``estimate``."""
+    valid = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+    return value if valid else estimate
+
+
+def _prompt_limit(request: dict[str, Any]) -> int:
+    """The most prompt tokens a server can count for ``request``: its messages' UTF-8 bytes and a template."""
+    return sum(len(message["content"].encode("utf-8")) for message in request["messages"]) + TEMPLATE_TOKENS
 
 
 def _cached_answer(entry: Any) -> Answer | None:
