@@ -42,7 +42,7 @@ from http_server import serving_thread
 
 MODEL = "scripted-model"
 FAULTS = ("429", "500", "slow", "malformed", "html", "list", "no-counts", "huge-counts", "length", "surrogate",
-          "odd-finish")
+          "odd-finish")  # fmt: skip
 WORDS = (
     "the a little big red blue happy sad girl boy dog cat bird tree ball park sun moon friend mom dad "
     "ran jumped played saw looked said smiled laughed found gave went came home day night box toy cake "
