@@ -3,6 +3,7 @@ worker count, and ``collate_records`` for whole records."""
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -124,6 +125,13 @@ class StreamingLoader(DataLoader):
                 f"StreamingDataset.loader() does not take {fixed[0]}: the dataset makes whole batches of its "
                 "own batch_size, and workers start from its position at each iter()"
             )
+        if not (
+            isinstance(num_workers, numbers.Integral)
+            and not isinstance(num_workers, bool)
+            and num_workers >= 0
+        ):
+            raise UsageError(f"num_workers must be an integer of at least 0, not {num_workers!r}")
+        num_workers = int(num_workers)
         batches = _Batches(dataset)
         if num_workers > 1 and dataset.seq_len is not None:
             run_tokens = batches.longest * dataset.batch_size * (dataset.seq_len + 1)

@@ -253,6 +253,12 @@ def test_loader_refuses_what_would_break_its_order(parquet_dir):
     for options in ({"batch_size": 4}, {"collate_fn": list}, {"num_workers": 1, "persistent_workers": True}):
         with pytest.raises(UsageError, match="does not take"):
             dataset.loader(**options)
+    for workers in (-1, 1.5, True, "2"):  # before: torch's errors, 1.5 only once iterated, naming no option
+        with pytest.raises(
+            UsageError, match=f"^num_workers must be an integer of at least 0, not {workers!r}$"
+        ):
+            dataset.loader(num_workers=workers)
+    assert len(list(dataset.loader(num_workers=np.int64(0)))) == dataset.num_batches
 
 
 def test_packing_workers_have_a_bounded_number_of_tokens_made_ahead(parquet_dir, monkeypatch):
