@@ -404,7 +404,7 @@ def render_markdown(
     for train_length in train_lengths:
         parts += _length_section(runs, summary, train_length, steps, found)
     parts += _claims_section(found, steps)
-    parts += _speed_section(runs, rows)
+    parts += _speed_section(runs, rows, steps)
     parts += [
         "Scale matters: the papers train models of 30M-350M parameters for thousands of steps; a small, briefly "
         "trained model may not have learned to use positions the way a large one does, so a claim not shown here "
@@ -695,31 +695,50 @@ def _values(value) -> str:
     return "none" if value is None else f"{value:.3g}"
 
 
-def _speed_section(runs, rows) -> list[str]:
+def _speed_section(runs, rows, steps) -> list[str]:
+    """Per compared encoding: the training tokens/s behind it and its evaluation peak memory per length."""
     speeds: dict[str, list[float]] = defaultdict(list)
     memory: dict[str, dict[int, float]] = defaultdict(dict)
-    for run in runs:
+    for run in runs:  # a zero-shot RoPE-PI or YaRN run carries RoPE's training, a fine-tuned one its tuning
         if run["train"].get("tokens_per_s"):
-            speeds[run["train"]["encoding"]].append(run["train"]["tokens_per_s"])
+            speeds[run["encoding"]].append(run["train"]["tokens_per_s"])
     for row in rows:
         memory[row["encoding"]][row["eval_length"]] = max(
             row["peak_memory_mib"], memory[row["encoding"]].get(row["eval_length"], 0)
         )
     lengths = sorted({row["eval_length"] for row in rows})
     nope = _mean(speeds["nope"]) if speeds.get("nope") else None
-    body = [[name, _num(_mean(values), 0), _num(_mean(values) / nope) if nope else "-",
-             *(_num(memory.get(name, {}).get(n), 0) for n in lengths)] for name, values in speeds.items()]  # fmt: skip
+    body = []
+    for label in dict.fromkeys(run["encoding"] for run in runs):
+        speed = _mean(speeds[label]) if speeds.get(label) else None
+        ratio = _num(speed / nope) if speed and nope and not label.endswith(FINETUNED) else "-"
+        body.append(
+            [display(label, steps), _num(speed, 0), ratio, *(_num(memory[label].get(n), 0) for n in lengths)]
+        )
     return [
         "## Speed and memory",
         "",
-        "Training tokens/s (median over logging windows, mean over runs) and its ratio to NoPE; evaluation peak "
+        "Training tokens/s (median over logging windows, mean over runs) of the training behind each encoding and "
+        "its ratio to NoPE (RoPE-PI and YaRN zero-shot: RoPE's training, the same weights; a fine-tuned one: its "
+        "fine-tuning, at a longer length, so no ratio); evaluation peak "
         "memory in MiB per length (CUDA: peak allocated; CPU: peak resident memory above the start of that length's "
         "evaluation), the largest over runs. Runs trained at different times, or side by side with --workers, may "
         "have shared the machine with other work: for speed ratios, run benchmarks/training.py.",
         "",
-        _table(["trained encoding", "train tokens/s", "vs NoPE", *(f"mem@{n}" for n in lengths)], body),
+        _table(["encoding", "train tokens/s", "vs NoPE", *(f"mem@{n}" for n in lengths)], body),
         "",
     ]
+
+
+def write_recall_plot(out_dir: Path, runs: list[dict[str, Any]]) -> Path | None:
+    """Draw recall_vs_distance.png when the runs have cued recalls and return its path; else remove the one
+    an earlier grid's report drew there (of runs this report does not cover)."""
+    path = out_dir / REPORT_FILES[-1]
+    if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
+        plot_recall_vs_distance(path, runs)
+        return path
+    path.unlink(missing_ok=True)
+    return None
 
 
 def write_report(
@@ -753,9 +772,8 @@ def write_report(
                                            ("attention_entropy_last", "entropy, last T queries (nats)")],
                        log_y=False)  # fmt: skip
         plot_loss_vs_position(paths[6], runs)
-    if any(recall_bins(runs, t) for t in {run["train_length"] for run in runs}):
-        paths.append(out_dir / REPORT_FILES[-1])
-        plot_recall_vs_distance(paths[-1], runs)
+    if recall_plot := write_recall_plot(out_dir, runs):
+        paths.append(recall_plot)
     with atomic_path(paths[7]) as tmp:
         tmp.write_text(
             render_markdown(settings, runs, rows, summary, found, documents, notice), encoding="utf-8"

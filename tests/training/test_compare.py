@@ -311,3 +311,33 @@ def test_the_loss_plot_takes_runs_evaluated_at_different_lengths(tmp_path):
              "eval": {"results": [result(n) for n in (16, 32, 64)[: 3 - seed]]}} for seed in range(2)]  # fmt: skip
     plot_loss_vs_position(tmp_path / "loss.png", runs)
     assert (tmp_path / "loss.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_speed_table_shows_each_encoding_with_the_training_behind_it_and_a_stale_recall_plot_goes(
+    tmp_path,
+):
+    """Before: rows by the trained encoding, so a zero-shot RoPE-PI's memory was never shown, and a fine-tuning's
+    tokens/s was RoPE-PI's "training" speed, at 0.15x NoPE; and a rerun of a grid without cued recalls kept an
+    earlier grid's recall_vs_distance.png."""
+    from ltsgen.training.report import _speed_section, write_recall_plot
+
+    def made(label: str, trained: str, tokens_per_s: float) -> dict:
+        return {"encoding": label, "train_length": 16, "seed": 0, "eval": {"results": [{"eval_length": 32}]},
+                "train": {"encoding": trained, "tokens_per_s": tokens_per_s}}  # fmt: skip
+
+    runs = [made("nope", "nope", 100.0), made("rope", "rope", 50.0), made("rope_pi", "rope", 50.0),
+            made("rope_pi+finetuned", "rope_pi", 10.0)]  # fmt: skip
+    rows = [{"encoding": label, "eval_length": 32, "peak_memory_mib": mib}
+            for label, mib in (("nope", 7.0), ("rope", 8.0), ("rope_pi", 9.0), ("rope_pi+finetuned", 11.0))]  # fmt: skip
+    table = [line for line in "\n".join(_speed_section(runs, rows, 2)).splitlines() if line.startswith("| ")][
+        1:
+    ]
+    assert table == [
+        "| nope | 100 | 1.00 | 7 |",
+        "| rope | 50 | 0.50 | 8 |",
+        "| rope_pi (zero-shot) | 50 | 0.50 | 9 |",
+        "| rope_pi (fine-tuned 2 steps) | 10 | - | 11 |",
+    ]
+    stale = tmp_path / "recall_vs_distance.png"
+    stale.write_bytes(b"\x89PNG")
+    assert write_recall_plot(tmp_path, runs) is None and not stale.exists()
