@@ -189,12 +189,13 @@ def window_recalls(runs: list[dict[str, Any]], train_length: int) -> dict[str, d
     recall read in its own T-token window, beside its control). RoPE-PI and YaRN zero-shot read such a
     window at factor 1, as RoPE does: one test of the same weights, kept on RoPE's row, or on the first of
     them when RoPE is not compared (not so at another ``--encoding-option`` factor)."""
+    mine = [run for run in runs if run["train_length"] == train_length]
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for run in runs:
+    for run in mine:
         window = run["eval"].get("recall_window")
-        if run["train_length"] == train_length and window and window["recall_count"]:
+        if window and window["recall_count"]:
             per[run["encoding"]][run["seed"]] = window
-    factor_one = {run["encoding"] for run in runs if run["eval"].get("scaling") == "zero-shot"}
+    factor_one = {run["encoding"] for run in mine if run["eval"].get("scaling") == "zero-shot"}
     same_as_rope = [label for label in per if label in factor_one and rescaled(label)]
     for label in same_as_rope if "rope" in per else same_as_rope[1:]:
         del per[label]
