@@ -11,7 +11,7 @@ import sys
 from collections.abc import Collection
 
 from ltsgen import __version__
-from ltsgen.errors import LtsgenError
+from ltsgen.errors import LtsgenError, did_you_mean
 
 # Each module, named after its command, exposes `SUMMARY` (its line in `ltsgen --help`) and
 # `register(subparsers)`, whose parser sets `func(args) -> int`.
@@ -28,7 +28,11 @@ COMMAND_MODULES: list[str] = [
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are one line, like every other ltsgen error (no usage block)."""
+    """An ``ArgumentParser`` whose errors are one line, like every other ltsgen error (no usage block), and
+    which takes no abbreviated option (``--num-storie 3`` is a typo, not ``--num-stories 3``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **{"allow_abbrev": False, **kwargs})
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -78,7 +82,13 @@ def _run(argv: list[str] | None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the command's own parser, so that the line names the command and its --help
         commands = next(action for action in parser._actions if action.dest == "command").choices
-        commands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        command = commands.get(args.command, parser)
+        options = [
+            name[2:] for action in command._actions for name in action.option_strings if name[:2] == "--"
+        ]
+        typo = next((word.split("=")[0][2:] for word in unknown if word.startswith("--")), "")
+        hint = did_you_mean(typo, options, n=1).replace("'", "'--", 1) if typo else ""  # names, then dashes
+        command.error(f"unrecognized arguments: {' '.join(unknown)}" + (f"; {hint}" if hint else ""))
     if not hasattr(args, "func"):
         parser.print_help()
         return 0

@@ -76,3 +76,32 @@ def test_a_misspelt_option_is_one_line_naming_help(command, capsys):
     assert refused.value.code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"ltsgen {command}: error: ") and line.endswith(f"(see ltsgen {command} --help)")
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        # before: taken as --num-stories (a later value winning silently), --steps, --eval-sequences, --verify
+        (
+            ["stories", "--out", "x", "--num-stories", "5", "--num-storie", "3"],
+            "; did you mean '--num-stories'?",
+        ),
+        (["train", "--data", "x", "--out", "r", "--step", "3"], "; did you mean '--steps'?"),
+        (
+            ["buckets", "--source", "c4", "--tokenizer", "t.json", "--out", "b", "--eval-seq", "3"],
+            "; did you mean '--eval-sequences'?",
+        ),
+        (["info", "x", "--ver"], "; did you mean '--verify'?"),
+        (["info", "x", "--bogus"], ""),
+    ],
+)
+def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys):
+    from ltsgen.cli import main
+
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert (
+        f"unrecognized arguments: {' '.join(argv[-2:] if argv[-1].isdigit() else argv[-1:])}{hint} (" in line
+    )
