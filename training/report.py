@@ -666,14 +666,18 @@ def _bin_cell(entries: list[dict[str, Any]] | None) -> str:
 def _learned_section(runs, train_length: int) -> list[str]:
     """What each learned encoding ended with, per layer (or once, when shared), the mean over seeds."""
     learned: dict[str, dict[int, list[list[dict[str, Any]]]]] = defaultdict(dict)
+    shared: dict[str, bool] = {}
     for run in runs:
         if run["train_length"] == train_length and run["train"].get("learned"):
             learned[run["train"]["encoding"]][run["seed"]] = run["train"]["learned"]
+            shared[run["train"]["encoding"]] = run["train"].get(
+                "learned_shared", len(run["train"]["learned"]) == 1
+            )
     lines = []
     for encoding, per_seed in learned.items():
         layers = list(zip(*per_seed.values(), strict=True))  # per layer: that layer's values of every seed
         for layer, values in enumerate(layers):
-            where = "all layers" if len(layers) == 1 else f"layer {layer}"
+            where = "all layers" if shared[encoding] else f"layer {layer}"
             shown = "; ".join(f"{name} {_values(_average([v[name] for v in values]))}" for name in values[0])
             lines.append(f"- {encoding}, {where}: {shown}")
     if not lines:

@@ -692,5 +692,6 @@ def summarise(config: TrainConfig, model, meter: _Throughput, step: int, placeme
     }
     learned = model.learned_encoding_values()
     if any(learned):
-        summary["learned"] = learned
+        summary["learned"] = learned  # one entry per layer, or one shared by every layer:
+        summary["learned_shared"] = model.encodings[0].shared_across_layers
     return summary

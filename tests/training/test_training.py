@@ -536,3 +536,15 @@ def test_a_full_disk_while_checkpointing_is_one_line_and_leaves_nothing_half_wri
     ] == 2
     assert not list(run.glob(".*.tmp")) and not (run / "train_summary.json").exists()
     assert train(config, resume=True, progress=False)["step"] == 4
+
+
+def test_learned_values_say_shared_only_when_one_module_serves_every_layer():
+    """Before: a one-layer FIRE with share_across_layers=false printed "shared by every layer"."""
+    from ltsgen.commands.train import describe
+
+    summary = {"encoding": "fire", "train_length": 64, "step": 3, "last_loss": 5.0, "tokens_per_s": 10.0,
+               "wall_s": 1.0, "device": "cpu", "world_size": 1, "parameters": 100, "finished": True,
+               "learned": [{"c": 0.1}]}  # fmt: skip
+    assert "learned (layer 0): c 0.1" in describe({**summary, "learned_shared": False}, "r")
+    assert "learned (shared by every layer): c 0.1" in describe({**summary, "learned_shared": True}, "r")
+    assert "learned (shared by every layer)" in describe(summary, "r")  # a summary written before
