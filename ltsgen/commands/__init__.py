@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ltsgen.errors import out_of_limits
+from ltsgen.errors import UsageError, out_of_limits
 
 _STATES_DEFAULT = re.compile(r"\(default\b")
 
@@ -170,3 +170,15 @@ def number(kind: type, limits: dict[str, float]):
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def integers(text: str, option: str, example: str) -> list[int]:
+    """``"64,128,"`` -> [64, 128] (empty items skipped); a one-line ``UsageError`` naming ``option`` for a
+    list without any integer or with an item that is none."""
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    if not parts:
+        raise UsageError(f"{option}: give at least one value, e.g. {example}")
+    try:
+        return [int(part) for part in parts]
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: expected comma-separated integers like {example}") from None

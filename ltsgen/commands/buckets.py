@@ -10,6 +10,7 @@ from ltsgen.commands import (
     add_engine_arguments,
     add_hidden_alias,
     engine_from,
+    integers,
     number,
     storage_options,
 )
@@ -103,7 +104,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # one core per worker; --workers scales
     from ltsgen.build import parse_splits
-    from ltsgen.corpora.buckets import parse_lengths
+    from ltsgen.corpora.buckets import check_lengths
     from ltsgen.corpora.pipeline import BucketConfig, build_buckets
     from ltsgen.errors import LtsgenError, UsageError
     from ltsgen.loaders.storage import Storage, StorageError
@@ -113,8 +114,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:  # --workers is shared with `ltsgen stories`: its words
         raise UsageError(f"--workers must be at least 1, not {args.workers}")
     try:
-        lengths = parse_lengths(args.bucket_lengths, "--bucket-lengths")
-        eval_lengths = parse_lengths(args.eval_lengths, "--eval-lengths") if args.eval_lengths else lengths
+        lengths = check_lengths(integers(args.bucket_lengths, "--bucket-lengths", "512,1024,2048"))
+        eval_lengths = lengths
+        if args.eval_lengths is not None:  # else the bucket lengths
+            eval_lengths = check_lengths(
+                integers(args.eval_lengths, "--eval-lengths", "512,1024"), "--eval-lengths"
+            )
         config = BucketConfig(
             source=args.source,
             inputs=args.input,

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_command, add_engine_arguments, add_storage_argument, number, storage_defaults
+from ltsgen.commands import (
+    add_command,
+    add_engine_arguments,
+    add_storage_argument,
+    integers,
+    number,
+    storage_defaults,
+)
 from ltsgen.commands.evaluate import add_evaluation_arguments, parse_lengths
 from ltsgen.commands.train import add_config_arguments, announced, training_config
 
@@ -75,16 +82,11 @@ def register(subparsers) -> None:
 
 
 def parse_seeds(text: str) -> list[int]:
-    from ltsgen.errors import UsageError
-
-    try:
-        seeds = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--seeds {text!r}: expected comma-separated integers like 0,1,2") from None
-    if not seeds:
-        raise UsageError("--seeds: give at least one seed")
-    from ltsgen.errors import out_of_limits
+    """``0,1,2`` -> [0, 1, 2] (each once, in the order given); a one-line error otherwise."""
+    from ltsgen.errors import UsageError, out_of_limits
     from ltsgen.training.train import SEEDS
+
+    seeds = integers(text, "--seeds", "0,1,2")
 
     for seed in seeds:
         problem = out_of_limits(seed, SEEDS)

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from ltsgen.commands import add_command, add_storage_argument, storage_defaults
+from ltsgen.commands import add_command, add_storage_argument, integers, storage_defaults
 
 SUMMARY = "evaluate a trained run at several lengths (perplexity, per-position loss, attention entropy, cued recall)"
 
 
 def parse_lengths(text: str, option: str = "--eval-lengths") -> list[int]:
-    """``64,128,256`` -> [64, 128, 256]; a one-line error otherwise."""
+    """``64,128,256`` -> [64, 128, 256] (sorted, each once); a one-line error otherwise."""
     from ltsgen.errors import UsageError
 
-    try:
-        lengths = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"{option} {text!r}: expected comma-separated integers like 64,128,256") from None
-    if not lengths or min(lengths) < 2:
+    lengths = integers(text, option, "64,128,256")
+    if min(lengths) < 2:
         raise UsageError(f"{option} {text!r}: every length must be at least 2 tokens")
     return sorted(set(lengths))
 

@@ -10,15 +10,12 @@ from ltsgen.build import stable_fraction
 from ltsgen.loaders.contract import bucket_name
 
 
-def parse_lengths(text: str, option: str = "--bucket-lengths") -> list[int]:
-    """``"512,1024,2048"`` -> strictly increasing positive ints."""
-    try:
-        lengths = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(f"{option}: {text!r} is not a comma-separated list of token counts") from None
-    if not lengths or any(n <= 0 for n in lengths) or lengths != sorted(set(lengths)):
-        raise ValueError(f"{option}: {text!r} must list positive token counts in increasing order")
-    return lengths
+def check_lengths(lengths: Sequence[int], option: str = "--bucket-lengths") -> list[int]:
+    """``lengths`` as a list, when they are positive token counts in strictly increasing order."""
+    if not lengths or any(n <= 0 for n in lengths) or list(lengths) != sorted(set(lengths)):
+        listed = ",".join(map(str, lengths))
+        raise ValueError(f"{option}: {listed!r} must list positive token counts in increasing order")
+    return list(lengths)
 
 
 def bucket_names(lengths: Sequence[int]) -> list[str]:

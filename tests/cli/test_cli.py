@@ -105,3 +105,25 @@ def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys):
     assert (
         f"unrecognized arguments: {' '.join(argv[-2:] if argv[-1].isdigit() else argv[-1:])}{hint} (" in line
     )
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        # before: "every length must be at least 2 tokens" for a list that holds none
+        ("lengths", "", "--eval-lengths: give at least one value, e.g. 64,128,256"),
+        ("lengths", " , ", "--eval-lengths: give at least one value, e.g. 64,128,256"),
+        ("lengths", "64,x", "--eval-lengths '64,x': expected comma-separated integers like 64,128,256"),
+        ("lengths", "1,64", "--eval-lengths '1,64': every length must be at least 2 tokens"),
+        ("seeds", "", "--seeds: give at least one value, e.g. 0,1,2"),
+    ],
+)
+def test_lists_of_integers_name_what_is_wrong(parse, text, message):
+    from ltsgen.commands.compare import parse_seeds
+    from ltsgen.commands.evaluate import parse_lengths
+    from ltsgen.errors import UsageError
+
+    with pytest.raises(UsageError) as refused:
+        (parse_lengths if parse == "lengths" else parse_seeds)(text)
+    assert str(refused.value) == message
+    assert parse_lengths("128,64,128,") == [64, 128] and parse_seeds("1,0,1") == [1, 0]

@@ -79,6 +79,13 @@ REQUIRED = {
             "--bucket-lengths: '0,256' must list positive token counts in increasing order",
         ),
         ("--eval-lengths", "-5", "--eval-lengths: '-5' must list positive token counts in increasing order"),
+        # before: an empty --eval-lengths was taken for the default, the bucket lengths
+        ("--eval-lengths", "", "--eval-lengths: give at least one value, e.g. 512,1024"),
+        (
+            "--bucket-lengths",
+            "512,x",
+            "--bucket-lengths '512,x': expected comma-separated integers like 512,1024,2048",
+        ),
         ("--workers", "0", "--workers must be at least 1, not 0"),
         # an option another source reads: before, accepted and ignored
         ("--hf-config", "en", "--hf-config applies to --source hf, not --source text"),
