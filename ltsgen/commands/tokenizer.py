@@ -40,7 +40,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--data", help="a built ltsgen dataset directory (path or URL) to train on (instead of --source)"
     )
     parser.add_argument(
-        "--vocab-size", type=int, default=8192, help="vocabulary size, special tokens included"
+        "--vocab-size",
+        type=int,
+        default=8192,
+        help="vocabulary size, special tokens included (at most: a small text may have fewer pairs to merge)",
     )
     parser.add_argument(
         "--max-documents",
@@ -130,8 +133,14 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         saved, note, card_note = save_tokenizer(tokenizer, args.out, options), "", None
+    size = tokenizer.get_vocab_size()
+    short = (
+        f" (of {args.vocab_size:,} asked: the text has no more pairs to merge)"
+        if size < args.vocab_size
+        else ""
+    )
     print(
-        f"{saved}: byte-level BPE, vocabulary {tokenizer.get_vocab_size():,}, trained on "
+        f"{saved}: byte-level BPE, vocabulary {size:,}{short}, trained on "
         f"{counts['documents']:,} documents ({counts['characters']:,} characters) in "
         f"{time.perf_counter() - started:.1f}s{note}"
     )

@@ -488,3 +488,16 @@ def test_a_mixture_with_a_given_tokenizer_reads_the_stored_ids_of_one_source_and
     mixture = StreamingDataset({str(small_stories): 0.5, str(plain): 0.5}, seq_len=16, tokenizer=tokenizer)
     assert [source.reads_stored_ids for source in mixture.sources] == [True, False]
     assert next(iter(mixture.loader()))["input_ids"].shape == (1, 17)
+
+
+def test_a_vocabulary_smaller_than_asked_says_so(tmp_path, capsys):
+    """Before: "vocabulary 290" for --vocab-size 5000, without a word that the size was not reached."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a short text with few pairs to merge\n")
+    argv = ["tokenizer", "--source", "text", "--input", str(corpus), "--out", str(tmp_path / "t.json")]
+    assert main([*argv, "--vocab-size", "5000", "--no-progress"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    size = load_tokenizer(tmp_path / "t.json").get_vocab_size()
+    assert (
+        size < 5000 and f"vocabulary {size:,} (of 5,000 asked: the text has no more pairs to merge)" in line
+    )
