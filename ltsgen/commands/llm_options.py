@@ -75,7 +75,10 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
         f"stop cleanly (exit status {BUDGET_EXIT}) before this run spends more USD; rerun to go on",
     )
     group.add_argument(
-        "--cache-dir", type=Path, default=default_cache_dir(), help="answer cache, shared by builds"
+        "--cache-dir",
+        type=Path,
+        default=default_cache_dir(),
+        help="answer cache, shared by builds (default: $XDG_CACHE_HOME/ltsgen/openai, else ~/.cache/ltsgen/openai)",
     )
 
 

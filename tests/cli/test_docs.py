@@ -119,3 +119,42 @@ def test_every_benchmark_is_in_the_benchmarks_document():
     listed = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     scripts = sorted(path.name for path in (REPO / "benchmarks").iterdir() if path.suffix in (".py", ".sh"))
     assert scripts and [name for name in scripts if f"benchmarks/{name}" not in listed] == []
+
+
+OPTIONS_HEADING = "## Every option"
+
+
+def options_reference() -> str:
+    """docs/commands.md's last section: every command's options as its ``--help`` gives them."""
+    import argparse
+
+    from ltsgen.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    lines = [OPTIONS_HEADING, "", "Each command's options as its `--help` gives them (a test keeps this list and the",
+             "command line the same).", ""]  # fmt: skip
+    for name, sub in commands.choices.items():
+        formatter = sub._get_formatter()
+        lines += [f"### `ltsgen {name}` options", "", "| option | what it does |", "|---|---|"]
+        for action in sub._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+                continue
+            spelling = formatter._format_action_invocation(action)
+            what = " ".join(formatter._expand_help(action).split()).replace("|", "\\|")
+            lines.append(f"| `{spelling}` | {what} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def test_the_commands_document_lists_every_option_as_help_gives_it():
+    """Rewrite the section with ``LTSGEN_WRITE_DOCS=1`` after changing an option."""
+    import os
+
+    path = REPO / "docs" / "commands.md"
+    text = path.read_text(encoding="utf-8")
+    before, _, _ = text.partition(OPTIONS_HEADING)
+    wanted = before + options_reference()
+    if os.environ.get("LTSGEN_WRITE_DOCS") == "1":
+        path.write_text(wanted, encoding="utf-8")
+        text = wanted
+    assert text == wanted, "docs/commands.md lists other options than --help: rerun with LTSGEN_WRITE_DOCS=1"
