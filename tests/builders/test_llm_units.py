@@ -8,7 +8,7 @@ import time
 from collections import Counter
 
 from ltsgen.stories.llm.cache import ResponseCache, request_key
-from ltsgen.stories.llm.client import RateLimiter, RetryPolicy, retry_after_seconds
+from ltsgen.stories.llm.client import Answer, RateLimiter, RetryPolicy, retry_after_seconds
 from ltsgen.stories.llm.filters import Filters, cue_span, missed_events, oov_share, repeated_share
 from ltsgen.stories.llm.ledger import Ledger, Prices, Usage, dataset_ledger
 from ltsgen.stories.llm.recipe import (
@@ -231,3 +231,18 @@ def test_rate_limiter_spaces_units_out():
     # against the schedule, whatever the gap to the previous one on a busy machine)
     since_first = [stamp - stamps[0] for stamp in stamps]
     assert since_first[1] >= 0.045 and since_first[2] >= 0.095 and since_first[3] >= 0.295
+
+
+def test_counts_beyond_what_a_request_allows_are_taken_at_its_limit_cached_or_not():
+    """Before: a server's (or an old cache entry's) 10**15 tokens were trusted: --tokens-per-minute waited for
+    ages and the ledger spent billions."""
+    from ltsgen.stories.llm.client import _cached_answer
+
+    entry = {"text": "hi", "finish_reason": "stop", "prompt_tokens": 10**15, "completion_tokens": 10**15}
+    assert _cached_answer(entry, 2_000, 250) == Answer("hi", "stop", 2_000, 250)
+    assert (
+        _cached_answer({**entry, "prompt_tokens": 12, "completion_tokens": 3}, 2_000, 250).prompt_tokens == 12
+    )
+    assert (
+        _cached_answer({**entry, "completion_tokens": -1}, 2_000, 250) is None
+    )  # stored unchecked: asked again

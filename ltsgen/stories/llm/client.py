@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import math
 import os
 import random
 import time
@@ -121,7 +120,7 @@ class ChatClient:
     async def complete(self, messages: list[dict[str, str]], seed: int) -> Answer:
         request = self.request(messages, seed)
         key = request_key(request)
-        cached = _cached_answer(self.cache.get(key))
+        cached = _cached_answer(self.cache.get(key), _prompt_limit(request), self.sampling.max_tokens)
         if cached is not None:
             answer = cached
             self.ledger.cached.add(answer.prompt_tokens, answer.completion_tokens)
@@ -196,8 +195,8 @@ class ChatClient:
 
 def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens: int) -> Answer:
     """Check a chat completion and reduce it to an ``Answer``; ValueError when it is malformed. Token counts
-    the server leaves out, gives as no count, or gives beyond what the request allows (``prompt_limit``
-    prompt tokens, ``max_tokens`` completion tokens) are estimated."""
+    the server leaves out (or gives as no count) are estimated; counts beyond what the request allows
+    (``prompt_limit`` prompt tokens, ``max_tokens`` completion tokens) are taken at that limit."""
     if isinstance(response, str | bytes):  # the client's body of an answer that is not JSON
         excerpt = (response if isinstance(response, str) else response.decode("utf-8", "replace"))[:60]
         raise ValueError(
@@ -226,10 +225,10 @@ def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens
     )
 
 
-def _count(value: Any, estimate: int, limit: float = math.inf) -> int:
-    """A token count as the server gave it (an int in 0..``limit``), else ``estimate``."""
-    valid = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
-    return value if valid else estimate
+def _count(value: Any, estimate: int, limit: int) -> int:
+    """A token count as the server gave it, at most ``limit``; ``estimate`` when it gave no count."""
+    valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return min(value, limit) if valid else estimate
 
 
 def _prompt_limit(request: dict[str, Any]) -> int:
@@ -237,16 +236,18 @@ def _prompt_limit(request: dict[str, Any]) -> int:
     return sum(len(message["content"].encode("utf-8")) for message in request["messages"]) + TEMPLATE_TOKENS
 
 
-def _cached_answer(entry: Any) -> Answer | None:
-    """A cache entry's answer, or None (a miss) for one that an earlier version stored unchecked."""
+def _cached_answer(entry: Any, prompt_limit: int, max_tokens: int) -> Answer | None:
+    """A cache entry's answer (its counts at most the request's limits, as an answer's), or None (a miss)
+    for one that an earlier version stored unchecked."""
     if not isinstance(entry, dict) or set(entry) != {f.name for f in fields(Answer)}:
         return None
     counts = (entry["prompt_tokens"], entry["completion_tokens"])
     if not all(isinstance(v, str) for v in (entry["text"], entry["finish_reason"])) or any(
-        _count(v, -1) < 0 for v in counts
+        _count(v, -1, 0) < 0 for v in counts
     ):
         return None
-    return Answer(**entry)
+    prompt, completion = _count(counts[0], -1, prompt_limit), _count(counts[1], -1, max_tokens)
+    return Answer(entry["text"], entry["finish_reason"], prompt, completion)
 
 
 def retry_after_seconds(headers: Any) -> float | None:
