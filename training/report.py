@@ -24,6 +24,7 @@ from ltsgen.training.stats import CONFIDENCE, MIN_SEEDS, estimate
 from ltsgen.training.verdicts import (
     APE_FORMULA,
     CLAIMS,
+    FINETUNED,
     TRAINED_MARGIN,
     PerDocument,
     tests,
@@ -54,7 +55,6 @@ INTERVAL = (
     f"{CONFIDENCE:.0%} interval of the mean with seeds and documents crossed (every seed reads the same "
     "documents; a t interval on Satterthwaite's degrees of freedom)"
 )
-FINETUNED = "+finetuned"
 LEGEND_INCHES = 2.2
 PLOTS = "comparison plots"
 #: what ``write_report`` writes, in order (the last only when there are cued recalls)

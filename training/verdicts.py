@@ -32,6 +32,7 @@ from ltsgen.training.stats import LEVEL, MIN_SEEDS, Estimate, differences, estim
 #: the same tokens by at least this many nats per token, on average over its evaluation lengths.
 TRAINED_MARGIN = 0.5
 PENALTY = "extrapolation_penalty"
+FINETUNED = "+finetuned"  # the label suffix of RoPE-PI and YaRN fine-tuned at a longer length
 WINDOW_METRIC = "cued recall accuracy - its control, each recall in its own T-token window"
 ENTROPY = "attention_entropy_last"
 APE_FORMULA = (
@@ -146,7 +147,10 @@ def tests(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         inside = [n for n in lengths if n <= train_length]
         if lengths and lengths[-1] > train_length:  # else nothing beyond the training length
             rows += _claim_rows(data, status, mine, labels, train_length, inside, lengths[-1])
-        rows += _window_rows(status, mine, train_length)
+    for train_length in sorted({run["train_length"] for run in runs}):  # after every claim, in claims.csv too
+        rows += _window_rows(
+            status, [run for run in runs if run["train_length"] == train_length], train_length
+        )
     for row, adjusted in zip(rows, holm([row["p"] for row in rows]), strict=True):
         row["p_holm"] = adjusted
         row["verdict"] = verdict(row)
@@ -188,8 +192,11 @@ def window_recalls(runs: list[dict[str, Any]], train_length: int) -> dict[str, d
     """Per encoding and seed, the ``recall_window`` of its run at ``train_length`` (eval.json's: each cued
     recall read in its own T-token window, beside its control). RoPE-PI and YaRN zero-shot read such a
     window at factor 1, as RoPE does: one test of the same weights, kept on RoPE's row, or on the first of
-    them when RoPE is not compared (not so at another ``--encoding-option`` factor)."""
-    mine = [run for run in runs if run["train_length"] == train_length]
+    them when RoPE is not compared (not so at another ``--encoding-option`` factor). Fine-tuned variants are
+    left out: each seed has one per longer length, and each is evaluated at that length alone."""
+    mine = [
+        run for run in runs if run["train_length"] == train_length and not run["encoding"].endswith(FINETUNED)
+    ]
     per: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for run in mine:
         window = run["eval"].get("recall_window")
@@ -216,7 +223,7 @@ def _window_rows(status, mine, train_length: int) -> list[dict[str, Any]]:
         untrained = sorted(f"{encoding} seed {seed}" for seed in seeds
                            if not status[(encoding, train_length, seed)]["trained"])  # fmt: skip
         rows.append({"claim": f"{encoding}'s cued recalls within the training window beat their control",
-                     "source": "comparison fixed in advance", "train_length": train_length,
+                     "source": "recall within the window, fixed in advance", "train_length": train_length,
                      "eval_length": train_length, "metric": WINDOW_METRIC, "measured": gap.mean,
                      "ci_low": gap.low, "ci_high": gap.high, "p": gap.p, "n_seeds": gap.seeds, "sign": +1,
                      "untrained": untrained, "window_of": encoding})  # fmt: skip

@@ -129,9 +129,12 @@ def test_the_window_tests_are_corrected_with_every_other_test_of_the_report():
     for made in runs:  # a gap that varies by document: a p-value between 0 and 1
         control = made["eval"]["recall_window"]["per_document"]["recall_accuracy_control"]
         control[:] = list(np.asarray(control) + rng.normal(0, 0.02, size=len(control)))
-    rows = verdicts.tests(runs)
+    tuned = [windowed("rope_pi+finetuned", seed, 0.3) for seed in range(5)]  # one of several lengths: no test
+    rows = verdicts.tests([*runs, *tuned])
     windows = [row for row in rows if row.get("window_of")]
     assert [row["window_of"] for row in windows] == ["rope", "alibi"]
+    assert rows[-len(windows) :] == windows  # after every claim, as before they were rows of claims.csv
+    assert {row["source"] for row in windows} == {"recall within the window, fixed in advance"}
     assert len(rows) > len(windows) >= 2  # the claims at 64 tokens are there too
     assert [row["p_holm"] for row in rows] == holm([row["p"] for row in rows])
     alone = holm([row["p"] for row in windows])
