@@ -95,8 +95,10 @@ def test_a_misspelt_option_is_one_line_naming_help(command, capsys):
         (["info", "x", "--bogus"], ""),
     ],
 )
-def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys):
+def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys, tmp_path, monkeypatch):
     from ltsgen.cli import main
+
+    monkeypatch.chdir(tmp_path)  # where the code before built, trained and compared
 
     with pytest.raises(SystemExit) as refused:
         main(argv)
