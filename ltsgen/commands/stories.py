@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
 def run_llm(args: argparse.Namespace, config: StoryConfig) -> int:
     """``--backend openai``: build, then say what was kept, filtered and spent; exit status ``BUDGET_EXIT``
     when ``--max-cost`` stopped the build."""
+    from ltsgen.build import BuildError
     from ltsgen.stories.llm.backend import build_llm_stories
     from ltsgen.stories.llm.client import BudgetExhausted
 
@@ -161,6 +162,12 @@ def run_llm(args: argparse.Namespace, config: StoryConfig) -> int:
         f"dataset: {dataset['requests']:,} answers, {dataset['prompt_tokens']:,} prompt + "
         f"{dataset['completion_tokens']:,} completion tokens, ${dataset['cost_usd']:.4f}"
     )
+    if not result.manifest.extra["llm"]["filters"]["kept"]:  # a build of nothing: no script should go on
+        raise BuildError(
+            f"{config.out}: no story was kept, every one rejected at all {llm.max_attempts} attempts (the causes "
+            "are above: a base model rather than an instruction model, a server that cuts answers short, or "
+            "filters too strict for this model)"
+        )
     return 0
 
 

@@ -227,12 +227,17 @@ def test_a_story_that_fails_every_attempt_is_counted_and_named(tmp_path, capsys)
     with ScriptedOpenAIServer(fail_share=1.0) as server:
         args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-attempts", "2")
         args[args.index("--num-stories") + 1] = "2"
-        assert main(args) == 0
-        printed = capsys.readouterr().out
+        assert main(args) == 2  # before: 0, for a build of no story
+        printed, err = capsys.readouterr()
+        assert main(args) == 2  # a rerun has nothing to do, and says the same
+        assert capsys.readouterr().err == err
     filters = read_manifest(tmp_path / "out").extra["llm"]["filters"]
     assert filters == {"kept": 0, "attempts": 4, "gave_up": 2, "rejected": filters["rejected"]}
     assert sum(filters["rejected"].values()) == 4
     assert "2 stories rejected at all 2 attempts (--max-attempts)" in printed
+    assert err.startswith(
+        f"ltsgen stories: error: {tmp_path / 'out'}: no story was kept, every one rejected at all 2"
+    )
 
 
 @pytest.mark.parametrize("fault", ["401", "404"])
