@@ -315,12 +315,10 @@ def render_header(manifest: Manifest) -> dict[str, Any]:
     for bucket in manifest.buckets or []:
         if any(s.bucket == bucket for s in _shards(manifest)):
             configs.append({"config_name": f"bucket-{bucket}", "data_files": _data_files(manifest, bucket)})
+    # no num_bytes or dataset_size: datasets counts them decoded, in Arrow, which only decoding every shard
+    # would tell; the download size is the shards' own
     splits = [
-        {
-            "name": split,
-            "num_bytes": sum(s.bytes for s in shards),
-            "num_examples": sum(s.samples for s in shards),
-        }
+        {"name": split, "num_examples": sum(s.samples for s in shards)}
         for split, shards in ordered_splits(manifest)
         if shards
     ]
@@ -341,7 +339,6 @@ def render_header(manifest: Manifest) -> dict[str, Any]:
             "features": _features(manifest),
             "splits": splits,
             "download_size": size,
-            "dataset_size": size,
         },
     }
     return header
@@ -452,7 +449,7 @@ def _spread(values: list[int], unit: str) -> dict[str, Any]:
     return {
         f"min {unit}": ordered[0],
         f"median {unit}": statistics.median_low(ordered),
-        f"mean {unit}": round(statistics.fmean(ordered), 1),
+        f"mean {unit}": statistics.fmean(ordered),  # rounded once, where it is shown
         f"p90 {unit}": ordered[(9 * len(ordered) + 9) // 10 - 1],  # nearest rank, as ltsgen info
         f"max {unit}": ordered[-1],
     }

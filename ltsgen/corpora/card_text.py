@@ -17,11 +17,12 @@ SOURCE_CARDS: dict[str, dict[str, Any]] = {
         "source_datasets": ["togethercomputer/RedPajama-Data-1T"],
         "about": "LaTeX bodies of arXiv papers (preamble and comments removed); each paper keeps its own licence",
     },
-    "pile": {
-        "name": "The Pile",
+    "pile": {  # a layout: the Pile's own files, or others laid out like them (the code sample's are)
+        "name": "jsonl in the Pile's layout",
         "license": "other",
-        "source_datasets": ["EleutherAI/pile"],
-        "about": "documents in the Pile's jsonl layout (text, meta.pile_set_name); licences follow each subset",
+        "source_datasets": [],
+        "about": "documents in the Pile's jsonl layout (text, meta), the Pile's or others'; licences follow each "
+        "document's source",
     },
     "stack": {
         "name": "The Stack (source code)",
@@ -50,7 +51,7 @@ def bucket_card(
         "license": info["license"],
         "language_creators": "found",
         "annotations_creators": "no-annotation",
-        "source_datasets": info["source_datasets"] or ["original"],
+        "source_datasets": info["source_datasets"],  # none named: found text of the user's, not "original"
         "tags": ["long-context", "length-extrapolation", "tokenized"],
         "command": command,
         "summary": (

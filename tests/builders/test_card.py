@@ -187,9 +187,9 @@ def test_card_of_a_bucketed_tokenized_build(tmp_path):
     assert data["configs"][1]["data_files"] == [{"split": "train", "path": "train/0-64/shard-*.parquet"}]
     features = {f["name"]: f for f in data["dataset_info"]["features"]}
     assert features["input_ids"] == {"name": "input_ids", "list": "uint16"}
-    assert data["dataset_info"]["splits"] == [
-        {"name": "train", "num_bytes": data["dataset_info"]["download_size"], "num_examples": 16}
-    ]
+    # the sizes datasets counts decoded are left to it (they were the compressed shards' sizes)
+    assert data["dataset_info"]["splits"] == [{"name": "train", "num_examples": 16}]
+    assert "dataset_size" not in data["dataset_info"] and data["dataset_info"]["download_size"] > 0
     text = card.text
     # 2 jobs x 2 docs per (bucket, source): tokens 8+24 (arxiv) and 16+32 (c4) in the short bucket
     assert "| 0-64 | arxiv | 4 | 64 | 8 | 8 | 16 | 24 | 24 |" in text
@@ -221,3 +221,24 @@ def test_features_yaml_is_what_datasets_writes(story_build):
     for name, arrow_type in types.items():
         reference = Features.from_arrow_schema(pa.schema([("column", arrow_type)]))._to_yaml_list()
         assert [{"name": "column", **yaml_feature(arrow_type)}] == reference, name
+
+
+def test_a_mean_is_rounded_once_where_it_is_shown():
+    """Before: rounded to 0.1 and then to a whole number, half to even: 205,499 words in 97 records (2,118.55)
+    showed as 2,118."""
+    from ltsgen.card import _cell, _spread
+
+    values = [2118] * 96 + [2171]
+    assert _cell(_spread(values, "words")["mean words"]) == "2,119"
+    assert _cell(_spread([1, 2, 2], "words")["mean words"]) == "1.667"
+
+
+def test_a_bucket_card_names_no_source_dataset_its_reader_cannot_know():
+    """Before: the Pile reader's card said "The Pile" and EleutherAI/pile of any file in the Pile's layout (the
+    code sample is Debian source code); the readers of C4 and arXiv layouts keep theirs."""
+    from ltsgen.corpora.card_text import bucket_card
+
+    pile = bucket_card("pile", "code", "ltsgen buckets ...", [512], [512])
+    assert pile["source_datasets"] == [] and not pile["pretty_name"].startswith("The Pile")
+    assert bucket_card("text", "t", "ltsgen buckets ...", [512], [512])["source_datasets"] == []
+    assert bucket_card("c4", "c4", "ltsgen buckets ...", [512], [512])["source_datasets"] == ["allenai/c4"]
