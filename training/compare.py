@@ -44,6 +44,7 @@ from ltsgen.training.rundir import (
     remove_temporaries,
     write_json,
 )
+from ltsgen.training.stats import TESTS
 from ltsgen.training.train import TrainConfig, train
 
 SETTINGS_NAME = "compare.json"
@@ -252,6 +253,7 @@ def compare(
             per-run lines go.
     """
     require("matplotlib", "train", PLOTS)  # missing: say so before training, not after
+    require("scipy.stats", "train", TESTS)
     out = Path(base.out)
     eval_lengths = sorted(set(eval_lengths))
     train_lengths = sorted(set(train_lengths or [base.train_length]))

@@ -42,6 +42,7 @@ from ltsgen.errors import require
 CONFIDENCE = 0.95
 MIN_SEEDS = 5  # fewer seeds: intervals are reported, verdicts are "too few seeds"
 LEVEL = 0.05  # family-wise error rate of a report's tests (after Holm)
+TESTS = "the intervals and tests of a comparison"  # what scipy (the train extra) is needed for
 
 Values = Mapping[int, Sequence[float]]
 
@@ -65,7 +66,7 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
 
     The mean is the mean over seeds of each seed's mean over its documents (each seed weighs the same).
     """
-    student = require("scipy.stats", "train", "the intervals and tests of a comparison").t
+    student = require("scipy.stats", "train", TESTS).t
 
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence}")

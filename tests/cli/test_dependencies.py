@@ -185,3 +185,38 @@ def test_core_alone_runs_the_loaders_and_names_each_missing_extra(tmp_path):
     assert card.startswith("---\nlicense: apache-2.0\n") and ".png" not in card
     assert sorted(path.name for path in (tmp_path / "carded").glob("*.png")) == []
     assert report["imported"] == []
+
+
+SCIPY_MISSING = r"""
+import contextlib, importlib.abc, io, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "scipy":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NotInstalled())
+from ltsgen.cli import main
+
+err = io.StringIO()
+with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    status = main(["compare", "--data", sys.argv[1], "--encodings", "rope", "--steps", "1", "--out", sys.argv[2],
+                   "--no-progress"])
+print(status, err.getvalue().strip())
+"""
+
+
+def test_compare_without_scipy_says_so_before_training(tmp_path):
+    """Before: every run trained and was evaluated, then the report stopped for scipy (the build, corpora and
+    llm extras bring matplotlib without it)."""
+    from training_fixtures import write_tiny_dataset
+
+    data = write_tiny_dataset(tmp_path / "lts")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    process = subprocess.run([sys.executable, "-c", SCIPY_MISSING, str(data), str(tmp_path / "cmp")],
+                             capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)  # fmt: skip
+    assert process.stdout.strip() == (
+        "2 ltsgen compare: error: the intervals and tests of a comparison need scipy.stats, which is not "
+        "installed: pip install 'ltsgen[train]'"
+    ), process.stderr
+    assert not (tmp_path / "cmp").exists()
