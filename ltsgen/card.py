@@ -315,10 +315,14 @@ def render_header(manifest: Manifest) -> dict[str, Any]:
     for bucket in manifest.buckets or []:
         if any(s.bucket == bucket for s in _shards(manifest)):
             configs.append({"config_name": f"bucket-{bucket}", "data_files": _data_files(manifest, bucket)})
-    # no num_bytes or dataset_size: datasets counts them decoded, in Arrow, which only decoding every shard
-    # would tell; the download size is the shards' own
+    # num_bytes: the shards' bytes on disk (datasets, which needs the field, counts decoded Arrow bytes when it
+    # prepares a split itself: only decoding every shard would tell those)
     splits = [
-        {"name": split, "num_examples": sum(s.samples for s in shards)}
+        {
+            "name": split,
+            "num_bytes": sum(s.bytes for s in shards),
+            "num_examples": sum(s.samples for s in shards),
+        }
         for split, shards in ordered_splits(manifest)
         if shards
     ]
@@ -339,6 +343,7 @@ def render_header(manifest: Manifest) -> dict[str, Any]:
             "features": _features(manifest),
             "splits": splits,
             "download_size": size,
+            "dataset_size": size,
         },
     }
     return header

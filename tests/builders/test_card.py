@@ -187,9 +187,9 @@ def test_card_of_a_bucketed_tokenized_build(tmp_path):
     assert data["configs"][1]["data_files"] == [{"split": "train", "path": "train/0-64/shard-*.parquet"}]
     features = {f["name"]: f for f in data["dataset_info"]["features"]}
     assert features["input_ids"] == {"name": "input_ids", "list": "uint16"}
-    # the sizes datasets counts decoded are left to it (they were the compressed shards' sizes)
-    assert data["dataset_info"]["splits"] == [{"name": "train", "num_examples": 16}]
-    assert "dataset_size" not in data["dataset_info"] and data["dataset_info"]["download_size"] > 0
+    assert data["dataset_info"]["splits"] == [
+        {"name": "train", "num_bytes": data["dataset_info"]["download_size"], "num_examples": 16}
+    ]
     text = card.text
     # 2 jobs x 2 docs per (bucket, source): tokens 8+24 (arxiv) and 16+32 (c4) in the short bucket
     assert "| 0-64 | arxiv | 4 | 64 | 8 | 8 | 16 | 24 | 24 |" in text
@@ -242,3 +242,23 @@ def test_a_bucket_card_names_no_source_dataset_its_reader_cannot_know():
     assert pile["source_datasets"] == [] and not pile["pretty_name"].startswith("The Pile")
     assert bucket_card("text", "t", "ltsgen buckets ...", [512], [512])["source_datasets"] == []
     assert bucket_card("c4", "c4", "ltsgen buckets ...", [512], [512])["source_datasets"] == ["allenai/c4"]
+
+
+@pytest.mark.parametrize(
+    "card", sorted((Path(__file__).parents[2] / "data_cards").glob("*.md")), ids=lambda p: p.name
+)
+def test_a_checked_in_card_loads_whole_through_datasets(card, caplog):
+    """datasets needs name, num_bytes and num_examples on every split, or it drops the split info with a
+    warning (as it did for a card written without num_bytes)."""
+    import logging
+
+    from datasets.info import DatasetInfosDict
+    from huggingface_hub import DatasetCard
+
+    with caplog.at_level(logging.WARNING):
+        infos = DatasetInfosDict.from_dataset_card_data(DatasetCard.load(card).data)
+    assert not [record for record in caplog.records if "Ignoring" in record.getMessage()]
+    (info,) = infos.values()
+    assert info.splits and all(
+        split.num_examples > 0 and split.num_bytes > 0 for split in info.splits.values()
+    )
