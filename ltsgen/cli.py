@@ -83,8 +83,12 @@ def _run(argv: list[str] | None) -> int:
     if unknown:  # said by the command's own parser, so that the line names the command and its --help
         commands = next(action for action in parser._actions if action.dest == "command").choices
         command = commands.get(args.command, parser)
-        options = [
-            name[2:] for action in command._actions for name in action.option_strings if name[:2] == "--"
+        options = [  # those --help lists, not an old spelling kept for a while
+            name[2:]
+            for action in command._actions
+            if action.help != argparse.SUPPRESS
+            for name in action.option_strings
+            if name[:2] == "--"
         ]
         typo = next((word.split("=")[0][2:] for word in unknown if word.startswith("--")), "")
         hint = did_you_mean(typo, options, n=1).replace("'", "'--", 1) if typo else ""  # names, then dashes

@@ -93,6 +93,9 @@ def test_a_misspelt_option_is_one_line_naming_help(command, capsys):
         ),
         (["info", "x", "--ver"], "; did you mean '--verify'?"),
         (["info", "x", "--bogus"], ""),
+        # not an old spelling --help no longer lists (--seed, --layers)
+        (["compare", "--data", "x", "--out", "c", "--seedz", "1"], "; did you mean '--seeds'?"),
+        (["train", "--data", "x", "--out", "r", "--layer", "2"], "; did you mean '--n-layers'?"),
     ],
 )
 def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys, tmp_path, monkeypatch):
