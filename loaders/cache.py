@@ -38,9 +38,11 @@ from .errors import LoaderError
 from .storage import StorageError
 
 PART_SUFFIX = ".part"
-# the names the cache writes (``ShardCache.name``, and a download's ``.part``): nothing else in its folder is
-# counted, evicted or removed, so a folder shared with other files loses none of them
-OWN_NAME = re.compile(r"(url-)?[0-9a-f]{64}(\.[^/]*)?")  # the suffixes of a shard's path, whatever they are
+# the names the cache writes (``ShardCache.name``: a sha256, or url- and one, and the suffixes of the shard's
+# path; and a download's ``.part``, only ever last): nothing else in its folder is counted, evicted or removed,
+# so a folder shared with other files loses none of them (a bare sha256, as Hugging Face's blobs are named,
+# has no suffix)
+OWN_NAME = re.compile(rf"(?!.*{re.escape(PART_SUFFIX)}\.)(url-)?[0-9a-f]{{64}}(\.[^/.]+)+")
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
@@ -206,6 +208,9 @@ class ShardCache:
                     try:
                         os.ftruncate(fd, 0)
                         _write_all(fd, data)
+                    except OSError as error:
+                        raise _cache_error(part, "cannot be written", error) from None
+                    try:
                         os.rename(part, final)  # while holding the lock: waiters then find the final file
                     except OSError as error:
                         raise _cache_error(final, "cannot be written", error) from None

@@ -224,7 +224,9 @@ def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_pa
 
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
-    theirs = [cache_dir / "notes.txt", cache_dir / "draft.part", cache_dir / "sub" / "kept.bin"]
+    blob = "ab" * 32  # named by a sha256 too: a Hugging Face blob, another tool's backup of a download
+    theirs = [cache_dir / "notes.txt", cache_dir / "draft.part", cache_dir / "sub" / "kept.bin", cache_dir / blob,
+              cache_dir / f"{blob}.parquet.part.bak"]  # fmt: skip
     for path in theirs:
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"theirs\n" * 1000)
@@ -235,7 +237,8 @@ def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_pa
         cache.read(info, info.path, (local / info.path).read_bytes)
     assert all(path.read_bytes() == b"theirs\n" * 1000 for path in theirs)
     last = infos[-1].sha256 + ".parquet"  # the limit holds the last shard alone
-    assert sorted(cache_files(cache_dir)) == sorted(["notes.txt", "draft.part", "sub", last])
+    assert sorted(cache_files(cache_dir)) == sorted([path.name for path in theirs[:2]] + ["sub", last, *[
+        path.name for path in theirs[3:]]])  # fmt: skip
     # the cache's own names keep whatever suffixes a shard's path has (C4's ".00000-of-01024.json.gz")
     from ltsgen.loaders.contract import ShardInfo
 
@@ -374,6 +377,13 @@ def _read_only_child(url: str, root: Path, caches: list[Path]) -> list[str]:
     return run.stdout.strip().splitlines()
 
 
+def test_a_local_dataset_is_read_in_place_whatever_cache_dir_says(local, tmp_path):
+    """Before: copied shard by shard into the cache (and failing there on a full disk)."""
+    assert len(list(make(str(local), cache_dir=tmp_path / "cache"))) > 0
+    assert len(list(make(f"file://{local}", cache_dir=tmp_path / "cache"))) > 0
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_full_or_read_only_cache_dir_is_one_line_naming_it(s3_server, local, remote, tmp_path):
     shards = read_manifest(local).shards("train")
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -384,8 +394,11 @@ def test_a_full_or_read_only_cache_dir_is_one_line_naming_it(s3_server, local, r
             list(make(remote, cache_dir=tmp_path / "full"))
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    error = str(caught.value)
-    assert error.startswith(f"cache_dir: {tmp_path / 'full'}/") and "(File too large)" in error, error
+    error = str(caught.value)  # the .part written, not the final name (before), which was never created
+    assert (
+        error.startswith(f"cache_dir: {tmp_path / 'full'}/")
+        and ".part cannot be written (File too large)" in error
+    )
     # partial downloads of the other threads are taken over or removed by the next process, as after a kill
     assert len(list(make(remote, cache_dir=tmp_path / "full"))) > 0
     assert not list((tmp_path / "full").glob("*.part"))
