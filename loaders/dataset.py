@@ -756,10 +756,9 @@ class StreamingMixture(StreamingDataset):
             _check_integer(name, value, 63)
         roots = [str(source) for source in path_or_url]
         weights = resolve_weights(list(path_or_url.values()))
-        local = {key: value for key, value in options.items() if key not in ("cache_dir", "cache_limit")}
         sources = [  # the node cache keeps remote sources' shards; local ones are read in place
             StreamingDataset(root, split, seed=source_seed(seed, index), rank=0, world_size=1, batch_size=1,
-                             remainder=remainder, **(options if is_remote(root) else local))
+                             remainder=remainder, **options)
             for index, root in enumerate(roots)
         ]  # fmt: skip
         self.mixture = Mixture(sources, roots, weights)
