@@ -161,13 +161,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import torch
 
-    from ltsgen.encodings import NAMES
+    from ltsgen.encodings import NAMES, EncodingError, canonical_name
 
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(args.flush_denormal)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.clock = args.clock or ("wall" if device == "cuda" else "cpu")
-    names = ["nope", *[n for n in (args.encodings or NAMES) if n != "nope"]]
+    try:  # a misspelt name: one line
+        named = [canonical_name(name) for name in args.encodings or NAMES]
+    except EncodingError as error:
+        raise SystemExit(f"encodings.py: error: {error}") from None
+    names = ["nope", *[n for n in named if n != "nope"]]
     print(f"device {device}, {torch.get_num_threads()} thread(s), torch {torch.__version__}; model d_model "
           f"{args.d_model}, {args.n_layers} layers, {args.n_heads} heads, vocab {args.vocab_size}; "
           f"{args.tokens} tokens per step, median {args.clock} time of {args.repeats}; "

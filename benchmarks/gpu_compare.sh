@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The papers' protocols on a GPU, each with 95% hierarchical-bootstrap intervals (seeds, then documents) and
-# claims.csv (every test Holm-corrected; verdicts only for trained models):
+# The papers' protocols on a GPU, each with 95% intervals (seeds and documents crossed) and claims.csv (every
+# test Holm-corrected; verdicts only for trained models):
 #   1. APE's figure grid: RoPE, ALiBi and APE trained at 64, 128 and 256 tokens on LongTinyStories, evaluated
 #      from 64 to 4,096 tokens (perplexity, extrapolation penalty and attention entropy against the length).
 #   2. The same grid on real TinyStories (TINYSTORIES=...), the APE paper's own training data: its stories are
@@ -29,19 +29,21 @@
 #                                               part 2; without it, part 2 is skipped with a line saying so
 #   TINY=1   every step at a toy size on the CPU (the repository's C4 and TinyStories samples), to check the
 #            script itself
-#   SEEDS=0,1,2,3,4   WORKERS=N (runs at once; default 1 on a GPU)   PYTHON, LTSGEN (default: .venv/bin/...)
+#   SEEDS=0,1,2,3,4   WORKERS=N (runs at once; default 1 on a GPU)   PYTHON, LTSGEN (default: the checkout's
+#   .venv/bin/..., wherever the script is run from)
 # Without CUDA (and without TINY=1) it stops with status 1 and one line. A rerun keeps what is finished.
 set -euo pipefail
 OUT=${1:-runs/gpu-compare}
-PY=${PYTHON:-.venv/bin/python}
-LTSGEN=${LTSGEN:-.venv/bin/ltsgen}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)  # the checkout: its .venv and samples
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+LTSGEN=${LTSGEN:-$ROOT/.venv/bin/ltsgen}
 SEEDS=${SEEDS:-0,1,2,3,4}
 WORKERS=${WORKERS:-1}
 
 if [[ "${TINY:-0}" == 1 ]]; then
   DEVICE=cpu
-  C4=${C4:-tests/fixtures/c4_en/c4-train.00000-of-01024.first400.json.gz}
-  TINYSTORIES=${TINYSTORIES:-tests/fixtures/tinystories/tinystories_sample_eot.txt}
+  C4=${C4:-$ROOT/tests/fixtures/c4_en/c4-train.00000-of-01024.first400.json.gz}
+  TINYSTORIES=${TINYSTORIES:-$ROOT/tests/fixtures/tinystories/tinystories_sample_eot.txt}
   TS_BUCKETS=(--bucket-lengths 16,32,64,128 --eval-lengths 16,32,64,128 --eval-sequences 4)
   TS_RUN=(--train-lengths 16 --eval-lengths 16,32,64,128 --steps 20 --batch-size 8)
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

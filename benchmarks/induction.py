@@ -186,6 +186,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not args.copy and not args.run:
         parser.error("give --run RUN... or --copy")
+    for run in args.run or []:  # each a finished run: its config and checkpoint
+        missing = next(
+            (run / name for name in ("config.json", "checkpoint.pt") if not (run / name).is_file()), None
+        )
+        if missing is not None:
+            parser.error(f"{missing}: not found (--run takes folders that `ltsgen train` wrote)")
     torch.set_num_threads(args.threads)
     for run in args.run or []:
         probe_run(run)

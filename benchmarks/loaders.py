@@ -34,6 +34,7 @@ loader's messages), the packed stored ids, and C4 records (the repository's samp
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import importlib.util
 import json
@@ -598,6 +599,13 @@ def available(system: str) -> str | None:
     return None
 
 
+def temporary_folder(prefix: str) -> Path:
+    """A new temporary folder, removed when this process exits (the default --data of a run)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=20000)
@@ -633,7 +641,7 @@ def main() -> None:
         case, directory, count = args.scaling
         print(json.dumps(scaling_case(case, Path(directory), int(count), args.seq_len)))
         return
-    root = args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-loaders-"))
+    root = args.data or temporary_folder("ltsgen-bench-loaders-")
     workers = [int(w) for w in args.workers.split(",")]
     if args.workers_only:
         run_worker_scaling(root, args, workers)

@@ -273,7 +273,7 @@ def upload(server, directory: Path) -> dict[str, str]:
 def loaders(args: argparse.Namespace) -> None:
     server = S3Server.start()
     try:
-        loaders_section(server, args, args.data or Path(tempfile.mkdtemp(prefix="ltsgen-bench-remote-")))
+        loaders_section(server, args, args.data or local_bench.temporary_folder("ltsgen-bench-remote-"))
     finally:
         server.stop()
 

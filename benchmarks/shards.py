@@ -9,8 +9,9 @@ written, side by side in this process, by:
 - jsonl.zst:       ``ShardWriter(..., "jsonl.zst")``   vs  ``pandas.DataFrame(...).to_json(lines=True, compression="zstd")``
                    (``datasets``' ``to_json`` has no zstd)
 
-Each pair repeats interleaved and the median time counts. Ratio = peer time / ltsgen time (above 1: ltsgen
-is faster). ltsgen also validates every record, counts words and hashes the shard (sha256).
+Each pair writes one record untimed first (each side's imports), then repeats interleaved and the median
+time counts. Ratio = peer time / ltsgen time (above 1: ltsgen is faster). ltsgen also validates every
+record, counts words and hashes the shard (sha256).
 
     python benchmarks/shards.py [--stories 400] [--max-words 4000] [--repeats 3] [--tokens]
 """
@@ -123,6 +124,8 @@ def main() -> None:
         ("jsonl.zst", jsonl_peer, "pandas to_json (zstd)"),
     ]
     for fmt, peer, peer_name in pairs:
+        timed(ours(fmt, args.tokens), records[:1])  # untimed: the libraries each side imports on first use
+        timed(peer, records[:1])  # (webdataset's import alone takes about 1 s)
         mine, theirs = [], []
         for _ in range(args.repeats):
             mine.append(timed(ours(fmt, args.tokens), records))

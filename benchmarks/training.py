@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from ltsgen.cli import main as ltsgen
-from ltsgen.encodings import NAMES
+from ltsgen.encodings import NAMES, EncodingError, canonical_name
 from ltsgen.tokenizer import train_tokenizer
 from ltsgen.training import TrainConfig, train
 from ltsgen.training.data import TrainingBatches, read_tokenizer
@@ -125,6 +125,11 @@ def main() -> None:
         "--profile", action="store_true", help="with --plain-loop: profile ltsgen's first run"
     )
     args = parser.parse_args()
+    try:  # a misspelt name: one line, before any build; NoPE always runs, the ratios' baseline
+        named = [canonical_name(name) for name in args.encodings.split(",")]
+    except EncodingError as error:
+        parser.error(str(error))
+    encodings = named[:1] if args.plain_loop else ["nope", *[name for name in named if name != "nope"]]
 
     with tempfile.TemporaryDirectory(prefix="ltsgen-bench-train-") as tmp:
         data = Path(tmp) / "lts"
@@ -136,7 +141,7 @@ def main() -> None:
             ltsgen(
                 ["tokenizer", "--data", str(stored), "--vocab-size", str(args.vocab_size), "--no-progress"]
             )
-            encoding = args.encodings.split(",")[0]
+            encoding = encodings[0]
             for name, where in (("the text, tokenized on the fly", data), ("stored token ids", stored)):
                 print(f"\n{name}:", flush=True)
                 config = TrainConfig(data=str(where), out=str(Path(tmp) / "runs" / where.name / encoding),
@@ -144,12 +149,12 @@ def main() -> None:
                                      d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
                                      vocab_size=args.vocab_size, device=args.device, log_every=5)  # fmt: skip
                 against_plain_loop(config, args.steps, args.repeats, args.profile)
-            _describe(args)
+            _describe(args, "plain-loop rounds")
             return
         speeds: dict[str, list[float]] = {}
         tokenizer = None
         for repeat in range(args.repeats):  # rounds interleave the encodings, so load changes hit all alike
-            for encoding in args.encodings.split(","):
+            for encoding in encodings:
                 out = Path(tmp) / "runs" / f"{encoding}-{repeat}"
                 config = TrainConfig(
                     data=str(data), out=str(out), encoding=encoding, train_length=args.length, steps=args.steps,
@@ -161,17 +166,18 @@ def main() -> None:
                 speeds.setdefault(encoding, []).append(speed)
                 print(f"round {repeat + 1}: {encoding:>13} {speed:>9,.0f} tokens/s", flush=True)
     median = {encoding: statistics.median(values) for encoding, values in speeds.items()}
-    _describe(args)
+    _describe(args, "training tokens/s, the median of interleaved rounds")
     print("| encoding | tokens/s | vs NoPE |\n|---|---|---|")
-    base = median.get("nope") or next(iter(median.values()))
+    base = median["nope"]
     for encoding, speed in median.items():
         print(f"| {encoding} | {speed:,.0f} | {speed / base:.2f} |")
 
 
-def _describe(args: argparse.Namespace) -> None:
+def _describe(args: argparse.Namespace, what: str) -> None:
+    """The settings of the runs above (``what`` they measured)."""
     device = resolve_device(args.device)
     print(
-        f"\ntraining tokens/s (median of {args.repeats} interleaved rounds), length {args.length}, batch {args.batch_size}, d_model {args.d_model}, "
+        f"\n{what} ({args.repeats} rounds): length {args.length}, batch {args.batch_size}, d_model {args.d_model}, "
         f"{args.n_layers} layers, {args.n_heads} heads, vocab {args.vocab_size}; {device}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), {platform.machine()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}"
     )
