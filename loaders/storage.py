@@ -398,8 +398,9 @@ class Storage:
             tmp.write_bytes(data)
 
     def remove(self, relpath: str) -> None:
-        """Remove the file ``relpath`` if it exists."""
+        """Remove the file ``relpath`` if it exists (only inside this folder: see ``_contained``)."""
         self.check_writable(relpath)
+        self._contained(relpath)
         with self._errors(relpath, "be removed"):
             if self.root is not None:
                 self.local_path(relpath).unlink(missing_ok=True)
@@ -410,8 +411,9 @@ class Storage:
                     pass
 
     def remove_tree(self, relpath: str) -> None:
-        """Remove the folder ``relpath`` and everything below it, if it exists."""
+        """Remove the folder ``relpath`` and everything below it, if it exists (only inside this folder)."""
         self.check_writable(relpath)
+        self._contained(relpath)
         with self._errors(relpath, "be removed"):
             if self.root is not None:
                 import shutil
@@ -531,6 +533,20 @@ class Storage:
     def _info(self, relpath: str) -> dict[str, Any]:
         with self._errors(relpath, "be read"):
             return self.fs.info(self.location(relpath))
+
+    def _contained(self, relpath: str) -> None:
+        """Refuse to remove what is not inside this folder: a path that climbs out of it (``..``, absolute),
+        or, locally, one whose folder a symlink takes elsewhere. Paths come from manifests and journals,
+        which are data: whoever wrote them, nothing outside the dataset is removed."""
+        parts = relpath.split("/")
+        escapes = relpath.startswith("/") or any(part in ("", ".", "..") for part in parts)
+        if not escapes and self.root is not None:
+            root = self.root.resolve()
+            escapes = not self.local_path(relpath).parent.resolve().is_relative_to(root)
+        if escapes:
+            raise StorageError(
+                f"{self.location(relpath)}: not removed: the path leads out of {self}", "outside"
+            )
 
     @contextmanager
     def _errors(self, relpath: str, action: str) -> Iterator[None]:

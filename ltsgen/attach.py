@@ -261,7 +261,7 @@ def _remove_abandoned(store: Storage, entry: dict[str, Any]) -> None:
     manifest names them, and once the logs are cleared nothing would know them as ltsgen's."""
     kept = {stored["path"] for stored in entry["shards"].values()}
     logged = logged_files(store, TOKENS_JOURNAL_PATH, WRITING_PATH)
-    abandoned = sorted(path for path in logged if path.startswith(f"{TOKENS_DIR}/") and path not in kept)
+    abandoned = sorted(path for path in logged if _token_shard(path) and path not in kept)
     for relpath in abandoned:
         if store.is_file(relpath):
             store.remove(relpath)
@@ -273,7 +273,15 @@ def _remove_replaced(store: Storage, previous: dict[str, Any] | None, entry: dic
     and the folders this leaves empty; nothing else)."""
     if not previous or not previous.get("shards") or previous.get("sha256") == entry["sha256"]:
         return
-    replaced = [stored["path"] for stored in previous["shards"].values()]
+    replaced = [stored["path"] for stored in previous["shards"].values() if _token_shard(stored.get("path"))]
     for relpath in replaced:
         store.remove(relpath)
     remove_emptied_folders(store, replaced)
+
+
+def _token_shard(relpath: Any) -> bool:
+    """Whether a path a manifest or journal names (data, not trusted) is one of the token shards attaching
+    writes: under ``tokens/``, without a way out of it. Nothing else is ever removed for a tokenizer."""
+    return (
+        isinstance(relpath, str) and relpath.startswith(f"{TOKENS_DIR}/") and ".." not in relpath.split("/")
+    )

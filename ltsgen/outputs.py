@@ -229,8 +229,9 @@ def remove_emptied_folders(directory: Path | str | Storage, removed: Iterable[st
     if not store.is_local:
         return
     root = store.local_path()
-    emptied = {parent for relpath in removed for parent in Path(relpath).parents if parent != Path(".")}
+    inside = [relpath for relpath in removed if _inside(relpath)]
+    emptied = {parent for relpath in inside for parent in Path(relpath).parents if parent != Path(".")}
     for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
         path = root / folder
-        if path.is_dir() and not any(path.iterdir()):
+        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
             path.rmdir()

@@ -501,3 +501,26 @@ def test_a_vocabulary_smaller_than_asked_says_so(tmp_path, capsys):
     assert (
         size < 5000 and f"vocabulary {size:,} (of 5,000 asked: the text has no more pairs to merge)" in line
     )
+
+
+def test_attaching_never_removes_a_file_outside_the_dataset(small_stories, tmp_path, capsys):
+    """Journals and manifests are data: before, a journal line naming tokens/../../x, or a replaced
+    tokenizer's entry naming a path through a symlinked folder, deleted that file outside the dataset."""
+    outside = tmp_path / "theirs"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me")
+    writing = small_stories / ".ltsgen" / "writing.jsonl"
+    with writing.open("a") as log:
+        log.write(json.dumps({"writing": "tokens/../../theirs/victim.txt"}) + "\n")
+    assert main(["tokenizer", "--data", str(small_stories), "--vocab-size", "300", "--no-progress"]) == 0
+    assert (outside / "victim.txt").read_text() == "keep me"
+
+    (small_stories / "out").symlink_to(outside)
+    manifest = json.loads((small_stories / "manifest.json").read_text())
+    manifest["tokenizer"]["shards"]["0" * 64] = {**next(iter(manifest["tokenizer"]["shards"].values())),
+                                                 "path": "out/victim.txt"}  # fmt: skip
+    (small_stories / "manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    main(["tokenizer", "--data", str(small_stories), "--vocab-size", "290", "--no-progress"])
+    assert (outside / "victim.txt").read_text() == "keep me"
+    assert sorted(path.name for path in outside.iterdir()) == ["victim.txt"]

@@ -295,3 +295,23 @@ def test_kill_9_frees_the_lock_and_publishes_nothing(store, tmp_path):
     upload = f"from ltsgen.loaders.storage import Storage; Storage({store.url!r}).write_bytes('y', b'1')"
     subprocess.run([sys.executable, "-c", upload], env=env, check=True)
     assert list(staging.iterdir()) == []
+
+
+def test_nothing_outside_a_local_folder_is_removed(tmp_path):
+    """Paths to remove come from manifests and journals, which are data: a way out of the folder (``..``, an
+    absolute path, a folder a symlink takes elsewhere) is one line, and nothing is removed."""
+    outside = tmp_path / "theirs"
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me")
+    root = tmp_path / "data"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "mine.txt").write_text("mine")
+    (root / "link").symlink_to(outside)
+    store = Storage(root)
+    for relpath in ("sub/../../theirs/victim.txt", "/theirs/victim.txt", "link/victim.txt"):
+        with pytest.raises(StorageError, match="not removed: the path leads out of"):
+            store.remove(relpath)
+    store.remove_tree("link")  # a symlink itself is never followed
+    assert (outside / "victim.txt").read_text() == "keep me"
+    store.remove("sub/mine.txt")
+    assert not (root / "sub" / "mine.txt").exists()
