@@ -139,8 +139,8 @@ class TrainConfig:
         None, "start from the weights of this run's checkpoint (fine-tuning: same model shape)", metavar="RUN"
     )
     copy_task: int = _option(
-        0, "add N rows of the copy task to every step (random tokens repeated once; the copying cued recalls "
-        "need, which text alone teaches slowly: see docs/training.md)", metavar="N", limits=COUNT,
+        0, "add N rows of the copy task to every step (random tokens repeated to fill the row; the copying cued "
+        "recalls need, which text alone teaches slowly: see docs/training.md)", metavar="N", limits=COUNT,
     )  # fmt: skip
     seed: int = _option(0, "initialisation and data order", limits=SEEDS)
     device: str = _option("auto", "auto (CUDA when present), cpu, cuda, cuda:1, ...")
@@ -417,6 +417,7 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
         if config.copy_task:
             copy = copy_rows(config.copy_task, config.train_length, model.config.vocab_size, config.seed, step,
                              placement.rank)  # fmt: skip
+        lr = run.scheduler.get_last_lr()[0]  # this step's (train_step moves the schedule on)
         loss, grad_norm = train_step(
             run.runner,
             model,
@@ -441,9 +442,7 @@ def _steps(run: _Run, end_step: int, meter: _Throughput, progress: bool) -> None
             diverged(config, model, meter, first_bad.step(), placement, run.metrics)
         record: dict[str, Any] = {"step": done}  # one line per step: its loss and its validation, as due
         if at_log:
-            record = meter.record(
-                done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, run.scheduler
-            )
+            record = meter.record(done, float(distributed.mean_across_ranks(loss, placement)), grad_norm, lr)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:,.0f}")
         bar.update(1)
         if at_eval:
@@ -633,12 +632,13 @@ class _Throughput:
     def count_step(self) -> None:
         self.window_steps += 1
 
-    def record(self, step: int, loss: float, grad_norm, scheduler) -> dict[str, Any]:
+    def record(self, step: int, loss: float, grad_norm, lr: float) -> dict[str, Any]:
+        """The metrics line of ``step``: its loss, learning rate and gradient norm, and the window's speed."""
         now = time.perf_counter()
         speed = self.window_steps * self.tokens_per_step / (now - self.window_start)
         self.speeds.append(speed)
         self.window_start, self.window_steps, self.last_loss = now, 0, loss
-        return {"step": step, "loss": loss, "lr": scheduler.get_last_lr()[0], "grad_norm": float(grad_norm),
+        return {"step": step, "loss": loss, "lr": lr, "grad_norm": float(grad_norm),
                 "tokens_per_s": speed, "elapsed_s": now - self.started}  # fmt: skip
 
     def take_logged(self, records: list[dict[str, Any]]) -> None:

@@ -548,3 +548,16 @@ def test_learned_values_say_shared_only_when_one_module_serves_every_layer():
     assert "learned (layer 0): c 0.1" in describe({**summary, "learned_shared": False}, "r")
     assert "learned (shared by every layer): c 0.1" in describe({**summary, "learned_shared": True}, "r")
     assert "learned (shared by every layer)" in describe(summary, "r")  # a summary written before
+
+
+def test_each_logged_learning_rate_is_the_one_its_step_trained_at(tiny_data, tokenizer_path, tmp_path):
+    """Before: the rate of the step after (the schedule had moved on): the peak never showed, and a run that
+    decays to 0 logged 0 for its last step, which trained at more."""
+    config = tiny_config(
+        tiny_data, tmp_path / "run", steps=6, warmup=2, min_lr_ratio=0.0, tokenizer=str(tokenizer_path)
+    )
+    train(config, progress=False)
+    schedule = WarmupCosine(2, 6, 0.0)
+    logged = [(line["step"], line["lr"]) for line in metrics(tmp_path / "run") if "lr" in line]
+    assert logged == [(step, pytest.approx(3e-3 * schedule(step - 1))) for step in range(1, 7)]
+    assert logged[2][1] == pytest.approx(3e-3) and logged[-1][1] > 0
