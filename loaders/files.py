@@ -3,13 +3,31 @@ nothing of ltsgen's, so that the storage layer and every writer above it (builde
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
+
+
+def open_regular(path: str | os.PathLike, mode: str = "rb") -> IO:
+    """A local file opened for reading; an ``OSError`` for anything but a regular file, checked before it
+    is opened (a FIFO would block for ever, a device such as ``/dev/zero`` never end: a dataset's shard or
+    manifest may be a symlink to one)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return open(path, mode)  # noqa: SIM115 - the caller closes it
+
+
+def read_regular_file(path: str | os.PathLike) -> bytes:
+    """The bytes of a local regular file (``open_regular``)."""
+    with open_regular(path) as handle:
+        return handle.read()
 
 
 def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

@@ -661,6 +661,10 @@ def _npy_layout(raw: memoryview, where: str) -> tuple[np.dtype, int, int] | None
 # compressed bytes per decompressor call: its output stays below ~32 MiB (a 4-byte block repeats one byte
 # 128 KiB times), whatever the shard expands to
 ZSTD_FEED = 1 << 10
+# a decompression bomb ends in one line instead of the memory: no record of a shard is longer than this, and a
+# shard's text is at most this many times its compressed size (text and JSON compress a few times, not 1,000)
+MAX_LINE_BYTES = 1 << 26
+MAX_ZSTD_RATIO = 1_000
 
 
 def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
@@ -671,6 +675,8 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
     decompressor = zstandard.ZstdDecompressor()
     frame, fed = decompressor.decompressobj(), False
     parts: list[bytes] = []  # the pieces of a line that spans calls (joined once: linear in its length)
+    pending = total = 0  # bytes in ``parts``, and decompressed in all
+    budget = max(MAX_ZSTD_RATIO * len(data), MAX_LINE_BYTES)
     view = memoryview(data)
     try:
         for start in range(0, len(data), ZSTD_FEED):
@@ -678,12 +684,22 @@ def _zstd_lines(data: bytes, where: str) -> Iterator[bytes]:
             while piece:
                 out = frame.decompress(piece)
                 fed = True
+                total += len(out)
                 if b"\n" in out:
                     lines = b"".join([*parts, out]).split(b"\n")
                     parts = [lines.pop()]
+                    pending = len(parts[0])
                     yield from lines
                 elif out:
                     parts.append(out)
+                    pending += len(out)
+                if pending > MAX_LINE_BYTES or total > budget:
+                    raise LoaderError(
+                        f"{where}: a zstd stream that decompresses to more than "
+                        + (f"{MAX_LINE_BYTES:,} bytes in one line" if pending > MAX_LINE_BYTES
+                           else f"{MAX_ZSTD_RATIO:,} times its size")
+                        + " (a decompression bomb, not a shard)"
+                    )  # fmt: skip
                 piece = frame.unused_data if frame.eof else b""
                 if frame.eof:
                     frame, fed = decompressor.decompressobj(), False

@@ -25,6 +25,7 @@ from ltsgen.errors import LtsgenError
 
 from . import s3
 from .errors import LoaderError
+from .files import read_regular_file
 from .storage import filesystem
 
 PIPE_PREFIX = "pipe:"
@@ -83,7 +84,7 @@ def read_bytes(
             return _run_pipe(text[len(PIPE_PREFIX) :])
         scheme = urlsplit(text).scheme if "://" in text else ""
         if scheme in ("", "file"):
-            return Path(text[len("file://") :] if scheme == "file" else text).read_bytes()
+            return read_regular_file(text[len("file://") :] if scheme == "file" else text)
         reader = _s3_reader(text, storage_options)
         if reader is not None:
             return reader.read(text)

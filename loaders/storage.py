@@ -4,7 +4,7 @@
 the primitives builders and loaders need, with the same meaning everywhere:
 
 - ``open``, ``read_bytes``, ``exists``, ``files`` (every file below a folder, with its size), ``size``,
-  ``stamp`` (the store's version tag of a file: its ETag or generation), ``sha256``, ``download``,
+  ``stamp`` (the store's version tag of a file: its ETag or generation), ``sha256``,
   ``remove``, ``remove_tree``;
 - ``publish(relpath)``: write a file so that it appears under its final name only once complete. Locally
   a temporary file beside it is renamed over it; on an object store (which has no rename) the file is
@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 from ltsgen.errors import LtsgenError, require
 
 from .errors import LoaderError
-from .files import atomic_path
+from .files import atomic_path, open_regular, read_regular_file
 
 # scheme -> (module, extra) for the filesystems that need an optional dependency
 OPTIONAL_SCHEMES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
@@ -329,13 +329,13 @@ class Storage:
             raise StorageError(f"{self.location(relpath)}: open() reads; write through publish()")
         with self._errors(relpath, "be read"):
             if self.root is not None:
-                return open(self.local_path(relpath), mode)  # noqa: SIM115 - the caller closes it
+                return open_regular(self.local_path(relpath), mode)
             return self.fs.open(self.location(relpath), mode)
 
     def read_bytes(self, relpath: str) -> bytes:
         with self._errors(relpath, "be read"):
             if self.root is not None:
-                return self.local_path(relpath).read_bytes()
+                return read_regular_file(self.local_path(relpath))
             return self.fs.cat_file(self.location(relpath))
 
     def read_text(self, relpath: str) -> str:
@@ -351,16 +351,6 @@ class Storage:
             while chunk := handle.read(chunk_size):
                 digest.update(chunk)
         return digest.hexdigest()
-
-    def download(self, relpath: str, destination: str | os.PathLike) -> None:
-        """Copy the file to the local path ``destination`` (which the caller names and owns)."""
-        with self._errors(relpath, "be read"):
-            if self.root is not None:
-                import shutil
-
-                shutil.copyfile(self.local_path(relpath), destination)
-            else:
-                self.fs.get_file(self.location(relpath), str(destination))
 
     # ---------------------------------------------------------------- writing
 

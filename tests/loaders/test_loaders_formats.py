@@ -474,3 +474,26 @@ def test_a_jsonl_zst_shard_is_decompressed_a_line_at_a_time_keeping_only_the_wan
     assert decode_shard(data, "jsonl.zst", "shard").fields["text"][77] == records[77]["text"]
     with pytest.raises(LoaderError, match="^shard: truncated zstd stream$"):
         decode_shard(data[:-3], "jsonl.zst", "shard")
+
+
+def test_a_zstd_decompression_bomb_is_one_line_not_the_memory():
+    """Before: 99 KB of frames that decompress to 3 GB without a newline filled the memory."""
+    import tracemalloc
+
+    import zstandard
+
+    compress = zstandard.ZstdCompressor(level=19).compress
+    one_line = compress(b"a" * (8 << 20)) * 9  # a line of 72 MB in a few kB
+    line = b'{"id": "r", "text": "' + b"b" * (1 << 20) + b'", "source": "s"}\n'
+    many = compress(line * 80)  # 80 lines of 1 MB, thousands of times their size
+    for data, problem in ((one_line, "67,108,864 bytes in one line"), (many, "1,000 times its size")):
+        tracemalloc.start()
+        try:
+            with pytest.raises(
+                LoaderError, match=f"^shard: a zstd stream that decompresses to more than {problem}"
+            ):
+                decode_shard(data, "jsonl.zst", "shard")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 160 << 20, peak

@@ -315,3 +315,35 @@ def test_nothing_outside_a_local_folder_is_removed(tmp_path):
     assert (outside / "victim.txt").read_text() == "keep me"
     store.remove("sub/mine.txt")
     assert not (root / "sub" / "mine.txt").exists()
+
+
+def test_a_file_that_is_no_regular_file_is_one_line_and_never_read(tmp_path):
+    """A shard or manifest that is a FIFO blocked for ever; one that is a symlink to /dev/zero was read until
+    the memory ran out (hashing it, for ever). /dev/null stands for the device here: the code before read it
+    as an empty file, at once."""
+    import threading
+
+    from ltsgen.loaders.sources import read_bytes
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "device").symlink_to("/dev/null")
+
+    def unblock() -> None:  # the code before waits for a writer: one comes, writes nothing and goes
+        while not done.wait(0.05):
+            try:
+                os.close(os.open(tmp_path / "fifo", os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:  # no reader waiting
+                pass
+
+    done = threading.Event()
+    threading.Thread(target=unblock, daemon=True).start()
+    store = Storage(tmp_path)
+    try:
+        for name in ("fifo", "device"):
+            for read in (store.read_bytes, store.sha256, store.open):
+                with pytest.raises(StorageError, match=f"{name}: cannot be read \\(not a regular file\\)$"):
+                    read(name)
+            with pytest.raises(LoaderError, match="not a regular file"):
+                read_bytes(tmp_path / name)
+    finally:
+        done.set()
