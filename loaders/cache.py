@@ -38,11 +38,11 @@ from .errors import LoaderError
 from .storage import StorageError
 
 PART_SUFFIX = ".part"
-# the names the cache writes (``ShardCache.name``: a sha256, or url- and one, and the suffixes of the shard's
-# path; and a download's ``.part``, only ever last): nothing else in its folder is counted, evicted or removed,
-# so a folder shared with other files loses none of them (a bare sha256, as Hugging Face's blobs are named,
-# has no suffix)
-OWN_NAME = re.compile(rf"(?!.*{re.escape(PART_SUFFIX)}\.)(url-)?[0-9a-f]{{64}}(\.[^/.]+)+")
+# the names the cache writes (``ShardCache.name``: a sha256, or url- and one, and an extension; and a
+# download's ``.part``): nothing else in its folder is counted, evicted or removed, so a folder shared with
+# other files loses none of them (a bare sha256, as Hugging Face names its blobs, is not the cache's)
+OWN_NAME = re.compile(r"(url-)?[0-9a-f]{64}\.[^/]*")
+NO_SUFFIX = ".shard"  # the extension of a shard whose path has none
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
 
@@ -87,9 +87,10 @@ class ShardCache:
             url: where it comes from.
 
         Returns:
-            Its sha256 (without one, ``url-`` and a hash of its URL and size) and its extension.
+            Its sha256 (without one, ``url-`` and a hash of its URL and size) and its extension (``NO_SUFFIX``
+            for a path without one).
         """
-        suffix = "".join(Path(info.path).suffixes)
+        suffix = "".join(Path(info.path).suffixes) or NO_SUFFIX
         if info.sha256:
             return info.sha256 + suffix
         return "url-" + hashlib.sha256(f"{url}\n{info.bytes}".encode()).hexdigest() + suffix

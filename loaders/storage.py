@@ -534,8 +534,9 @@ class Storage:
             root = self.root.resolve()
             escapes = not self.local_path(relpath).parent.resolve().is_relative_to(root)
         if escapes:
+            where = self.location(relpath)
             raise StorageError(
-                f"{self.location(relpath)}: not removed: the path leads out of {self}", "outside"
+                f"{where}: not removed: the path leads out of {self}", f"{where} leads out of it"
             )
 
     @contextmanager

@@ -138,6 +138,7 @@ def attach_tokenizer(
                 store
             )  # left by a killed run (only the temporary names of ltsgen's writes)
             manifest = attachable_manifest(store)
+            _check_tokens_folder(store)
             entry = manifest_entry(tokenizer, raw)
             shards, kept = _token_shards(store, manifest, tokenizer, entry["sha256"], progress, max_doc_chars)
             entry["shards"] = {source: _entry(info) for source, info in shards.items()}
@@ -277,6 +278,18 @@ def _remove_replaced(store: Storage, previous: dict[str, Any] | None, entry: dic
     for relpath in replaced:
         store.remove(relpath)
     remove_emptied_folders(store, replaced)
+
+
+def _check_tokens_folder(store: Storage) -> None:
+    """Refuse, before any work, a ``tokens/`` folder that a symlink takes out of the dataset: the token
+    shards of a replaced tokenizer are removed there, and nothing outside a dataset is ever removed."""
+    if store.is_local and store.exists(TOKENS_DIR):
+        folder = store.local_path(TOKENS_DIR)
+        if not folder.resolve().is_relative_to(store.local_path().resolve()):
+            raise BuildError(
+                f"{folder}: leads out of the dataset (a symlink): token shards are written and replaced "
+                "there, so make it a folder of the dataset"
+            )
 
 
 def _token_shard(relpath: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -523,4 +524,14 @@ def test_attaching_never_removes_a_file_outside_the_dataset(small_stories, tmp_p
     capsys.readouterr()
     main(["tokenizer", "--data", str(small_stories), "--vocab-size", "290", "--no-progress"])
     assert (outside / "victim.txt").read_text() == "keep me"
+    assert sorted(path.name for path in outside.iterdir()) == ["victim.txt"]
+    # a tokens/ folder a symlink takes out of the dataset is refused before any work: shards are replaced there
+    shutil.rmtree(small_stories / "tokens")
+    (small_stories / "tokens").symlink_to(outside)
+    capsys.readouterr()
+    assert main(["tokenizer", "--data", str(small_stories), "--vocab-size", "300", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {small_stories / 'tokens'}: leads out of the dataset (a symlink): token shards "
+        "are written and replaced there, so make it a folder of the dataset\n"
+    )
     assert sorted(path.name for path in outside.iterdir()) == ["victim.txt"]

@@ -224,9 +224,13 @@ def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_pa
 
     cache_dir = tmp_path / "cache"
     cache_dir.mkdir()
-    blob = "ab" * 32  # named by a sha256 too: a Hugging Face blob, another tool's backup of a download
-    theirs = [cache_dir / "notes.txt", cache_dir / "draft.part", cache_dir / "sub" / "kept.bin", cache_dir / blob,
-              cache_dir / f"{blob}.parquet.part.bak"]  # fmt: skip
+    blob = "ab" * 32  # named by a bare sha256: a Hugging Face blob
+    theirs = [
+        cache_dir / "notes.txt",
+        cache_dir / "draft.part",
+        cache_dir / "sub" / "kept.bin",
+        cache_dir / blob,
+    ]
     for path in theirs:
         path.parent.mkdir(exist_ok=True)
         path.write_bytes(b"theirs\n" * 1000)
@@ -251,6 +255,15 @@ def test_a_cache_folder_shared_with_other_files_loses_none_of_them(local, tmp_pa
     assert [name for name in cache_files(cache_dir) if name.endswith(".json.gz")] == [
         hashlib.sha256(bytes([2]) * 1000).hexdigest() + ".00002-of-01024.json.gz"
     ]
+    # a shard path without an extension is cached with one, so that it counts and goes as the others
+    for number in range(3):
+        data = bytes([10 + number]) * 1000
+        info = ShardInfo(f"train/part-{number}", 1, 1, 1000, hashlib.sha256(data).hexdigest())
+        ShardCache(cache_dir, limit=1500).read(info, f"gs://b/{info.path}", lambda data=data: data)
+    assert [name for name in cache_files(cache_dir) if name.endswith(".shard")] == [
+        hashlib.sha256(bytes([12]) * 1000).hexdigest() + ".shard"
+    ]
+    assert (cache_dir / blob).exists()
 
 
 def _cached_process(url: str, cache: Path, out: Path) -> multiprocessing.Process:
