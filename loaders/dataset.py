@@ -145,10 +145,10 @@ class StreamingDataset(IterableDataset):
         self.storage_options = dict(storage_options or {})
         self.max_doc_chars = max_doc_chars
         self.token_counts = token_counts
-        remote = is_remote(self.root) and not self.root.startswith("file://")
-        self.cache = (
-            ShardCache(cache_dir, cache_limit) if cache_dir is not None and remote else None
-        )  # local: in place
+        cached = cache_dir is not None and is_remote(
+            self.root
+        )  # local shards (file:// too) are read in place
+        self.cache = ShardCache(cache_dir, cache_limit) if cached else None
         self._read_manifest()
         self.streams = self._streams()
         self._choose_token_source(tokenizer, eos_id)
