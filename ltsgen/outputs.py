@@ -231,7 +231,9 @@ def remove_emptied_folders(directory: Path | str | Storage, removed: Iterable[st
     root = store.local_path()
     inside = [relpath for relpath in removed if _inside(relpath)]
     emptied = {parent for relpath in inside for parent in Path(relpath).parents if parent != Path(".")}
+    real_root = root.resolve()
     for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
-        path = root / folder
-        if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+        path = root / folder  # never through a symlink: nothing outside the folder goes
+        inside_root = not path.is_symlink() and path.resolve().is_relative_to(real_root)
+        if inside_root and path.is_dir() and not any(path.iterdir()):
             path.rmdir()
