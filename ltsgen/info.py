@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from ltsgen.card import ordered_splits
 from ltsgen.loaders.contract import Manifest, ShardInfo, bucket_order, read_manifest
+from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.formats import decode_shard
 from ltsgen.loaders.storage import Storage, as_storage
 
@@ -83,6 +84,9 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
         decoded = decode_shard(
             store.read_bytes(shard.path), manifest.format, store.location(shard.path), wanted
         )
+        missing = next((column for column in wanted if column not in decoded.fields), None)
+        if missing is not None:  # a file that is not what the manifest says (its hash changed with it)
+            raise LoaderError(f"{store.location(shard.path)}: no {missing!r} column, as every record has")
         for column in columns:
             lengths[column] += decoded.fields[column]
         if first is None and decoded.num_rows:

@@ -103,7 +103,13 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     Document ``i`` holds ``values[offsets[i]:offsets[i + 1]]``. Uses ``encode_batch_fast`` (the same ids
     as ``encode_batch``, without computing character offsets).
     """
-    encodings = tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+    try:
+        encodings = tokenizer.encode_batch_fast(list(texts), add_special_tokens=False)
+    except BaseException as error:  # the Rust library's panics are no Exception: a hostile regex gives up
+        if type(error).__name__ != "PanicException":
+            raise
+        reason = str(error).splitlines()[0] if str(error) else "a panic"
+        raise TokenizerError(f"the tokenizer failed on a text ({reason})") from None
     ids = [encoding.ids for encoding in encodings]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])

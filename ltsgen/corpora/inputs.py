@@ -231,13 +231,15 @@ def _frame_chunks(
                         if not piece:
                             break
                     try:
-                        out = stream.decompress(piece)
+                        for out in _bounded(stream, piece):
+                            parts.append(out)
+                            size += len(out)
+                            if size >= READ_SIZE:  # a bomb expands a piece a million times: yield as it goes
+                                yield b"".join(parts)
+                                parts, size = [], 0
                     except error_type as error:
                         raise _StreamError(f"corrupt {codec} stream ({error})") from None
                     fed = started = True
-                    if out:
-                        parts.append(out)
-                        size += len(out)
                     if stream.eof:
                         piece = stream.unused_data
                         stream, fed = new_stream(), False
@@ -254,10 +256,33 @@ def _frame_chunks(
         raise _StreamError(f"truncated {codec} stream ({cut})")
 
 
+def _bounded(stream, piece: bytes) -> Iterator[bytes]:
+    """The output of one piece of compressed input, at most ``READ_SIZE`` bytes at a time: gzip, bzip2 and xz
+    streams are drained in steps (a bzip2 bomb expands a kilobyte to a gigabyte in one call); a zstd frame's
+    output per call is bounded by its blocks and its window (``ZSTD_WINDOW``)."""
+    if hasattr(stream, "needs_input"):  # bz2, lzma
+        yield stream.decompress(piece, READ_SIZE)
+        while not stream.eof and not stream.needs_input:
+            yield stream.decompress(b"", READ_SIZE)
+    elif isinstance(stream, _ZLIB_STREAM):
+        yield stream.decompress(piece, READ_SIZE)
+        while stream.unconsumed_tail and not stream.eof:
+            yield stream.decompress(stream.unconsumed_tail, READ_SIZE)
+    else:
+        yield stream.decompress(piece)
+
+
+_ZLIB_STREAM = type(zlib.decompressobj())
+# the largest windows a compressed input may ask for (what the zstd and xz tools accept by default): a file
+# that declares more is refused, not given gigabytes of memory
+ZSTD_WINDOW = 1 << 27
+XZ_MEMORY = 1 << 28
+
+
 def _zstd_chunks(path: InputPath) -> Iterator[bytes]:
     import zstandard
 
-    decompressor = zstandard.ZstdDecompressor(max_window_size=2**31)
+    decompressor = zstandard.ZstdDecompressor(max_window_size=ZSTD_WINDOW)
     return _frame_chunks(
         path, decompressor.decompressobj, zstandard.ZstdError, "zstd", "the file ends inside a frame"
     )
@@ -295,7 +320,10 @@ def _bz2_chunks(path: InputPath) -> Iterator[bytes]:
 def _xz_chunks(path: InputPath) -> Iterator[bytes]:
     import lzma
 
-    return _frame_chunks(path, lzma.LZMADecompressor, lzma.LZMAError, "xz", "the file ends inside a stream")
+    def new_stream():
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=XZ_MEMORY)
+
+    return _frame_chunks(path, new_stream, lzma.LZMAError, "xz", "the file ends inside a stream")
 
 
 # compressed files by name, and the first bytes of each compression (a plain file that starts so is refused)

@@ -535,3 +535,14 @@ def test_attaching_never_removes_a_file_outside_the_dataset(small_stories, tmp_p
         "are written and replaced there, so make it a folder of the dataset\n"
     )
     assert sorted(path.name for path in outside.iterdir()) == ["victim.txt"]
+
+
+def test_a_tokenizer_that_gives_up_on_a_text_is_a_tokenizer_error():
+    """A pre-tokenizer regex that backtracks without end: the library gives up with a Rust panic, which is no
+    Exception (before: a traceback of 117 lines through the build)."""
+    from tokenizers import Regex, models, pre_tokenizers
+
+    hostile = Tokenizer(models.BPE())
+    hostile.pre_tokenizer = pre_tokenizers.Split(Regex("(a+)+$"), "isolated")
+    with pytest.raises(TokenizerError, match="^the tokenizer failed on a text \\(Onig: "):
+        encode_arrays(hostile, ["a" * 5000 + "b"])

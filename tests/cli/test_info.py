@@ -110,3 +110,27 @@ def test_the_card_and_info_give_the_same_percentiles():
         values = rng.integers(1, 5000, size=size).tolist()
         spread, percentiles = _spread(values, "words"), _percentiles(values)
         assert (spread["p90 words"], spread["median words"]) == (percentiles["p90"], percentiles["p50"]), size
+
+
+def test_a_shard_without_the_records_columns_is_one_line(tmp_path, capsys):
+    """A shard replaced by another parquet file, its manifest entry (bytes, sha256) changed to match: before,
+    a KeyError traceback from info."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ltsgen.loaders.files import sha256_file
+
+    data = make_dataset(tmp_path / "d", [3], tokenized=False)
+    shard = read_manifest(data).splits["train"][0].path
+    pq.write_table(pa.table({"content": ["x", "y", "z"]}), data / shard)
+    manifest = json.loads((data / "manifest.json").read_text())
+    entry = manifest["splits"]["train"][0]
+    entry.update(bytes=(data / shard).stat().st_size, sha256=sha256_file(data / shard), footer_sha256=None)
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    assert ltsgen(["info", str(data)]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"ltsgen info: error: {data / shard}: no 'num_words' column, as every record has\n"
+    )

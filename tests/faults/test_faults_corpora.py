@@ -4,8 +4,10 @@ parquet file. Each is one line naming the file, or a skip counted under its own 
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 import subprocess
 import sys
 import tracemalloc
@@ -291,10 +293,23 @@ def test_a_compressed_stream_never_expands_much_past_a_read_at_once(tmp_path):
     big.write_bytes(zstandard.ZstdCompressor(level=19).compress(bytes(128 << 20)))
     bomb = tmp_path / "zeros.txt.gz"
     bomb.write_bytes(gzip.compress(bytes(64 << 20), compresslevel=9))
-    for path, total in ((big, 128 << 20), (bomb, 64 << 20)):
+    # bzip2 and xz expanded a kilobyte to all their output in one call (before: a 64 MB chunk, and a bzip2
+    # file of 785 bytes asked for 3 GB), and an xz or zstd file could ask for a window of gigabytes
+    lines = tmp_path / "newlines.txt.bz2"
+    lines.write_bytes(bz2.compress(b"\n" * (64 << 20), compresslevel=9))
+    xz = tmp_path / "zeros.txt.xz"
+    xz.write_bytes(lzma.compress(bytes(64 << 20), preset=9))
+    for path, total in ((big, 128 << 20), (bomb, 64 << 20), (lines, 64 << 20), (xz, 64 << 20)):
         assert path.stat().st_size < 100_000
         sizes = [len(chunk) for chunk in inputs.read_chunks(path)]
         assert sum(sizes) == total and max(sizes) < inputs.READ_SIZE + (32 << 20), (path, max(sizes))
+    for path in (lines, xz):
+        assert max(len(chunk) for chunk in inputs.read_chunks(path)) <= 2 * inputs.READ_SIZE, path
+    wide = tmp_path / "wide.txt.xz"  # a dictionary of 1 GiB declared, far past what the xz tool accepts
+    filters = [{"id": lzma.FILTER_LZMA2, "dict_size": 1 << 30}]
+    wide.write_bytes(lzma.compress(b"text\n" * 10, format=lzma.FORMAT_XZ, filters=filters))
+    with pytest.raises(inputs.UnreadableInput, match="corrupt xz stream"):
+        list(inputs.read_chunks(wide))
 
 
 def test_tokenizer_on_a_dataset_skips_and_counts_documents_over_max_doc_chars(tmp_path, capsys):
