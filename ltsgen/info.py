@@ -84,6 +84,8 @@ def _split(store: Storage, manifest: Manifest, shards: list[ShardInfo], skip: se
         decoded = decode_shard(
             store.read_bytes(shard.path), manifest.format, store.location(shard.path), wanted
         )
+        if not decoded.num_rows:  # an empty shard: no lengths (a tar shard then names no column at all)
+            continue
         missing = next((column for column in wanted if column not in decoded.fields), None)
         if missing is not None:  # a file that is not what the manifest says (its hash changed with it)
             raise LoaderError(f"{store.location(shard.path)}: no {missing!r} column, as every record has")

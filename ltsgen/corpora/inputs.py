@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -238,6 +239,8 @@ def _frame_chunks(
                                 yield b"".join(parts)
                                 parts, size = [], 0
                     except error_type as error:
+                        if _TOO_MUCH_MEMORY.search(str(error)):
+                            raise _StreamError(f"{codec} data that needs {_MEMORY_NEEDED[codec]}") from None
                         raise _StreamError(f"corrupt {codec} stream ({error})") from None
                     fed = started = True
                     if stream.eof:
@@ -273,10 +276,15 @@ def _bounded(stream, piece: bytes) -> Iterator[bytes]:
 
 
 _ZLIB_STREAM = type(zlib.decompressobj())
-# the largest windows a compressed input may ask for (what the zstd and xz tools accept by default): a file
-# that declares more is refused, not given gigabytes of memory
+# the most memory a compressed input may ask for: a file that declares more is refused, not given gigabytes
+# (zstd's own tool refuses windows over 128 MiB unless told --long=N; xz's has no limit by default)
 ZSTD_WINDOW = 1 << 27
 XZ_MEMORY = 1 << 28
+_TOO_MUCH_MEMORY = re.compile(r"too much memory|Memory usage limit", re.IGNORECASE)
+_MEMORY_NEEDED = {
+    "zstd": "a window over 128 MiB (made with zstd --long=28 or more): decompress it first (zstd -d --long=31)",
+    "xz": "over 256 MiB of memory (a dictionary of 256 MiB or more): decompress it first (xz -d)",
+}
 
 
 def _zstd_chunks(path: InputPath) -> Iterator[bytes]:
@@ -321,7 +329,7 @@ def _xz_chunks(path: InputPath) -> Iterator[bytes]:
     import lzma
 
     def new_stream():
-        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=XZ_MEMORY)
+        return lzma.LZMADecompressor(memlimit=XZ_MEMORY)  # xz, or the legacy .lzma format as xz reads it
 
     return _frame_chunks(path, new_stream, lzma.LZMAError, "xz", "the file ends inside a stream")
 

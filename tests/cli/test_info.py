@@ -134,3 +134,10 @@ def test_a_shard_without_the_records_columns_is_one_line(tmp_path, capsys):
         capsys.readouterr().err
         == f"ltsgen info: error: {data / shard}: no 'num_words' column, as every record has\n"
     )
+
+
+def test_an_empty_shard_of_any_format_is_counted_as_empty(tmp_path, capsys):
+    for fmt in ("webdataset", "jsonl.zst", "parquet"):
+        data = make_dataset(tmp_path / fmt, [2, 0], fmt, tokenized=False)
+        assert ltsgen(["info", str(data)]) == 0, capsys.readouterr().err
+        assert "2 records" in capsys.readouterr().out
