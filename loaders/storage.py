@@ -524,16 +524,20 @@ class Storage:
         with self._errors(relpath, "be read"):
             return self.fs.info(self.location(relpath))
 
-    def _contained(self, relpath: str) -> None:
-        """Refuse to remove what is not inside this folder: a path that climbs out of it (``..``, absolute),
-        or, locally, one whose folder a symlink takes elsewhere. Paths come from manifests and journals,
-        which are data: whoever wrote them, nothing outside the dataset is removed."""
+    def leads_out(self, relpath: str) -> bool:
+        """Whether ``relpath``, a file or folder named by data (a manifest, a journal), leads out of this
+        folder: a ``..`` or absolute path, or, locally, a folder on its way that a symlink takes elsewhere.
+        Its last part is not followed: a symlink there is inside, and removing it removes the link."""
         parts = relpath.split("/")
-        escapes = relpath.startswith("/") or any(part in ("", ".", "..") for part in parts)
-        if not escapes and self.root is not None:
-            root = self.root.resolve()
-            escapes = not self.local_path(relpath).parent.resolve().is_relative_to(root)
-        if escapes:
+        if relpath.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            return True
+        if self.root is None:
+            return False
+        return not self.local_path(relpath).parent.resolve().is_relative_to(self.root.resolve())
+
+    def _contained(self, relpath: str) -> None:
+        """Refuse to remove what ``leads_out``: whoever wrote a path, nothing outside the dataset is removed."""
+        if self.leads_out(relpath):
             where = self.location(relpath)
             raise StorageError(
                 f"{where}: not removed: the path leads out of {self}", f"{where} leads out of it"

@@ -283,13 +283,11 @@ def _remove_replaced(store: Storage, previous: dict[str, Any] | None, entry: dic
 def _check_tokens_folder(store: Storage) -> None:
     """Refuse, before any work, a ``tokens/`` folder that a symlink takes out of the dataset: the token
     shards of a replaced tokenizer are removed there, and nothing outside a dataset is ever removed."""
-    if store.is_local and store.exists(TOKENS_DIR):
-        folder = store.local_path(TOKENS_DIR)
-        if not folder.resolve().is_relative_to(store.local_path().resolve()):
-            raise BuildError(
-                f"{folder}: leads out of the dataset (a symlink): token shards are written and replaced "
-                "there, so make it a folder of the dataset"
-            )
+    if store.exists(TOKENS_DIR) and store.leads_out(f"{TOKENS_DIR}/shard"):  # where its shards go
+        raise BuildError(
+            f"{store.location(TOKENS_DIR)}: leads out of the dataset (a symlink): token shards are written and "
+            "replaced there, so make it a folder of the dataset"
+        )
 
 
 def _token_shard(relpath: Any) -> bool:

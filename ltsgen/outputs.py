@@ -229,11 +229,9 @@ def remove_emptied_folders(directory: Path | str | Storage, removed: Iterable[st
     if not store.is_local:
         return
     root = store.local_path()
-    inside = [relpath for relpath in removed if _inside(relpath)]
-    emptied = {parent for relpath in inside for parent in Path(relpath).parents if parent != Path(".")}
-    real_root = root.resolve()
+    emptied = {parent for relpath in removed for parent in Path(relpath).parents if parent != Path(".")}
     for folder in sorted(emptied, key=lambda p: len(p.parts), reverse=True):
-        path = root / folder  # never through a symlink: nothing outside the folder goes
-        inside_root = not path.is_symlink() and path.resolve().is_relative_to(real_root)
-        if inside_root and path.is_dir() and not any(path.iterdir()):
+        path = root / folder  # never through a symlink, nor a symlink itself: nothing outside the folder goes
+        inside = not store.leads_out(folder.as_posix()) and not path.is_symlink()
+        if inside and path.is_dir() and not any(path.iterdir()):
             path.rmdir()
