@@ -8,8 +8,9 @@ else plain; a plain name over compressed bytes is refused). A truncated or corru
 end; so does a compressed file of 0 bytes (a failed download holds no stream at all).
 
 Memory is bounded by the reader's limits, not by the input: a decompressor is fed a little compressed
-data at a time (``FEED_SIZE``), so a small file that expands a thousandfold never expands at once, and
-lines (or documents) longer than a caller's byte limit are skipped as they stream by, never joined.
+data at a time (``FEED_SIZE``) and drained a read at a time (``_bounded``), so a small file that expands a
+millionfold never expands at once, and lines (or documents) longer than a caller's byte limit are skipped
+as they stream by, never joined.
 A glob's ``**`` follows links to folders, each folder once (a link to itself or above ends there).
 """
 
@@ -28,8 +29,8 @@ from ltsgen.build import BuildError
 from ltsgen.loaders.storage import StorageError, filesystem, is_url, scheme_of
 
 READ_SIZE = 1 << 20
-# compressed bytes per decompressor call: its output stays below ~1 MiB for gzip (a 1:1032 ratio at most)
-# and ~32 MiB for zstd (a 4-byte block that repeats one byte 128 KiB times)
+# compressed bytes per decompressor call: gzip, bzip2 and xz are drained ``READ_SIZE`` at a time whatever
+# one call would give; a zstd call gives ~32 MiB at most (a 4-byte block that repeats one byte 128 KiB times)
 FEED_SIZE = 1 << 10
 
 
@@ -248,9 +249,6 @@ def _frame_chunks(
                         stream, fed = new_stream(), False
                     else:
                         piece = b""
-                if size >= READ_SIZE:
-                    yield b"".join(parts)
-                    parts, size = [], 0
     if parts:
         yield b"".join(parts)
     if not started:
