@@ -225,10 +225,13 @@ def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens
     )
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _count(value: Any, estimate: int, limit: int) -> int:
     """A token count as the server gave it, at most ``limit``; ``estimate`` when it gave no count."""
-    valid = isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return min(value, limit) if valid else estimate
+    return min(value, limit) if _is_count(value) else estimate
 
 
 def _prompt_limit(request: dict[str, Any]) -> int:
@@ -242,12 +245,10 @@ def _cached_answer(entry: Any, prompt_limit: int, max_tokens: int) -> Answer | N
     if not isinstance(entry, dict) or set(entry) != {f.name for f in fields(Answer)}:
         return None
     counts = (entry["prompt_tokens"], entry["completion_tokens"])
-    if not all(isinstance(v, str) for v in (entry["text"], entry["finish_reason"])) or any(
-        _count(v, -1, 0) < 0 for v in counts
-    ):
+    texts = (entry["text"], entry["finish_reason"])
+    if not all(isinstance(v, str) for v in texts) or not all(_is_count(v) for v in counts):
         return None
-    prompt, completion = _count(counts[0], -1, prompt_limit), _count(counts[1], -1, max_tokens)
-    return Answer(entry["text"], entry["finish_reason"], prompt, completion)
+    return Answer(*texts, min(counts[0], prompt_limit), min(counts[1], max_tokens))
 
 
 def retry_after_seconds(headers: Any) -> float | None:
