@@ -145,9 +145,8 @@ class StreamingDataset(IterableDataset):
         self.storage_options = dict(storage_options or {})
         self.max_doc_chars = max_doc_chars
         self.token_counts = token_counts
-        cached = cache_dir is not None and is_remote(
-            self.root
-        )  # local shards (file:// too) are read in place
+        # local shards (file:// too) are read in place, whatever cache_dir says
+        cached = cache_dir is not None and is_remote(self.root)
         self.cache = ShardCache(cache_dir, cache_limit) if cached else None
         self._read_manifest()
         self.streams = self._streams()

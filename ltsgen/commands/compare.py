@@ -87,7 +87,6 @@ def parse_seeds(text: str) -> list[int]:
     from ltsgen.training.train import SEEDS
 
     seeds = integers(text, "--seeds", "0,1,2")
-
     for seed in seeds:
         problem = out_of_limits(seed, SEEDS)
         if problem:
