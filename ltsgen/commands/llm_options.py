@@ -47,7 +47,7 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     add("--concurrency", int, "stories written at once = requests in flight")
     add("--requests-per-minute", float, "cap on requests per minute (no cap when not given)")
     add("--tokens-per-minute", float, "cap on tokens per minute (no cap when not given)")
-    add("--request-timeout", float, "seconds per request before a retry")
+    add("--request-timeout", float, "seconds per request before a retry (15 s at most to connect)")
     add("--max-retries", int, "retries of one request before the build stops")
     add(
         "--retry-backoff",

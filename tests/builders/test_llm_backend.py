@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 import pytest
 from openai_server import MODEL, ScriptedOpenAIServer, stories_args
@@ -332,18 +333,88 @@ def test_an_option_that_cannot_make_a_build_is_one_line_before_any_request(
     assert err.startswith("ltsgen stories: error: ") and problem in err and err.count("\n") == 1, err
 
 
-def test_a_server_that_refuses_connections_is_named_as_refusing(tmp_path, capsys):
+def test_a_server_that_refuses_connections_is_named_at_once_not_after_every_retry(tmp_path, capsys):
     with ScriptedOpenAIServer() as server:
-        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--max-retries", "0")
+        args = stories_args(server, tmp_path / "out", tmp_path / "cache", "--retry-backoff", "0.01")
     url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     args[args.index("--base-url") + 1] = url
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert (
-        err.startswith(f"ltsgen stories: error: {url}/: gave up after 0 retries; last error: ")
-        and err.count("\n") == 1
+    # before: the full --max-retries (8, minutes of backoff by default) under a bar that did not move
+    assert err.startswith(f"ltsgen stories: error: {url}/: cannot connect (") and err.count("\n") == 1, err
+    assert "(Connection refused: " in err and "is the server running" in err
+
+
+def _chat_client(url: str, cache: Path, retries: int, timeout: float | Any = 60.0):
+    import openai
+
+    try:
+        import httpx2 as httpx  # what openai is built on in its later releases
+    except ImportError:
+        import httpx
+
+    from ltsgen.stories.llm.client import ChatClient, RetryPolicy, Sampling
+    from ltsgen.stories.llm.ledger import Ledger
+
+    fresh = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0))  # a connection per request
+    client = openai.AsyncOpenAI(
+        base_url=url, api_key="none", max_retries=0, timeout=timeout, http_client=fresh
     )
-    assert "(Connection refused: " in err
+    waits: list[tuple[str, float]] = []
+    chat = ChatClient(
+        client, MODEL, Sampling(), ResponseCache(cache), Ledger(), retry=RetryPolicy(retries, 0.001),
+        on_retry=lambda reason, delay: waits.append((reason, delay)),
+    )  # fmt: skip
+    return chat, waits
+
+
+def test_a_server_lost_after_it_answered_gets_every_retry(tmp_path):
+    import asyncio
+
+    from ltsgen.build import BuildError
+
+    server = ScriptedOpenAIServer().__enter__()
+    chat, waits = _chat_client(server.base_url, tmp_path, retries=5)
+
+    async def ask() -> None:
+        await chat.complete([{"role": "user", "content": "Write about 5 words, story 1."}], seed=1)
+        server.__exit__(None, None, None)  # the server goes away mid-build: a blip, retried in full
+        await chat.complete([{"role": "user", "content": "Write about 5 words, story 2."}], seed=1)
+
+    with pytest.raises(BuildError, match=r"gave up after 5 retries; last error: APIConnectionError"):
+        asyncio.run(ask())
+    assert chat.ledger.retries == {"connection": 5} and [reason for reason, _ in waits] == ["connection"] * 5
+
+
+def test_a_server_that_never_accepts_is_a_connect_timeout_not_a_request_timeout(tmp_path):
+    import asyncio
+    import socket
+
+    import openai
+
+    from ltsgen.build import BuildError
+
+    with socket.socket() as listener:  # listens, never accepts: once its backlog is full, connects hang
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+        fillers = []
+        try:
+            while len(fillers) < 8:
+                fillers.append(socket.create_connection(listener.getsockname(), timeout=0.5))
+        except TimeoutError:
+            pass
+        chat, waits = _chat_client(url, tmp_path, retries=8, timeout=openai.Timeout(60.0, connect=0.2))
+
+        async def ask() -> None:
+            await chat.complete([{"role": "user", "content": "Write about 5 words."}], seed=1)
+
+        # before: each of the 9 attempts waited the whole request timeout, and was retried as a slow answer
+        with pytest.raises(BuildError, match=r"cannot connect \(APITimeoutError"):
+            asyncio.run(ask())
+        for filler in fillers:
+            filler.close()
+    assert [reason for reason, _ in waits] == ["connection", "connection"]
 
 
 def test_a_cache_folder_that_cannot_be_used_is_named_not_the_output(tmp_path, capsys):

@@ -159,7 +159,7 @@ def build_llm_stories(
 def _story_runner(openai, config: StoryConfig, llm: LLMConfig, ledger: Ledger, jobs: list, progress: bool):
     """The ``StoryRunner`` that writes ``jobs``' stories through ``llm``, counting in ``ledger``."""
     from ltsgen.stories.llm.cache import ResponseCache
-    from ltsgen.stories.llm.client import ChatClient, RetryPolicy, Sampling
+    from ltsgen.stories.llm.client import CONNECT_TIMEOUT, ChatClient, RetryPolicy, Sampling
     from ltsgen.stories.llm.filters import Filters
     from ltsgen.stories.llm.recipe import story_seed
     from ltsgen.stories.llm.runner import StoryRunner
@@ -170,9 +170,10 @@ def _story_runner(openai, config: StoryConfig, llm: LLMConfig, ledger: Ledger, j
     sampling = Sampling(llm.temperature, llm.top_p, llm.max_tokens)
     distances = Distances.parse(config.recall_distances)
 
-    def make_chat(on_answer) -> ChatClient:
+    def make_chat(on_answer, on_retry) -> ChatClient:
+        timeout = openai.Timeout(llm.request_timeout, connect=min(CONNECT_TIMEOUT, llm.request_timeout))
         client = openai.AsyncOpenAI(
-            base_url=llm.base_url, api_key=llm.api_key, max_retries=0, timeout=llm.request_timeout
+            base_url=llm.base_url, api_key=llm.api_key, max_retries=0, timeout=timeout
         )
         return ChatClient(
             client,
@@ -185,6 +186,7 @@ def _story_runner(openai, config: StoryConfig, llm: LLMConfig, ledger: Ledger, j
             tokens_per_minute=llm.tokens_per_minute,
             max_cost=llm.max_cost,
             on_answer=on_answer,
+            on_retry=on_retry,
             key_source=llm.key_source,
         )
 

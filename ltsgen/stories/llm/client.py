@@ -2,7 +2,8 @@
 
 The client's own retries are off (``max_retries=0``): ``ChatClient`` retries 408, 409, 429, 5xx, timeouts,
 dropped connections and malformed answers with exponential backoff and jitter, waiting at least what a
-``Retry-After`` header asks. 401, 403, 404 and other 4xx answers stop the build with ``BuildError``.
+``Retry-After`` header asks. 401, 403, 404 and other 4xx answers stop the build with ``BuildError``, and so
+does a server that cannot be connected to before it has answered once (``UNREACHED_RETRIES``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ CHARS_PER_TOKEN = 4  # for estimates before the server counts (rate limits and t
 # a chat template's own tokens around the messages, at most: with the prompt's UTF-8 bytes (a token has at
 # least one), a bound on the prompt tokens a server can count
 TEMPLATE_TOKENS = 1_024
+# retries of a connection that fails before the server has answered once: a wrong --base-url or a server
+# not running is said within seconds instead of after minutes of backoff
+UNREACHED_RETRIES = 2
+CONNECT_TIMEOUT = 15.0  # seconds to open a connection (a request's answer may take --request-timeout)
 
 
 class BudgetExhausted(Exception):
@@ -98,6 +103,7 @@ class ChatClient:
         tokens_per_minute: float | None = None,
         max_cost: float | None = None,
         on_answer: Callable[[Answer, bool], None] | None = None,
+        on_retry: Callable[[str, float], None] | None = None,
         key_source: str = "the API key",
     ) -> None:
         self.client = client
@@ -111,7 +117,9 @@ class ChatClient:
         self.max_cost = max_cost
         self.exhausted = False
         self.on_answer = on_answer
+        self.on_retry = on_retry  # (reason, seconds it waits) before each retry
         self.key_source = key_source
+        self.reached = False  # whether the server has answered (anything, errors included) in this process
 
     def request(self, messages: list[dict[str, str]], seed: int) -> dict[str, Any]:
         """The request body, which is also the cache key's content."""
@@ -157,14 +165,24 @@ class ChatClient:
                     ValueError,
                 ) as error:
                     reason, retry_after = self._classify(error)
+                    self.reached |= reason != "connection"
+                    if not self.reached and attempt >= min(UNREACHED_RETRIES, self.retry.max_retries):
+                        raise BuildError(
+                            f"{self.client.base_url}: cannot connect ({_describe(error)}); is the server "
+                            "running, and is --base-url its API root?"
+                        ) from None
                     if attempt == self.retry.max_retries:
                         raise BuildError(
                             f"{self.client.base_url}: gave up after {attempt} retries; last error: "
                             f"{_describe(error)}"
                         ) from None
                     self.ledger.retry(reason)
-                    await asyncio.sleep(self.retry.delay(attempt, retry_after))
+                    delay = self.retry.delay(attempt, retry_after)
+                    if self.on_retry:
+                        self.on_retry(reason, delay)
+                    await asyncio.sleep(delay)
                     continue
+                self.reached = True
                 if self.tpm:
                     self.tpm.adjust(
                         answer.prompt_tokens + answer.completion_tokens - estimate - self.sampling.max_tokens
@@ -186,11 +204,17 @@ class ChatClient:
                 404: f"is --model {self.model!r} served at --base-url {self.client.base_url}?",
             }.get(status, "the server rejected the request")
             raise BuildError(f"{self.client.base_url} answered {_describe(error)}; {hint}") from None
-        if isinstance(error, openai.APITimeoutError):
+        if isinstance(error, openai.APITimeoutError) and not _connect_timeout(error):
             return "timeout", None
         if isinstance(error, openai.APIConnectionError):
             return "connection", None
         return "malformed", None
+
+
+def _connect_timeout(error: Exception) -> bool:
+    """Whether a timeout came while opening the connection (no server answered), not while awaiting an
+    answer: the ``ConnectTimeout`` of the HTTP library under ``openai`` (httpx, or httpx2 in later releases)."""
+    return type(error.__cause__).__name__ == "ConnectTimeout"
 
 
 def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens: int) -> Answer:

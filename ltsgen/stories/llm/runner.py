@@ -29,13 +29,14 @@ LOOKAHEAD = 2  # stories scheduled per worker beyond the job being written
 class StoryRunner:
     """``with StoryRunner(...) as runner: run_build(spec with run_job=runner.write_shard)``.
 
-    ``make_chat`` builds the ``ChatClient`` inside the loop's thread; it is closed on exit. The first fatal
+    ``make_chat(on_answer, on_retry)`` builds the ``ChatClient`` inside the loop's thread; it is closed on
+    exit. The first fatal
     error (``BuildError``, ``BudgetExhausted``) of any story stops every job at once.
     """
 
     def __init__(
         self,
-        make_chat: Callable[[Callable[[Answer, bool], None]], ChatClient],
+        make_chat: Callable[[Callable[[Answer, bool], None], Callable[[str, float], None]], ChatClient],
         seed_of: Callable[[int, int], StorySeed],
         recipe: Recipe,
         filters: Filters,
@@ -110,7 +111,7 @@ class StoryRunner:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     async def _start(self) -> None:
-        self.chat = self.make_chat(self._on_answer)
+        self.chat = self.make_chat(self._on_answer, self._on_retry)
         self._queue = asyncio.Queue()
         self._failed = self.loop.create_future()
         self._started = time.monotonic()
@@ -183,11 +184,16 @@ class StoryRunner:
             self.bar.update(1)
 
     def _on_answer(self, answer: Answer, cached: bool) -> None:
+        self.bar.set_postfix_str(self._postfix(), refresh=False)
+
+    def _on_retry(self, reason: str, delay: float) -> None:
+        """Shown at once: a long wait (a server's Retry-After, say) is not a hang."""
+        self.bar.set_postfix_str(f"{self._postfix()} (last: {reason}, retrying in {delay:,.0f} s)")
+
+    def _postfix(self) -> str:
         ledger = self.chat.ledger
         rate = ledger.sent.completion_tokens / max(time.monotonic() - self._started, 1e-9)
-        self.bar.set_postfix_str(
-            f"{self.words:,} words, {rate:,.0f} tok/s, {ledger.total_retries} retries", refresh=False
-        )
+        return f"{self.words:,} words, {rate:,.0f} tok/s, {ledger.total_retries} retries"
 
 
 def shard_stats(results: list[list[StoryResult]]) -> dict[str, Any]:
