@@ -600,26 +600,9 @@ _NPY_HEADER = re.compile(
 )
 
 
-def parse_npy(content: memoryview | bytes, where: str) -> np.ndarray:
-    """A 1-D integer ``.npy`` array, parsed from its header (never unpickled).
-
-    Args:
-        content: the ``.npy`` file's bytes.
-        where: its name, for the messages.
-
-    Returns:
-        The array (a view of ``content`` when the header has the usual fixed form).
-    """
-    raw = memoryview(content)
-    layout = _npy_layout(raw, where)
-    if layout is None:
-        return _load_npy(raw, where)
-    dtype, count, body = layout
-    return np.frombuffer(raw, dtype=dtype, count=count, offset=body)
-
-
 def _npy_at(octets: np.ndarray, view: memoryview, start: int, size: int, where: str) -> np.ndarray:
-    """``parse_npy`` of the member at ``[start, start + size)`` of a tar, as a view of the tar's bytes
+    """The 1-D integer ``.npy`` member at ``[start, start + size)`` of a tar, parsed from its header (never
+    unpickled), as a view of the tar's bytes
     (a numpy view is not GC-tracked, where an array over a memoryview keeps a tracked object alive)."""
     layout = _npy_layout(view[start : start + size], where)
     if layout is None:

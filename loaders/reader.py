@@ -141,10 +141,6 @@ class ShardReader:
         last downloads into the node's cache, before a DataLoader worker exits)."""
         self._pool.settle()
 
-    def forget(self) -> None:
-        """Drop every decoded shard (a new epoch order needs other shards first)."""
-        self._decoded.clear()
-
     def _submit(self, index: int, lazy: bool, by_range: bool = False) -> Future:
         future = self._decoded.get(index)
         if future is None:

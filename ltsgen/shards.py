@@ -61,8 +61,6 @@ class ShardWriter:
     ``row_group_rows``: records per parquet row group at most (default ``PARQUET_ROW_GROUP_ROWS``; fewer:
     a first batch decodes less).
     After the ``with`` block, ``info`` holds the manifest entry (samples, words, tokens, bytes, sha256).
-    ``payload_bytes`` (UTF-8 text + JSON fields + token bytes so far) lets a builder bound shard sizes
-    deterministically, independently of compression.
     """
 
     def __init__(
@@ -89,7 +87,6 @@ class ShardWriter:
         self.samples = 0
         self.words = 0
         self.tokens = 0
-        self.payload_bytes = 0
         self.info: ShardInfo | None = None
         self._ids: set[str] = set()
         self._publish = None
@@ -112,7 +109,7 @@ class ShardWriter:
         self.samples += 1
         self.words += record["num_words"]
         self.tokens += record.get("num_tokens", 0)
-        self.payload_bytes += self._encoder.write(record)
+        self._encoder.write(record)
 
     def _finish_encoding(self, ok: bool) -> None:
         """Close the encoder and the file; an error in closing is raised only when the block ended cleanly."""
@@ -195,8 +192,8 @@ class _Encoder:
         self.file = file
         self.token_dtype = token_dtype
 
-    def write(self, record: dict[str, Any]) -> int:
-        """Encode one checked record; return its payload bytes."""
+    def write(self, record: dict[str, Any]) -> None:
+        """Encode one checked record."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -210,7 +207,7 @@ class _TarEncoder(_Encoder):
         super().__init__(file, token_dtype)
         self.tar = tarfile.open(fileobj=file, mode="w", format=tarfile.PAX_FORMAT)
 
-    def write(self, record: dict[str, Any]) -> int:
+    def write(self, record: dict[str, Any]) -> None:
         key = record["id"]
         members = [
             (TAR_TEXT_EXT, record["text"].encode("utf-8")),
@@ -228,7 +225,6 @@ class _TarEncoder(_Encoder):
             info.uid = info.gid = 0
             info.uname = info.gname = ""
             self.tar.addfile(info, io.BytesIO(data))
-        return sum(len(data) for _, data in members)
 
     def close(self) -> None:
         self.tar.close()
@@ -245,13 +241,12 @@ class _JsonlZstEncoder(_Encoder):
         compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_checksum=True, threads=0)
         self.stream = compressor.stream_writer(file, closefd=False)
 
-    def write(self, record: dict[str, Any]) -> int:
+    def write(self, record: dict[str, Any]) -> None:
         record = {**record, "meta": dump_json(record["meta"])}
         if self.token_dtype:
             record["input_ids"] = record["input_ids"].tolist()
         line = (dump_json(record) + "\n").encode("utf-8")
         self.stream.write(line)
-        return len(line)
 
     def close(self) -> None:
         self.stream.close()
@@ -292,7 +287,7 @@ class _ParquetEncoder(_Encoder):
         self.sha256: list[str] = []
         self.num_tokens: list[int] = []
 
-    def write(self, record: dict[str, Any]) -> int:
+    def write(self, record: dict[str, Any]) -> None:
         meta = dump_json(record["meta"])
         for name, values in self.columns.items():
             values.append(meta if name == "meta" else record[name])
@@ -302,7 +297,6 @@ class _ParquetEncoder(_Encoder):
         self.buffered += size
         if self.buffered >= PARQUET_ROW_GROUP_BYTES or len(self.columns["id"]) >= self.row_group_rows:
             self._flush()
-        return size
 
     def _flush(self) -> None:
         pa = self.pa

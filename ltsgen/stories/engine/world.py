@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ltsgen.stories.engine.banks import WORLD
 from ltsgen.stories.engine.facts import FactBook
@@ -61,7 +61,6 @@ class World:
     facts: FactBook
     placeholders: dict[str, str]  # fact slot -> placeholder
     colours: tuple[str, ...]  # colours free for descriptions (fact colours excluded)
-    names_used: set[str] = field(default_factory=set)
 
 
 def _pick_name(rng: random.Random, pool: tuple[str, ...], used: set[str]) -> str:
@@ -128,5 +127,4 @@ def build_world(rng: random.Random, num_places: int, num_companions: int) -> Wor
         facts=facts,
         placeholders=ph,
         colours=tuple(c for c in COLOURS if c not in fact_colours[:3] and c[0] not in "aeiou"),
-        names_used=used,
     )
