@@ -78,7 +78,9 @@ def test_webdataset_read_by_webdataset_and_datasets(builds, tmp_path):
         assert digest(zip(hf["__key__"], hf["txt"], strict=True)) == digest(pairs)
         assert sum(j["num_words"] for j in hf["json"]) == words
         reference[split] = digest(pairs)
-    for fmt in ("parquet", "jsonl.zst"):
+    # jsonl.zst read by the zstd and jq command-line tools, where the machine has them
+    others = ("parquet", "jsonl.zst") if shutil.which("zstd") and shutil.which("jq") else ("parquet",)
+    for fmt in others:
         assert other_format_digests(builds[fmt], fmt, tmp_path) == reference
 
 
@@ -95,15 +97,6 @@ def other_format_digests(directory, fmt, tmp_path) -> dict[str, str]:
         else:
             digests[split] = zstd_jq_digest(files, samples, words)
     return digests
-
-
-@pytest.mark.skipif(
-    not (shutil.which("zstd") and shutil.which("jq")), reason="needs the zstd and jq binaries"
-)
-def test_jsonl_zst_read_by_zstd_and_jq(builds, tmp_path):
-    directory = builds["jsonl.zst"]
-    for samples, words, paths in expected(directory).values():
-        zstd_jq_digest([str(directory / p) for p in paths], samples, words)
 
 
 def zstd_jq_digest(files, samples, words) -> str:

@@ -8,7 +8,6 @@ mixture and the Hub recipes only read."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -106,8 +105,6 @@ def test_the_torchrun_loop_runs_on_two_ranks(work):
 
 
 def test_the_mixture_recipe_mixes_two_story_sets(work):
-    if importlib.util.find_spec("ltsgen.loaders.mixture") is None:
-        pytest.skip("this checkout's loaders take one dataset (no ltsgen.loaders.mixture)")
     long = str(work / "lts-long")  # the recipe's build of longer stories, smaller
     args = ["--num-stories", "4", "--min-words", "800", "--max-words", "1200", "--seed", "1", "--no-progress"]
     assert ltsgen(["stories", "--out", long, *args]) == 0
