@@ -167,6 +167,11 @@ def shard_relpath(split: str, index: int, fmt: str, bucket: str | None = None) -
     return "/".join(parts)
 
 
+# Longer documents are skipped and counted, by the builders and by a loader that tokenizes: ~130 MB to
+# tokenize, ~250,000 tokens, far past the longest bucket that length-extrapolation work uses. 0: no limit.
+MAX_DOC_CHARS = 1_000_000
+
+
 def token_dtype(vocab_size: int) -> str:
     """The storage dtype of ``input_ids``.
 

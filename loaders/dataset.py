@@ -27,7 +27,16 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ltsgen.errors import UsageError
 
 from .cache import ShardCache
-from .contract import MANIFEST_NAME, TRAIN_SPLIT, Manifest, ShardInfo, bucket_order, parse_manifest
+from .contract import (
+    MANIFEST_NAME,
+    MAX_DOC_CHARS,
+    TRAIN_SPLIT,
+    Manifest,
+    ShardInfo,
+    bucket_order,
+    parse_manifest,
+    token_dtype,
+)
 from .errors import LoaderError
 from .formats import ShardColumns, TokenColumn
 from .loader import StreamingLoader, collate_records
@@ -49,7 +58,6 @@ from .stored_ids import stored_token_shards
 from .token_counts import read_token_counts, write_token_counts
 
 ON_ERROR = ("raise", "skip")
-MAX_DOC_CHARS = 1_000_000  # the builders' default --max-doc-chars
 __all__ = ["LoaderError", "StreamingDataset", "StreamingMixture", "dataset_state"]
 
 
@@ -601,7 +609,7 @@ class StreamingDataset(IterableDataset):
         when their token counts are known (``TextTokens``), else all at once."""
         if shard.tokens is not None:
             return shard.tokens
-        dtype = np.uint16 if self.tokenizer.get_vocab_size() <= 2**16 else np.uint32
+        dtype = np.dtype(token_dtype(self.tokenizer.get_vocab_size()))
         counts = self._record_tokens.get(info.sha256)
         if counts is None:
             return tokenize_column(shard.fields["text"], self.tokenizer, dtype)

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from ltsgen.errors import LtsgenError, require
+from ltsgen.errors import LtsgenError, first_line, require
 
 from .errors import LoaderError
 from .files import atomic_path, open_regular, read_regular_file
@@ -553,7 +553,7 @@ class Storage:
         except FileNotFoundError:
             raise StorageError(f"{self.location(relpath)}: not found", "not found") from None
         except Exception as error:  # botocore, aiohttp, google-auth raise their own types
-            reason = getattr(error, "strerror", None) or _first_line(error)
+            reason = getattr(error, "strerror", None) or first_line(error)
             raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})", reason) from None
 
 
@@ -581,11 +581,6 @@ def _stamp(info: dict[str, Any]) -> str | None:
         if info.get(name):
             return str(info[name])
     return None
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
 
 
 def _staging_file(relpath: str) -> Path:

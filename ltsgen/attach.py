@@ -26,9 +26,9 @@ from tokenizers import Tokenizer
 
 from ltsgen.build import BuildError, build_running, end_torn_line, verified_journal
 from ltsgen.card import card_conflict, write_card
-from ltsgen.corpora.readers import MAX_DOC_CHARS
 from ltsgen.loaders.contract import (
     CARD_NAME,
+    MAX_DOC_CHARS,
     TOKENIZER_NAME,
     Manifest,
     ShardInfo,
@@ -62,7 +62,6 @@ from ltsgen.tokenizer import (
     hugging_face_files,
     manifest_entry,
     tokenizer_bytes,
-    vocab_size,
 )
 
 TOKENS_DIR = "tokens"
@@ -191,7 +190,7 @@ def _token_shards(
     keys = {shard.path: f"{sha256}:{shard.path}:{shard.sha256}" for shard in shards}
     kept = verified_journal(store, set(keys.values()), TOKENS_JOURNAL_PATH)
     done = {shard.path: kept[keys[shard.path]].shards[0] for shard in shards if keys[shard.path] in kept}
-    dtype = token_dtype(vocab_size(tokenizer))
+    dtype = token_dtype(tokenizer.get_vocab_size())
     end_torn_line(store, TOKENS_JOURNAL_PATH)
     todo = [shard for shard in shards if shard.path not in done]
     written = written_files(store)

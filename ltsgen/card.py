@@ -36,6 +36,7 @@ from ltsgen.loaders.contract import (
     ShardInfo,
     bucket_order,
     read_manifest,
+    token_dtype,
 )
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path
@@ -291,8 +292,7 @@ _ARROW_DTYPES = {
 
 
 def _token_dtype(manifest: Manifest) -> str:
-    vocab = (manifest.tokenizer or {}).get("vocab_size") or 2**16
-    return "uint16" if vocab <= 2**16 else "uint32"
+    return token_dtype((manifest.tokenizer or {}).get("vocab_size") or 2**16)
 
 
 def _data_files(manifest: Manifest, bucket: str | None) -> list[dict[str, str]]:

@@ -1,6 +1,6 @@
 """The one root of every error a user can cause, the one-line error for a missing optional extra, the
-"did you mean" of every error that names an unknown choice, and what is wrong with a number out of its
-limits.
+"did you mean" of every error that names an unknown choice, what is wrong with a number out of its limits,
+and the first line of a library's message that an error quotes.
 
 A leaf module: it imports nothing of ltsgen's, so every part (``ltsgen.loaders`` and ``ltsgen.encodings``
 included) may raise its errors under one root, and the CLI catches ``LtsgenError`` alone and prints its
@@ -31,6 +31,13 @@ class UsageError(LtsgenError):
 
 class MissingDependency(LtsgenError):
     """An optional dependency is not installed; the message names the extra that provides it."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (a library's, quoted in a one-line error); its type's name
+    when the message is empty."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from ltsgen.errors import LtsgenError
+from ltsgen.errors import LtsgenError, first_line
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
 from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.storage import Storage, StorageError, is_url, locate
@@ -63,9 +63,7 @@ def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
         try:
             tokenizer = Tokenizer.from_file(str(path))
         except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-            raise TokenizerError(
-                f"{path}: not a Hugging Face tokenizer.json ({_first_line(error)})"
-            ) from None
+            raise TokenizerError(f"{path}: not a Hugging Face tokenizer.json ({first_line(error)})") from None
         return without_truncation(tokenizer)
     name = str(path_or_name)
     if name.endswith(".json") or name.startswith((".", "/")) or name.count("/") > 1:
@@ -74,7 +72,7 @@ def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
         tokenizer = Tokenizer.from_pretrained(name)
     except Exception as error:
         raise TokenizerError(
-            f"{name}: not a local tokenizer file and not loadable from the Hugging Face Hub ({_first_line(error)})"
+            f"{name}: not a local tokenizer file and not loadable from the Hugging Face Hub ({first_line(error)})"
         ) from None
     return without_truncation(tokenizer)
 
@@ -93,10 +91,6 @@ def eos_token(tokenizer: Tokenizer) -> str:
     return tokenizer.id_to_token(eos_id(tokenizer))
 
 
-def vocab_size(tokenizer: Tokenizer) -> int:
-    return tokenizer.get_vocab_size(with_added_tokens=True)
-
-
 def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of ``texts`` (no special tokens added) as ``(values uint32, offsets int64)``.
 
@@ -108,8 +102,7 @@ def encode_arrays(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarra
     except BaseException as error:  # the Rust library's panics are no Exception: a hostile regex gives up
         if type(error).__name__ != "PanicException":
             raise
-        reason = str(error).splitlines()[0] if str(error) else "a panic"
-        raise TokenizerError(f"the tokenizer failed on a text ({reason})") from None
+        raise TokenizerError(f"the tokenizer failed on a text ({first_line(error)})") from None
     ids = [encoding.ids for encoding in encodings]
     offsets = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
@@ -202,11 +195,6 @@ def manifest_entry(tokenizer: Tokenizer, raw: bytes) -> dict[str, Any]:
     return {
         "path": TOKENIZER_NAME,
         "sha256": hashlib.sha256(raw).hexdigest(),
-        "vocab_size": vocab_size(tokenizer),
+        "vocab_size": tokenizer.get_vocab_size(),
         "eos_id": eos_id(tokenizer),
     }
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

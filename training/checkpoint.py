@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ltsgen.errors import first_line
 from ltsgen.loaders.files import atomic_path, sha256_file
 from ltsgen.training.errors import TrainingError
 
@@ -73,7 +74,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
-        raise TrainingError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
+        raise TrainingError(f"{path}: not a readable checkpoint ({first_line(error)})") from None
     return _fields_of(path, state)
 
 
@@ -103,7 +104,7 @@ def load_weights(model: torch.nn.Module, weights: dict[str, Any], path: Path) ->
         model.load_state_dict(weights)
     except RuntimeError as error:  # PyTorch's header line, then what does not fit
         details = [line.strip() for line in str(error).strip().splitlines()[1:] if line.strip()]
-        what = details[0][:200] if details else _first_line(error)
+        what = details[0][:200] if details else first_line(error)
         raise TrainingError(f"{path}: its weights do not fit this model ({what})") from None
 
 
@@ -117,11 +118,6 @@ def _read_digests(path: Path) -> list[str]:
 def _write_digests(path: Path, digests: list[str]) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(digests) + "\n", encoding="ascii")
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def rng_state() -> dict[str, Any]:

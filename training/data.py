@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from ltsgen.errors import first_line
 from ltsgen.loaders.contract import (
     EVAL_CONCAT_SPLIT,
     EVAL_SPLIT,
@@ -96,10 +97,7 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:  # tokenizers raises a bare Exception on a missing or malformed file
-        text = str(error).strip().splitlines()
-        raise TrainingError(
-            f"{path}: not a readable tokenizer.json ({text[0] if text else type(error).__name__})"
-        ) from None
+        raise TrainingError(f"{path}: not a readable tokenizer.json ({first_line(error)})") from None
     return without_truncation(tokenizer)
 
 
@@ -289,8 +287,7 @@ class EvalSets:
 
     sets: dict[int, EvalSet]
     description: str  # where the documents come from
-    requested: int  # the number of documents asked for
-    notice: str | None = None  # set when fewer than ``requested`` documents reach the longest length
+    notice: str | None = None  # set when fewer documents than asked for reach the longest length
 
     @property
     def documents(self) -> list[str]:
@@ -371,7 +368,7 @@ def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: 
             )
         sets[length] = EvalSet(length, torch.stack([rows[length][d] for d in documents]), documents)
     description = f"the stored exact-length sets {EVAL_SPLIT}/<L>: {len(documents)} documents at every length"
-    return EvalSets(sets, description, max_sequences)
+    return EvalSets(sets, description)
 
 
 def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int, needed: int) -> EvalSets:
@@ -406,7 +403,7 @@ def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int
         f"the concatenated held-out stream {EVAL_CONCAT_SPLIT}/{longest}: its first {len(ids)} windows of "
         f"{longest} tokens, cut to each length"
     )
-    return EvalSets(sets, description, max_sequences)
+    return EvalSets(sets, description)
 
 
 def _document_id(record: dict[str, Any], length: int) -> str:
@@ -444,7 +441,7 @@ def _held_out_eval_sets(data_dir, manifest, lengths, tokenizer, max_sequences, n
                 f"the {split} split: the first {len(documents)} documents (in stored order) of at least "
                 f"{longest} tokens, cut to each length"
             )
-            return EvalSets(sets, description, max_sequences)
+            return EvalSets(sets, description)
         counts.append(f"{split}: {len(documents)} of {seen} documents reach {longest} tokens")
     raise TrainingError(
         f"{join(str(data_dir), MANIFEST_NAME)}: too few held-out documents to evaluate at {longest} tokens "

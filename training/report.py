@@ -670,15 +670,15 @@ def _learned_section(runs, train_length: int) -> list[str]:
     for run in runs:
         if run["train_length"] == train_length and run["train"].get("learned"):
             learned[run["train"]["encoding"]][run["seed"]] = run["train"]["learned"]
-            shared[run["train"]["encoding"]] = run["train"].get(
-                "learned_shared", len(run["train"]["learned"]) == 1
-            )
+            shared[run["train"]["encoding"]] = learned_shared(run["train"])
     lines = []
     for encoding, per_seed in learned.items():
         layers = list(zip(*per_seed.values(), strict=True))  # per layer: that layer's values of every seed
         for layer, values in enumerate(layers):
             where = "all layers" if shared[encoding] else f"layer {layer}"
-            shown = "; ".join(f"{name} {_values(_average([v[name] for v in values]))}" for name in values[0])
+            shown = "; ".join(
+                f"{name} {learned_value(_average([v[name] for v in values]))}" for name in values[0]
+            )
             lines.append(f"- {encoding}, {where}: {shown}")
     if not lines:
         return []
@@ -693,9 +693,17 @@ def _average(values: list[Any]) -> Any:
     return sum(present) / len(present) if present else None
 
 
-def _values(value) -> str:
+def learned_shared(summary: dict[str, Any]) -> bool:
+    """Whether a run's learned values (its ``train_summary.json``) are one module's, shared by every layer (a
+    run of one layer whose module is its own is not); a summary written before it said so: whether it has
+    one entry."""
+    return summary.get("learned_shared", len(summary["learned"]) == 1)
+
+
+def learned_value(value: Any) -> str:
+    """A learned value (a number, none, or a list of them per head) to 3 significant digits."""
     if isinstance(value, list):
-        return "[" + ", ".join(_values(v) for v in value) + "]"
+        return "[" + ", ".join(learned_value(v) for v in value) + "]"
     return "none" if value is None else f"{value:.3g}"
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ltsgen.errors import first_line
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
 from ltsgen.loaders.files import atomic_path, temporaries_of
 from ltsgen.loaders.storage import LockHeld, Storage, StorageError
@@ -88,7 +89,7 @@ def read_json(path: Path) -> Any:
     except FileNotFoundError:
         raise TrainingError(f"{path}: not found") from None
     except (OSError, UnicodeDecodeError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or str(error).splitlines()[0]
+        reason = getattr(error, "strerror", None) or first_line(error)
         raise TrainingError(f"{path}: damaged, not readable JSON ({reason})") from None
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import argparse
 
 from ltsgen.commands import add_storage_argument, number, storage_options
-from ltsgen.corpora.readers import MAX_DOC_CHARS, SOURCES, ReaderOptions, Screen
+from ltsgen.corpora.readers import SOURCES, ReaderOptions, Screen
 from ltsgen.errors import UsageError
+from ltsgen.loaders.contract import MAX_DOC_CHARS
 
 SOURCE_HELP = (
     "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "

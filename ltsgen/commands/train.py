@@ -178,24 +178,14 @@ def describe(summary: dict[str, Any], run_dir: str) -> str:
         + (f" x{summary['world_size']}" if summary["world_size"] > 1 else "")
         + f", {summary['parameters']:,} parameters",
     ]
+    from ltsgen.training.report import learned_shared, learned_value
+
     for layer, values in enumerate(summary.get("learned", [])):
-        shown = ", ".join(f"{key} {_short(value)}" for key, value in values.items())
-        where = "shared by every layer" if _shared(summary) else f"layer {layer}"
+        shown = ", ".join(f"{key} {learned_value(value)}" for key, value in values.items())
+        where = "shared by every layer" if learned_shared(summary) else f"layer {layer}"
         lines.append(f"  learned ({where}): {shown}")
     if summary["finished"]:
         lines.append(f"run: {run_dir} (checkpoint.pt, metrics.jsonl, train_summary.json)")
     else:
         lines.append(f"stopped at step {summary['step']:,} (checkpointed): continue with --resume")
     return "\n".join(lines)
-
-
-def _shared(summary: dict[str, Any]) -> bool:
-    """Whether a run's learned values are one module's, shared by every layer (a run of one layer whose
-    module is its own is not); a summary written before it said so: whether it has one entry."""
-    return summary.get("learned_shared", len(summary["learned"]) == 1)
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(_short(v) for v in value) + "]"
-    return "none" if value is None else f"{value:.3g}"

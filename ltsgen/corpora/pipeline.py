@@ -43,7 +43,6 @@ from ltsgen.corpora.buckets import bucket_indices, bucket_names, concat_sequence
 from ltsgen.corpora.card_text import bucket_card
 from ltsgen.corpora.inputs import input_size
 from ltsgen.corpora.readers import (
-    MAX_DOC_CHARS,
     ReaderOptions,
     Screen,
     dataset_source,
@@ -63,6 +62,7 @@ from ltsgen.loaders.contract import (
     EVAL_CONCAT_SPLIT,
     EVAL_SPLIT,
     FORMATS,
+    MAX_DOC_CHARS,
     TOKENIZER_NAME,
     shard_relpath,
     token_dtype,

@@ -31,15 +31,13 @@ from ltsgen.corpora.inputs import (
     read_chunks,
     read_lines,
 )
-from ltsgen.errors import require
+from ltsgen.errors import first_line, require
+from ltsgen.loaders.contract import MAX_DOC_CHARS
 
 _COMPRESSED = ("", *DECOMPRESSORS)  # a file of each kind, plain or compressed (``inputs.DECOMPRESSORS``)
 JSON_SUFFIXES = tuple(f"{kind}{suffix}" for kind in (".json", ".jsonl", ".ndjson") for suffix in _COMPRESSED)
 PARQUET_SUFFIXES = (".parquet",)
 TEXT_SUFFIXES = (*(f".txt{suffix}" for suffix in _COMPRESSED), ".md")
-# Longer documents are skipped and counted: ~130 MB to tokenize, ~250,000 tokens, far past the longest bucket
-# that length-extrapolation work uses. 0 lifts the limit.
-MAX_DOC_CHARS = 1_000_000
 
 
 @dataclass
@@ -281,9 +279,7 @@ def read_stack(inputs: list[str], options: ReaderOptions, screen: Screen) -> Ite
                         yield Document(text, json_safe(values), "stack", where)
                 row += batch.num_rows
         except (pa.ArrowException, OSError) as error:
-            screen.bad(
-                str(path), f"not a readable parquet file ({str(error).splitlines()[0]})", "unreadable parquet"
-            )
+            screen.bad(str(path), f"not a readable parquet file ({first_line(error)})", "unreadable parquet")
 
 
 def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterator[Document]:
@@ -307,8 +303,7 @@ def read_hf(inputs: list[str], options: ReaderOptions, screen: Screen) -> Iterat
         except BuildError:
             raise
         except Exception as error:  # datasets raises many types (network, config, file errors)
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise BuildError(f"{name}: cannot stream this dataset ({first})") from None
+            raise BuildError(f"{name}: cannot stream this dataset ({first_line(error)})") from None
 
 
 def _split_stream(path: InputPath, separator: str, limit: int | None = None) -> Iterator[bytes | None]:
