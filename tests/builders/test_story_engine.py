@@ -342,3 +342,38 @@ def test_wheel_ships_the_engine_data(tmp_path):
     }
     assert len(shipped) >= 5 and "ltsgen/stories/data/vocabulary.json" in shipped and shipped <= names
     assert {"ltsgen/stories/engine/story.py", "ltsgen/stories/llm/backend.py"} <= names
+
+
+def test_the_32000_word_story_the_engine_docs_quote():
+    """docs/story-engine.md quotes these figures of one long story; they changed with the engine once
+    without the docs following."""
+    from ltsgen.stories.recalls import word_index
+
+    record = generate_story(7, seed=3, target_words=32_000)
+    text, facts = record["text"], record["meta"]["facts"]
+    named = {fact["name"]: fact for fact in facts}
+    shown = {}
+    for name in ("pet_name", "quest_colour", "hiding_place"):
+        words = word_index(text, [named[name]["first"], named[name]["uses"][-1]])
+        shown[name] = (words[0], len(named[name]["uses"]), words[1])
+    assert shown == {
+        "pet_name": (29, 333, 31_870),
+        "quest_colour": (99, 87, 31_947),
+        "hiding_place": (131, 1, 31_979),
+    }
+    planted = [fact for fact in facts if fact["planted"]]
+    distances = [distance for fact in planted for distance in fact["distance_words"]]
+    assert (len(planted), len(distances), sum(d >= 4_000 for d in distances), max(distances)) == (
+        73,
+        254,
+        68,
+        31_019,
+    )
+    doc = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs" / "story-engine.md").read_text("utf-8").split()
+    )
+    assert "the pet's name is set at word 29 and used 333 times up to word 31,870" in doc
+    assert (
+        "Its 73 planted facts are recalled 254 times, 68 of them from 4,000+ words back, the farthest from 31,019"
+        in doc
+    )
