@@ -127,8 +127,14 @@ def run(args: argparse.Namespace) -> int:
         saved = data.location(entry["path"])
         stored = sum(shard["tokens"] for shard in entry["shards"].values())
         resumed = f", {kept} of them kept from an interrupted run" if kept else ""
+        if previous is None:
+            replaced = ""
+        elif previous.get("sha256") == entry["sha256"]:
+            replaced = " (the same tokenizer as before)"
+        else:
+            replaced = " (replacing the earlier one)"
         note = (
-            f"; attached to {data} in its manifest{' (replacing the earlier one)' if previous else ''}, "
+            f"; attached to {data} in its manifest{replaced}, "
             f"with the token ids of its {len(entry['shards'])} shards ({stored:,} tokens{resumed})"
         )
     else:

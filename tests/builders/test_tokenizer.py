@@ -231,6 +231,12 @@ def test_attach_to_a_story_build_then_stream_packed_blocks(stories, capsys):
         assert output_state(stories, name) == "ltsgen"  # so --overwrite removes it with the build
     new = sha256_file(stories / "tokenizer.json")
     assert sorted(p.name for p in (stories / "tokens").iterdir()) == [new[:16]]  # the replaced ids removed
+    capsys.readouterr()
+
+    # the same tokenizer trained again is said to be the same (before: "replacing the earlier one")
+    assert main(["tokenizer", "--data", str(stories), "--vocab-size", "300", "--no-progress"]) == 0
+    assert "(the same tokenizer as before)" in capsys.readouterr().out
+    assert sorted(p.name for p in (stories / "tokens").iterdir()) == [new[:16]]
 
     # not while a build holds the directory's lock: nothing changes
     before = (stories / "manifest.json").read_bytes(), (stories / "tokenizer.json").read_bytes()
