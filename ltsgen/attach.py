@@ -47,6 +47,7 @@ from ltsgen.outputs import (
     WRITING_PATH,
     JobResult,
     announce,
+    expect_outputs,
     logged_files,
     output_state,
     record_outputs,
@@ -142,6 +143,7 @@ def attach_tokenizer(
             shards, kept = _token_shards(store, manifest, tokenizer, entry["sha256"], progress, max_doc_chars)
             entry["shards"] = {source: _entry(info) for source, info in shards.items()}
             files = {**hugging_face_files(tokenizer), TOKENIZER_NAME: raw}
+            expect_outputs(store, files)
             for name, data in files.items():
                 store.write_bytes(name, data)
             previous, manifest.tokenizer = manifest.tokenizer, entry

@@ -17,6 +17,7 @@ manifest is stored with sorted keys, so only the ``columns``/``rows`` form keeps
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import statistics
@@ -41,7 +42,7 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path
 from ltsgen.loaders.storage import Storage, as_storage
-from ltsgen.outputs import CARD_FILES, TOKENS_PLOT, WORDS_PLOT, output_state, record_outputs
+from ltsgen.outputs import CARD_FILES, TOKENS_PLOT, WORDS_PLOT, expect_outputs, output_state, record_outputs
 
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")]
 SIZE_CATEGORIES += [(10_000_000, "1M<n<10M"), (100_000_000, "10M<n<100M"), (1_000_000_000, "100M<n<1B")]
@@ -67,9 +68,12 @@ def write_card(directory: str | Path | Storage, verify: bool = True) -> str:
     manifest = read_manifest(store)
     check_statistics(manifest, store.location(MANIFEST_NAME))
     lengths = _read_lengths(store, manifest, verify)
-    plots = _plot(store, manifest, lengths) if can_plot() else []
-    store.write_bytes(CARD_NAME, render_card(manifest, lengths, plots).encode("utf-8"))
-    record_outputs(store, [CARD_NAME, *plots])
+    files = _plots(manifest, lengths) if can_plot() else {}
+    files[CARD_NAME] = render_card(manifest, lengths, list(files)).encode("utf-8")
+    expect_outputs(store, files)  # a run killed among these writes leaves files still known as ltsgen's
+    for name, data in files.items():  # the plots, then the card that shows them
+        store.write_bytes(name, data)
+    record_outputs(store, list(files))
     return store.location(CARD_NAME)
 
 
@@ -193,12 +197,13 @@ def _read_lengths(store: Storage, manifest: Manifest, verify: bool) -> _Lengths:
     return lengths
 
 
-def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
-    """Draw the histograms on Agg figures of their own: pyplot (its state and slow import) is not needed."""
+def _plots(manifest: Manifest, lengths: _Lengths) -> dict[str, bytes]:
+    """The histograms as PNG bytes by file name, drawn on Agg figures of their own: pyplot (its state and
+    slow import) is not needed."""
     Figure = require("matplotlib.figure", "build", "length histograms").Figure  # noqa: N806
     LogLocator = require("matplotlib.ticker", "build", "length histograms").LogLocator  # noqa: N806
 
-    plots = []
+    plots = {}
     for name, groups, unit in ((WORDS_PLOT, lengths.words, "words"), (TOKENS_PLOT, lengths.tokens, "tokens")):
         order = manifest.buckets if unit == "tokens" and manifest.buckets else sorted(groups)
         drawn = [group for group in order if groups.get(group)]  # no training bucket of a build all held out
@@ -219,9 +224,9 @@ def _plot(store: Storage, manifest: Manifest, lengths: _Lengths) -> list[str]:
         axes.set_title(f"{_card(manifest).get('pretty_name', manifest.source)}: {unit} per sample")
         axes.legend(title="bucket" if unit == "tokens" and manifest.buckets else "split", fontsize=8)
         figure.tight_layout()
-        with store.publish(name) as tmp:
-            figure.savefig(tmp, format="png", metadata={"Software": None})
-        plots.append(name)
+        png = io.BytesIO()
+        figure.savefig(png, format="png", metadata={"Software": None})
+        plots[name] = png.getvalue()
     return plots
 
 

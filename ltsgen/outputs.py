@@ -6,13 +6,15 @@ that attaching a tokenizer writes), ``writing.jsonl`` (each shard announced befo
 and ``outputs.json``, the record of the files other than shards that builds wrote beside them (card, plots,
 tokenizer) with their sha256.
 ``written_files`` and ``remove_build`` read these to remove what an earlier build wrote and nothing else;
-``record_outputs`` and ``output_state`` let the card and the tokenizer writers tell their own files from a
-user's. The build driver (``ltsgen.build``) and the card writer (``ltsgen.card``) both import this module,
+``expect_outputs`` (before the files are published), ``record_outputs`` (after) and ``output_state`` let
+the card and the tokenizer writers tell their own files from a user's, a run killed between the two
+included. The build driver (``ltsgen.build``) and the card writer (``ltsgen.card``) both import this module,
 which imports neither.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ STATE_NAME = "build.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
+# (a list of them while a file is being replaced: ``expect_outputs``)
 STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
 JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
 TOKENS_JOURNAL_PATH = f"{STATE_DIR}/tokens.jsonl"  # the token shards `ltsgen tokenizer --data` finished
@@ -89,6 +92,27 @@ def write_outputs(store: Storage, outputs: dict[str, str]) -> None:
     store.write_bytes(OUTPUTS_PATH, (json.dumps(outputs, sort_keys=True, indent=2) + "\n").encode())
 
 
+def expect_outputs(directory: Path | str | Storage, contents: dict[str, bytes]) -> None:
+    """Before the files ``contents`` names are published: record the sha256 each will have, beside the one
+    recorded before, so that a run killed between a publish and ``record_outputs`` leaves files still
+    known as ltsgen's, the old or the new (a rerun then replaces them, and ``--overwrite`` removes them).
+    Only where the directory has ``.ltsgen/``."""
+    store = as_storage(directory)
+    if not store.exists(STATE_DIR):
+        return
+    outputs = _read_outputs(store) or {}
+    for name, data in contents.items():
+        outputs[name] = sorted({*_digests(outputs.get(name)), hashlib.sha256(data).hexdigest()})
+    write_outputs(store, outputs)
+
+
+def _digests(recorded: Any) -> list[str]:
+    """The sha256 a recorded output may have: one once written, the old and the new while it is replaced."""
+    if isinstance(recorded, str):
+        return [recorded]
+    return [digest for digest in recorded if isinstance(digest, str)] if isinstance(recorded, list) else []
+
+
 def record_outputs(directory: Path | str | Storage, names: Iterable[str]) -> None:
     """Record the files ``names`` (relative paths, not shards) as written by ltsgen, with their sha256, so
     that ``--overwrite`` removes them and ``ltsgen card`` can tell hand edits. Only where the directory has
@@ -113,7 +137,7 @@ def output_state(directory: Path | str | Storage, name: str) -> str:
         return "ltsgen" if legacy else "other"
     if name not in outputs:
         return "other"
-    return "ltsgen" if store.sha256(name) == outputs[name] else "changed"
+    return "ltsgen" if store.sha256(name) in _digests(outputs[name]) else "changed"
 
 
 def _inside(relpath: Any) -> bool:

@@ -395,3 +395,60 @@ def test_a_shard_published_before_a_kill_stays_the_builds_own(tmp_path):
     assert main([*args, "--out", str(out), "--seed", "1", "--overwrite"]) == 0
     assert main([*args, "--out", str(fresh), "--seed", "1"]) == 0
     assert tree(out) == tree(fresh)
+
+
+# Run as sitecustomize: kills the process (SIGKILL) as it is about to rename a temporary file onto ``name``
+# in ``out`` (once ``out/ready`` exists, when given): the files published before are on disk, unrecorded.
+KILL_BEFORE_A_RENAME = """
+import os, signal, sys
+from pathlib import Path
+
+OUT, NAME, READY = Path({out!r}), {name!r}, {ready!r}
+
+
+def kill_before_a_rename(event, args):
+    if event == "os.rename" and Path(args[1]) == OUT / NAME and (READY is None or (OUT / READY).exists()):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(kill_before_a_rename)
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "ready"),
+    [
+        ("tokenizer", "tokenizer.json", None),  # its two side files published, not yet recorded
+        ("tokenizer", ".ltsgen/outputs.json", "tokenizer.json"),  # every file and the manifest published
+        ("stories", "README.md", None),  # a histogram published, the card not yet
+        ("stories", ".ltsgen/outputs.json", "README.md"),  # the card published, not yet recorded
+    ],
+)
+def test_a_kill_among_the_card_or_tokenizer_writes_then_rerun_finishes_as_if_uninterrupted(
+    tmp_path, capsys, command, name, ready
+):
+    """Before, the files published before the kill were recorded as ltsgen's only after the last of them:
+    the rerun took them for the user's and refused ("not written by ltsgen"), and so did `ltsgen card`;
+    the card of a build killed so was never written. Now their sha256 is recorded before they are."""
+    data, whole = tmp_path / "killed", tmp_path / "whole"
+    attach = ["tokenizer", "--vocab-size", "300", "--no-progress", "--data"]
+    build = [*STORIES, "--samples-per-shard", "5", "--out"]
+    for out in (data, whole):
+        if command == "tokenizer" or out == whole:
+            assert main([*build, str(out)]) == 0
+    if command == "tokenizer":
+        assert main([*attach, str(whole)]) == 0
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_BEFORE_A_RENAME.format(out=str(data), name=name, ready=ready))
+    process = start(*(attach if command == "tokenizer" else build), data, env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    capsys.readouterr()
+    assert main([*(attach if command == "tokenizer" else build), str(data)]) == 0  # the rerun
+    assert "not written by ltsgen" not in capsys.readouterr().out
+    assert tree(data) == tree(whole)
+    assert main(["card", str(data)]) == 0  # the card's files are ltsgen's, as written
+    assert tree(data) == tree(whole)
