@@ -70,7 +70,7 @@ from ltsgen.loaders.contract import (
 from ltsgen.loaders.packing import without_truncation
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.loaders.storage import Storage, as_storage, is_url
-from ltsgen.outputs import STATE_DIR, record_outputs, remove_build
+from ltsgen.outputs import STATE_DIR, expect_outputs, record_outputs, remove_build
 from ltsgen.tokenizer import TokenizerError, load_tokenizer, manifest_entry
 
 CHUNK_CHARS = 1 << 19  # characters of text per tokenizing chunk (about 0.2 s of one core)
@@ -240,6 +240,7 @@ def build_buckets(
             not directory.is_file(TOKENIZER_NAME)
             or directory.sha256(TOKENIZER_NAME) != tokenizer_info["sha256"]
         ):
+            expect_outputs(directory, {TOKENIZER_NAME: tokenizer_text})  # ltsgen's even if killed just after
             directory.write_bytes(TOKENIZER_NAME, tokenizer_text)
         record_outputs(directory, [TOKENIZER_NAME])
         spool = directory.child(f"{STATE_DIR}/{SPOOL_NAME}")

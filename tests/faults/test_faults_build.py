@@ -452,3 +452,26 @@ def test_a_kill_among_the_card_or_tokenizer_writes_then_rerun_finishes_as_if_uni
     assert tree(data) == tree(whole)
     assert main(["card", str(data)]) == 0  # the card's files are ltsgen's, as written
     assert tree(data) == tree(whole)
+
+
+def test_a_bucket_build_killed_just_after_writing_its_tokenizer_is_replaced_by_overwrite(tmp_path):
+    """Killed after ``tokenizer.json`` was published and before it was recorded: before, a build with other
+    arguments and --overwrite refused it as the user's file where the build writes."""
+    corpus, tokenizer = corpus_and_tokenizer(tmp_path, documents=40)
+    data, whole = tmp_path / "killed", tmp_path / "whole"
+    args = ["buckets", "--source", "c4", "--input", str(corpus), "--tokenizer", str(tokenizer)]
+    args += ["--bucket-lengths", "256,1024", "--no-progress", "--out"]
+    assert main([*args, str(whole), "--eval-sequences", "3"]) == 0
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        KILL_BEFORE_A_RENAME.format(out=str(data), name=".ltsgen/outputs.json", ready="tokenizer.json")
+    )
+    process = start(*args, data, "--eval-sequences", "2", env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    assert (data / "tokenizer.json").exists() and not (data / "manifest.json").exists()
+    assert main([*args, str(data), "--eval-sequences", "3", "--overwrite"]) == 0
+    assert tree(data) == tree(whole)
