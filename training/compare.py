@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ltsgen.encodings import options as encoding_options
-from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as
+from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as, training_options
 from ltsgen.engines import Engine, SerialEngine
-from ltsgen.errors import did_you_mean, require
+from ltsgen.errors import LtsgenError, did_you_mean, require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer, same_setting
@@ -424,11 +424,31 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
     saved = read_record(path, {})
     changed = [key for key in set(saved) | set(settings)
                if key not in FREE_SETTINGS and not same_setting(key, saved.get(key), settings.get(key))]  # fmt: skip
+    if "encoding_options" in changed:  # given otherwise ("base=1e4", a default by hand), the same runs?
+        resolved = _resolved_options(settings)
+        if resolved is not None and resolved == _resolved_options(saved):
+            changed.remove("encoding_options")
     if changed:
         diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {settings.get(key)!r}" for key in sorted(changed))
         raise TrainingError(
             f"{path}: an earlier comparison here used other settings ({diffs}); use another --out"
         )
+
+
+def _resolved_options(settings: dict[str, Any]) -> dict[str, Any] | None:
+    """Every option of every compared encoding at every training length, as its runs are trained with the
+    comparison's ``encoding_options`` (None for a settings record these do not read)."""
+    given = settings.get("encoding_options") or {}
+    try:
+        return {
+            f"{encoding}@{length}": training_options(
+                encoding, length, {k: v for k, v in given.items() if k in encoding_options(encoding)}
+            )
+            for encoding in settings["encodings"]
+            for length in settings["train_lengths"]
+        }
+    except (KeyError, TypeError, ValueError, LtsgenError):
+        return None
 
 
 _REPORTED = (

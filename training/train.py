@@ -476,12 +476,17 @@ def open_run(run_dir: Path, config: TrainConfig, resume: bool, placement) -> dic
         if not resume:
             raise TrainingError(f"{path}: a run is already there; pass --resume or choose another --out")
         checkpoint = load_checkpoint(path)
-        saved = asdict(TrainConfig.from_dict({"out": config.out, **checkpoint["train_config"]}))
+        saved_config = TrainConfig.from_dict({"out": config.out, **checkpoint["train_config"]})
+        saved = asdict(saved_config)
         changed = [
             key
             for key in TrainConfig.RESUME_KEYS
             if not same_setting(key, saved.get(key), getattr(config, key))
         ]
+        if "encoding_options" in changed and saved["encoding"] == config.encoding:
+            # options given otherwise that make the same model: "base=1e4", or a default given by hand
+            if saved_config.encoding_options_resolved() == config.encoding_options_resolved():
+                changed.remove("encoding_options")
         if changed:
             diffs = ", ".join(f"{key}: {saved.get(key)!r} -> {getattr(config, key)!r}" for key in changed)
             raise TrainingError(f"{path}: cannot resume with other settings ({diffs})")

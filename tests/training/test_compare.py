@@ -341,3 +341,23 @@ def test_the_speed_table_shows_each_encoding_with_the_training_behind_it_and_a_s
     stale = tmp_path / "recall_vs_distance.png"
     stale.write_bytes(b"\x89PNG")
     assert write_recall_plot(tmp_path, runs) is None and not stale.exists()
+
+
+def test_a_rerun_whose_encoding_options_make_the_same_runs_is_not_refused(tmp_path):
+    """Options spelled otherwise, or a default given by hand, train the same runs; another value does not."""
+    from ltsgen.training.compare import _check_settings
+    from ltsgen.training.errors import TrainingError
+
+    path = tmp_path / "compare.json"
+    settings = {
+        "encodings": ["nope", "rope", "alibi"],
+        "train_lengths": [16, 32],
+        "encoding_options": {"base": "500"},
+    }
+    path.write_text(json.dumps(settings))
+    for same in ({"base": "5e2"}, {"base": 500.0}):
+        _check_settings(path, {**settings, "encoding_options": same})
+    path.write_text(json.dumps({**settings, "encoding_options": {}}))
+    _check_settings(path, {**settings, "encoding_options": {"base": "10000"}})  # RoPE's default
+    with pytest.raises(TrainingError, match=r"encoding_options: \{\} -> \{'base': '500'\}"):
+        _check_settings(path, settings)

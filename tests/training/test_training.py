@@ -155,6 +155,11 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
                 train(replace(config, data=data), resume=True, progress=False)
         else:
             assert train(replace(config, data=data), resume=True, progress=False)["nothing_to_do"]
+    # RoPE's base given as its default, spelled otherwise, makes the same model (before: refused); 500 does not
+    same = replace(config, encoding_options={"base": "1e4"})
+    assert train(same, resume=True, progress=False)["nothing_to_do"]
+    with pytest.raises(TrainingError, match=r"encoding_options: \{\} -> \{'base': '500'\}"):
+        train(replace(config, encoding_options={"base": "500"}), resume=True, progress=False)
     with pytest.raises(
         TrainingError, match=r"another global batch \(--batch-size x processes: 4 x 1 -> 2 x 1\)"
     ):
