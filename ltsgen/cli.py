@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `ltsgen ... | head`: the reader left; stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:  # before a command runs (its own interrupts are said by _run, naming it)
+        print("ltsgen: interrupted", file=sys.stderr)
+        return 130
 
 
 def out_of_memory(error: BaseException) -> str | None:

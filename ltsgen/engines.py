@@ -32,6 +32,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from ltsgen.errors import LtsgenError, UsageError, require
@@ -205,7 +206,8 @@ class _Worker:
     def start(cls) -> _Worker:
         command = [sys.executable, "-c", "from ltsgen.engines import serve; serve()", str(os.getpid())]
         try:
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            with interrupts_ignored():
+                process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         except OSError as error:
             raise EngineError(f"cannot start a worker process ({error.strerror or error})") from None
         worker = cls(process)
@@ -275,6 +277,21 @@ def _read_frame(stream: BinaryIO) -> bytes | None:
     (size,) = _FRAME.unpack(header)
     data = stream.read(size)
     return data if len(data) == size else None
+
+
+@contextmanager
+def interrupts_ignored() -> Iterator[None]:
+    """Ctrl-C ignored while the block runs, in the main thread: a process started in it inherits SIGINT
+    ignored, which Python keeps, so a Ctrl-C while a worker still starts (importing, before ``serve``)
+    prints no traceback of its own; the parent alone answers it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def serve() -> None:

@@ -142,3 +142,35 @@ def test_killing_the_process_group_of_a_build_leaves_nothing(tmp_path):
         os.killpg(build.pid, signal.SIGKILL)
         build.wait()
     assert still_alive(group) == []
+
+
+def _ignores_ctrl_c(pid: int) -> bool:
+    """Whether the process ignores SIGINT (its SigIgn mask, from /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line for line in status.splitlines() if line.startswith("SigIgn:")).split()[1], 16)
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+def test_a_worker_ignores_ctrl_c_from_its_first_instruction():
+    """Before, a worker ignored SIGINT only once its loop began: a Ctrl-C while it still imported (the
+    terminal sends it to the whole group) printed a KeyboardInterrupt traceback of its own."""
+    from ltsgen.engines import _Worker
+
+    worker = _Worker.start()  # read at once: the worker has not yet finished starting Python
+    try:
+        assert _ignores_ctrl_c(worker.process.pid)
+    finally:
+        worker.stop()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the parent's own is back
+
+
+def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
+    import ltsgen.cli
+
+    def interrupted(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C while the parser is being built
+        time.sleep(5)
+
+    monkeypatch.setattr(ltsgen.cli, "build_parser", interrupted)
+    assert ltsgen.cli.main(["stories", "--out", "x"]) == 130
+    assert capsys.readouterr().err == "ltsgen: interrupted\n"
