@@ -7,6 +7,7 @@ from ``order.bucket_schedule``); this module collates such batches and reads eva
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -54,16 +55,33 @@ def load_eval_set(
         LongTensor [n, length], every sequence (the same in each rank of a distributed job); ``LoaderError``
         when a sequence has another length.
     """
+    rows = [
+        record["input_ids"]
+        for record in eval_records(path_or_url, length, split=split, allow_pipe=allow_pipe)
+    ]
+    return torch.from_numpy(np.stack(rows).astype(np.int64))
+
+
+def eval_records(
+    path_or_url: str | os.PathLike,
+    length: int,
+    *,
+    split: str = EVAL_SPLIT,
+    columns: tuple[str, ...] = ("input_ids",),
+    allow_pipe: bool = False,
+) -> Iterator[dict]:
+    """The records of ``load_eval_set``'s sequences with ``columns`` (``input_ids`` always), one at a time
+    and in stored order; ``LoaderError`` at the first whose ``input_ids`` has another length."""
     from .dataset import StreamingDataset
 
     dataset = StreamingDataset(  # every sequence, in every process of a torch.distributed job
-        path_or_url, split, bucket=str(length), shuffle=False, columns=("input_ids",), allow_pipe=allow_pipe,
-        rank=0, world_size=1,
+        path_or_url, split, bucket=str(length), shuffle=False, columns=tuple(dict.fromkeys(("input_ids", *columns))),
+        allow_pipe=allow_pipe, rank=0, world_size=1,
     )  # fmt: skip
-    rows = [record["input_ids"] for record in dataset]
-    bad = [i for i, row in enumerate(rows) if len(row) != length]
-    if bad:
-        raise LoaderError(
-            f"{dataset.root}: {split}/{length} sequence {bad[0]} has {len(rows[bad[0]])} tokens, not {length}"
-        )
-    return torch.from_numpy(np.stack(rows).astype(np.int64))
+    for number, record in enumerate(dataset):
+        if len(record["input_ids"]) != length:
+            raise LoaderError(
+                f"{dataset.root}: {split}/{length} sequence {number} ({record.get('id', 'no id')}) has "
+                f"{len(record['input_ids'])} tokens, not {length}"
+            )
+        yield record

@@ -19,6 +19,7 @@ import torch
 from tokenizers import Tokenizer
 
 from ltsgen.errors import first_line
+from ltsgen.loaders.buckets import eval_records
 from ltsgen.loaders.contract import (
     EVAL_CONCAT_SPLIT,
     EVAL_SPLIT,
@@ -335,22 +336,12 @@ def load_eval_sets(
 
 
 def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: int) -> EvalSets:
-    from ltsgen.loaders import StreamingDataset
-
     rows: dict[int, dict[str, torch.Tensor]] = {}
     for length in lengths:
-        dataset = StreamingDataset(
-            str(data_dir), EVAL_SPLIT, bucket=str(length), shuffle=False, rank=0, world_size=1,
-            columns=("id", "input_ids", "meta"),
-        )  # fmt: skip
-        rows[length] = {}
-        for record in dataset:
-            ids = record["input_ids"]
-            if len(ids) != length:
-                raise TrainingError(
-                    f"{dataset.root}: {EVAL_SPLIT}/{length} record {record['id']} has {len(ids)} tokens"
-                )
-            rows[length][_document_id(record, length)] = torch.as_tensor(ids.astype("int64"))
+        rows[length] = {
+            _document_id(record, length): torch.as_tensor(record["input_ids"].astype("int64"))
+            for record in eval_records(str(data_dir), length, columns=("id", "input_ids", "meta"))
+        }
     documents = list(rows[lengths[-1]])[:max_sequences]
     if len(documents) < needed:
         raise TrainingError(
@@ -374,22 +365,14 @@ def _stored_eval_sets(data_dir, lengths: list[int], max_sequences: int, needed: 
 def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int, needed: int) -> EvalSets:
     """The first windows of the concatenated held-out stream at the longest length, each cut to every length
     (so the same windows are read at every length, as with documents)."""
-    from ltsgen.loaders import StreamingDataset
-
     longest = lengths[-1]
     where = f"{join(str(data_dir), EVAL_CONCAT_SPLIT)}/{longest}"
     if not any(shard.bucket == str(longest) for shard in manifest.splits.get(EVAL_CONCAT_SPLIT, [])):
         raise TrainingError(f"{where}: not in the dataset (build it with `ltsgen buckets --eval-concat`)")
-    dataset = StreamingDataset(
-        str(data_dir), EVAL_CONCAT_SPLIT, bucket=str(longest), shuffle=False, rank=0, world_size=1,
-        columns=("id", "input_ids"),
-    )  # fmt: skip
     ids, rows = [], []
-    for record in dataset:
+    for record in eval_records(str(data_dir), longest, split=EVAL_CONCAT_SPLIT, columns=("id", "input_ids")):
         if len(ids) == max_sequences:
             break
-        if len(record["input_ids"]) != longest:
-            raise TrainingError(f"{where}: record {record['id']} has {len(record['input_ids'])} tokens")
         ids.append(record["id"])
         rows.append(torch.as_tensor(record["input_ids"].astype("int64")))
     if len(ids) < needed:

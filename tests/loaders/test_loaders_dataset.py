@@ -421,13 +421,14 @@ def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):
 
 def test_eval_sets_have_exact_lengths(tmp_path):
     infos = []
-    for length in (4, 8):
+    for length in (4, 8, 5):
         with ShardWriter(
             tmp_path, f"eval/{length}/shard-00000.tar", "webdataset", token_dtype="uint16"
         ) as writer:
             for i in range(3):
+                size = length + (i == 2 and length == 5)  # eval/5 holds a sequence of 6 tokens
                 writer.write(
-                    {"id": f"e{length}-{i}", "text": "x", "source": "c4", "input_ids": np.arange(length) + i}
+                    {"id": f"e{length}-{i}", "text": "x", "source": "c4", "input_ids": np.arange(size) + i}
                 )
         infos.append(writer.info)
     builder = {"name": "test", "version": "0", "arguments": {}}
@@ -437,6 +438,8 @@ def test_eval_sets_have_exact_lengths(tmp_path):
     assert load_eval_set(tmp_path, 4).shape == (3, 4)
     with pytest.raises(LoaderError, match="split 'eval' bucket '16' .* has no shards"):
         load_eval_set(tmp_path, 16)
+    with pytest.raises(LoaderError, match=r": eval/5 sequence 2 \(e5-2\) has 6 tokens, not 5$"):
+        load_eval_set(tmp_path, 5)
 
 
 def corrupt_copy(source: Path, target: Path, shard: int) -> tuple[Path, str]:
