@@ -50,7 +50,14 @@ from .order import (
     window_groups,
     worker_batches,
 )
-from .packing import PackedWindow, TextTokens, block_positions, tokenize_column, without_truncation
+from .packing import (
+    PackedWindow,
+    TextTokens,
+    block_positions,
+    parse_tokenizer,
+    tokenize_column,
+    without_truncation,
+)
 from .reader import ShardReader, decoding_threads
 from .sources import PIPE_PREFIX, check_pipe, is_remote, join, read_bytes, read_ranges
 from .state import STATE_FORMAT, WorkerWitness, check_state, dataset_state, mixture_text
@@ -302,8 +309,6 @@ class StreamingDataset(IterableDataset):
     @property
     def tokenizer(self):
         if self._tokenizer is None or isinstance(self._tokenizer, str | os.PathLike):
-            from tokenizers import Tokenizer
-
             stored = self.manifest.tokenizer or {}
             location = self._tokenizer or join(self.root, stored["path"])
             raw = self._read(location)
@@ -312,13 +317,7 @@ class StreamingDataset(IterableDataset):
                 raise LoaderError(
                     f"{location}: sha256 does not match the manifest's (corrupt or changed tokenizer)"
                 )
-            try:
-                tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
-            except Exception as error:  # not UTF-8, not JSON, not a tokenizer: tokenizers' own Exception
-                raise LoaderError(
-                    f"{location}: not a tokenizer.json ({type(error).__name__}: {error})"
-                ) from None
-            self._tokenizer = without_truncation(tokenizer)
+            self._tokenizer = parse_tokenizer(raw, location)
             self._tokenizer_digest = hashlib.sha256(raw).hexdigest()
         return self._tokenizer
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ltsgen.errors import first_line
+
 from .errors import LoaderError
 from .formats import TokenColumn
 
@@ -140,6 +142,18 @@ def block_positions(document_offsets: np.ndarray, block: int) -> np.ndarray:
     """
     rows = document_offsets.reshape(-1, block)
     return np.minimum(rows, np.arange(block, dtype=rows.dtype))
+
+
+def parse_tokenizer(raw: bytes | str, where: str):
+    """A ``tokenizer.json``'s bytes (or text) as a ``tokenizers.Tokenizer``, ``without_truncation``;
+    ``LoaderError`` naming ``where`` when they are not one (not UTF-8, not JSON, not a tokenizer)."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_str(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except Exception as error:  # tokenizers raises a bare Exception
+        raise LoaderError(f"{where}: not a tokenizer.json ({first_line(error)})") from None
+    return without_truncation(tokenizer)
 
 
 def without_truncation(tokenizer):

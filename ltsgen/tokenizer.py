@@ -16,7 +16,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from ltsgen.errors import LtsgenError, first_line
 from ltsgen.loaders.contract import MANIFEST_NAME, TOKENIZER_NAME
-from ltsgen.loaders.packing import without_truncation
+from ltsgen.loaders.errors import LoaderError
+from ltsgen.loaders.packing import parse_tokenizer, without_truncation
 from ltsgen.loaders.storage import Storage, StorageError, is_url, locate
 
 EOS_TOKEN = "<|endoftext|>"
@@ -61,10 +62,9 @@ def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
         path = path / "tokenizer.json"
     if path.is_file():
         try:
-            tokenizer = Tokenizer.from_file(str(path))
-        except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-            raise TokenizerError(f"{path}: not a Hugging Face tokenizer.json ({first_line(error)})") from None
-        return without_truncation(tokenizer)
+            return parse_tokenizer(path.read_bytes(), str(path))
+        except LoaderError as error:
+            raise TokenizerError(str(error)) from None
     name = str(path_or_name)
     if name.endswith(".json") or name.startswith((".", "/")) or name.count("/") > 1:
         raise TokenizerError(f"{name}: no such tokenizer file")

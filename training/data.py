@@ -33,7 +33,7 @@ from ltsgen.loaders.contract import (
 )
 from ltsgen.loaders.errors import LoaderError
 from ltsgen.loaders.files import atomic_path, sha256_file
-from ltsgen.loaders.packing import without_truncation
+from ltsgen.loaders.packing import parse_tokenizer
 from ltsgen.loaders.sources import join, located, read_bytes
 from ltsgen.training.errors import TrainingError
 from ltsgen.training.recall import (
@@ -96,10 +96,10 @@ def _located(key: str, value: str) -> Any:
 def read_tokenizer(path: str | Path) -> Tokenizer:
     """A ``tokenizer.json`` file, with a one-line error naming it; truncation and padding turned off."""
     try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as error:  # tokenizers raises a bare Exception on a missing or malformed file
-        raise TrainingError(f"{path}: not a readable tokenizer.json ({first_line(error)})") from None
-    return without_truncation(tokenizer)
+        raw = Path(path).read_bytes()
+    except OSError as error:
+        raise TrainingError(f"{path}: cannot be read ({error.strerror or first_line(error)})") from None
+    return parse_tokenizer(raw, str(path))
 
 
 def resolve_tokenizer(

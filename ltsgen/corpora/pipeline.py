@@ -67,7 +67,7 @@ from ltsgen.loaders.contract import (
     shard_relpath,
     token_dtype,
 )
-from ltsgen.loaders.packing import without_truncation
+from ltsgen.loaders.packing import parse_tokenizer
 from ltsgen.loaders.sources import join, read_bytes
 from ltsgen.loaders.storage import Storage, as_storage, is_url
 from ltsgen.outputs import STATE_DIR, expect_outputs, record_outputs, remove_build
@@ -299,7 +299,7 @@ def _load_tokenizer(config: BucketConfig):
     if is_url(name):
         where = name if name.endswith(".json") else join(name, TOKENIZER_NAME)
         text = read_bytes(where, storage_options=config.reader.storage_options)
-        return _parse_tokenizer(text.decode("utf-8", errors="replace"), where), text
+        return parse_tokenizer(text, where), text
     tokenizer = load_tokenizer(name)
     path = Path(name)
     path = path / TOKENIZER_NAME if path.is_dir() else path
@@ -574,17 +574,7 @@ def _chunk_version(spool: Storage, index: int) -> Any:
 @lru_cache(maxsize=4)
 def _tokenizer(directory: Storage):
     """The build's ``DIR/tokenizer.json``, loaded once per process."""
-    return _parse_tokenizer(directory.read_text(TOKENIZER_NAME), directory.location(TOKENIZER_NAME))
-
-
-def _parse_tokenizer(text: str, where: str):
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_str(text)
-    except Exception as error:  # tokenizers raises a bare Exception on malformed JSON
-        raise TokenizerError(f"{where}: not a tokenizer.json ({error})") from None
-    return without_truncation(tokenizer)
+    return parse_tokenizer(directory.read_text(TOKENIZER_NAME), directory.location(TOKENIZER_NAME))
 
 
 def _rows(spool: Storage, refs: np.ndarray) -> Iterator[tuple[str, str, str, dict[str, Any], np.ndarray]]:

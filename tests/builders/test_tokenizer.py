@@ -65,7 +65,7 @@ def test_load_file_folder_and_one_line_errors(tmp_path, texts):
         load_tokenizer(tmp_path / "missing.json")
     broken = tmp_path / "broken.json"
     broken.write_text("{not json", encoding="utf-8")
-    with pytest.raises(TokenizerError, match="not a Hugging Face tokenizer.json"):
+    with pytest.raises(TokenizerError, match="broken.json: not a tokenizer.json"):
         load_tokenizer(broken)
     with pytest.raises(TokenizerError) as error:  # the hub is offline in tests
         load_tokenizer("nobody-here/no-such-tokenizer")
@@ -76,7 +76,7 @@ def test_every_way_ltsgen_reads_a_tokenizer_tokenizes_documents_whole(tmp_path, 
     """A tokenizer.json saved with truncation or padding (some on the Hub are) is read with both off by the
     builders (`--tokenizer`, a build's own copy) and the trainer: before, bucket lengths and evaluation
     documents were cut to its max_length, or padded, without a word."""
-    from ltsgen.corpora.pipeline import _parse_tokenizer
+    from ltsgen.loaders.packing import parse_tokenizer
     from ltsgen.training.data import read_tokenizer
 
     plain = train_tokenizer(texts, 300)
@@ -88,7 +88,7 @@ def test_every_way_ltsgen_reads_a_tokenizer_tokenizes_documents_whole(tmp_path, 
     long_text = " ".join(texts[:5])
     whole = plain.encode(long_text, add_special_tokens=False).ids
     assert len(whole) > 64
-    for read in (load_tokenizer(path), _parse_tokenizer(path.read_text(), str(path)), read_tokenizer(path)):
+    for read in (load_tokenizer(path), parse_tokenizer(path.read_bytes(), str(path)), read_tokenizer(path)):
         assert read.encode(long_text, add_special_tokens=False).ids == whole
     assert truncating.truncation is not None  # the caller's own object is left as it is
 

@@ -162,7 +162,7 @@ def test_a_tokenizer_that_cannot_be_read_or_used_is_one_line(tmp_path):
     for content in (b"", b"not json", b'{"a": 1}', b"\xff\xfe\x00b"):
         path = tmp_path / "bad.json"
         path.write_bytes(content)
-        with pytest.raises(LoaderError, match=rf"^{path}: not a tokenizer.json \(\w+: .+\)$"):
+        with pytest.raises(LoaderError, match=rf"^{path}: not a tokenizer.json \(.+\)$"):
             StreamingDataset(directory, seq_len=15, tokenizer=str(path))
     with pytest.raises(LoaderError, match=rf"^{tmp_path / 'none.json'}: not found$"):
         StreamingDataset(directory, seq_len=15, tokenizer=tmp_path / "none.json")

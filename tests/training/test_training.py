@@ -359,7 +359,7 @@ def test_the_tokenizer_option_takes_a_folder_and_names_a_bad_file(
 ):
     bad = tmp_path / "bad.json"
     bad.write_text("not json")
-    for given, problem in ((bad, "not a readable tokenizer.json"), (tmp_path, "tokenizer not found")):
+    for given, problem in ((bad, "not a tokenizer.json"), (tmp_path, "tokenizer not found")):
         assert (
             ltsgen(
                 ["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--tokenizer", str(given)]
