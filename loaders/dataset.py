@@ -87,8 +87,8 @@ class StreamingDataset(IterableDataset):
             ``{"input_ids": LongTensor[seq_len + 1]}`` (plus ``"position_ids"`` with ``position_ids=True``).
             Untokenized data is tokenized on the fly with ``tokenizer`` (default: the directory's).
         by_bucket: draw each global batch from one length bucket, the bucket order a seeded permutation.
-        verify: check each shard's sha256 against the manifest on its first read in a process (a shard
-            without one is then refused).
+        verify: check each shard's sha256 against the manifest each time it is read (a shard without one
+            is then refused).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (counted in ``skipped``; its slots are
             refilled from the rest of its shuffle window, or the nearest later window when none is left
             there, so that every rank keeps the same count).

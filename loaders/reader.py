@@ -54,7 +54,7 @@ class ShardReader:
         columns: fields to decode (None: all).
         convert: what to keep of a decoded shard, given it and its manifest entry (its token column, or the
             whole ``ShardColumns``).
-        verify: check each shard's sha256 against the manifest on its first read in this process (where
+        verify: check each shard's sha256 against the manifest each time it is read (where
             the manifest has a footer_sha256: the footer's, and each row group's against the footer).
         on_error: ``"raise"`` on a corrupt shard, or ``"skip"`` it (its result is None).
         keep: decoded shards kept in memory (the most recently used).
@@ -93,7 +93,6 @@ class ShardReader:
         self.keep, self.lazy, self.max_text_chars = keep, lazy, max_text_chars
         self.skipped: dict[str, str] = {}
         self._warned: set[str] = set()
-        self._verified: set[int] = set()
         self._decoded: OrderedDict[int, Future] = OrderedDict()
         self._pool = _DaemonPool(threads)
 
@@ -143,6 +142,8 @@ class ShardReader:
 
     def _submit(self, index: int, lazy: bool, by_range: bool = False) -> Future:
         future = self._decoded.get(index)
+        if future is not None and future.done() and future.exception() is not None:
+            future = None  # a read that failed (a server that went away) is tried again, not replayed
         if future is None:
             future = self._decoded[index] = self._pool.submit(self._decode, index, lazy, by_range)
             while len(self._decoded) > self.keep:
@@ -155,7 +156,9 @@ class ShardReader:
         info = self.shards[index]
         where = self._where(info)
         try:
-            checked = not self.verify or index in self._verified
+            checked = (
+                not self.verify
+            )  # every read is checked: a shard replaced since an earlier read is caught
             if not checked and self.format == "parquet" and info.footer_sha256:
                 shard = self._by_row_group(index, where, lazy, by_range)
             else:
@@ -170,7 +173,9 @@ class ShardReader:
             if self.max_text_chars is not None:
                 check_texts(shard, self.max_text_chars, where)
             return self.convert(shard, info)
-        except StorageError:  # a cache folder that cannot be written: the user's to fix, never a bad shard
+        except (
+            StorageError
+        ):  # a store that failed the read, a cache folder that cannot be written: never a bad shard
             raise
         except LoaderError as error:
             if self.on_error == "raise":
@@ -206,7 +211,6 @@ class ShardReader:
         if ranged:
             return ShardColumns(indexed.num_rows, tokens=indexed.tokens())
         indexed.check_row_groups()
-        self._verified.add(index)
         return self._decode_bytes(data, where, lazy)
 
     def _decode_bytes(self, data: bytes, where: str, lazy: bool) -> ShardColumns:
@@ -216,13 +220,12 @@ class ShardReader:
         return decode_shard(data, self.format, where, self.columns, lazy_tokens=lazy, lazy_text=lazy_text)
 
     def _check(self, index: int, data: bytes, where: str) -> None:
-        """Refuse bytes whose sha256 is not the manifest's (remembered once they passed)."""
+        """Refuse bytes whose sha256 is not the manifest's."""
         self.shards[index].check_bytes(data, where)
-        self._verified.add(index)
 
     def _complete(self, index: int, decoded: Future) -> None:
         """Decode the row groups a lazily decoded shard has not reached (an error surfaces when one is
-        loaded); once all of them passed their checks, the shard counts as verified in this process."""
+        loaded)."""
         column = decoded.result()
         source = self._by_range.pop(index, None)
         if column is not None and source is not None:  # fetched whole now (into the cache, if any)
@@ -232,8 +235,6 @@ class ShardReader:
             source.fill(data)
         if column is not None:
             column.decode()
-            if column.complete:
-                self._verified.add(index)
 
 
 def check_counts(shard: ShardColumns, info: ShardInfo, where: str) -> None:

@@ -26,7 +26,7 @@ from ltsgen.errors import LtsgenError
 from . import s3
 from .errors import LoaderError
 from .files import read_regular_file
-from .storage import filesystem
+from .storage import StorageError, filesystem
 
 PIPE_PREFIX = "pipe:"
 
@@ -123,8 +123,10 @@ def read_ranges(
 
 @contextmanager
 def _read_errors(location: str) -> Iterator[None]:
-    """A failed read of ``location`` as one ``LoaderError`` line naming it (ltsgen's own errors, such as a
-    missing extra naming which, pass as they are)."""
+    """A failed read of ``location`` as one line naming it (ltsgen's own errors, such as a missing extra
+    naming which, pass as they are): a ``LoaderError`` when the file is not there, else a ``StorageError``,
+    the store's failure (a server gone, a timeout, no permission), which ``on_error="skip"`` never takes
+    for a corrupt shard: it would be another shard in each process, and gone once the store is back."""
     try:
         yield
     except FileNotFoundError:
@@ -132,7 +134,8 @@ def _read_errors(location: str) -> Iterator[None]:
     except LtsgenError:
         raise
     except Exception as error:  # OSError, and network clients' own types (botocore, aiohttp, requests)
-        raise LoaderError(f"{location}: cannot be read ({type(error).__name__}: {error})") from None
+        reason = f"{type(error).__name__}: {error}"
+        raise StorageError(f"{location}: cannot be read ({reason})", reason) from None
 
 
 def _s3_reader(url: str, storage_options: dict[str, Any] | None) -> s3.S3Client | None:

@@ -668,3 +668,57 @@ def test_bad_arguments_are_one_line_errors(parquet_dir):
         StreamingDataset(parquet_dir, remainder="pad")
     with pytest.raises(UsageError, match="rank 2 is outside world size 2"):
         StreamingDataset(parquet_dir, rank=2, world_size=2)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "webdataset"])
+def test_a_shard_replaced_between_epochs_is_caught_when_read_again(tmp_path, fmt):
+    """Before, a shard was checked on its first read in a process only: read again in a later epoch (no
+    longer held decoded) another shard's bytes with as many records were served without a word."""
+    directory = make_dataset(tmp_path, [5] * 12, fmt)
+    dataset = StreamingDataset(directory, shuffle_window=1)  # two shards held decoded at a time
+    assert sorted(index_of(record["id"]) for record in dataset) == list(range(60))
+    shards = sorted((directory / "train").iterdir())
+    originals = [path.read_bytes() for path in shards]
+    for path, other in zip(shards, originals[1:] + originals[:1], strict=True):
+        path.write_bytes(other)  # each shard now holds the next one's 5 records
+    dataset.set_epoch(1)
+    with pytest.raises(
+        LoaderError, match=r"train/shard-000\d\d\.\w+: (.*sha256|holds \d+ bytes, the manifest)"
+    ):
+        list(dataset)
+
+
+def test_a_store_that_fails_is_no_corrupt_shard_and_the_same_dataset_reads_again_once_it_is_back(tmp_path):
+    """A server gone mid-training: before, ``on_error="skip"`` took each shard it failed to give for a
+    corrupt one (another shard in each process, so ranks lost exactly-once), and the same dataset iterated
+    again replayed the failed reads without asking the server, even once it was back."""
+    import functools
+    import http.server
+
+    from http_server import serving_thread
+
+    from ltsgen.loaders.storage import StorageError
+
+    directory = make_dataset(tmp_path / "data", [5] * 6, "parquet")
+
+    def serve(port: int = 0):
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=directory)
+        handler.log_message = lambda *args: None
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        serving_thread(server).start()
+        return server
+
+    server = serve()
+    port = server.server_address[1]
+    dataset = StreamingDataset(f"http://127.0.0.1:{port}", shuffle_window=1, on_error="skip")
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(StorageError, match=r"shard-0000\d\.parquet: cannot be read \("):
+        list(dataset)
+    assert dataset.skipped == {}
+    server = serve(port)
+    try:
+        assert sorted(index_of(record["id"]) for record in dataset) == list(range(30))
+    finally:
+        server.shutdown()
+        server.server_close()
