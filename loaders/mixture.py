@@ -81,6 +81,10 @@ def parse_mixture(text: str) -> str | dict[str, float]:
                 f"--data {text!r}: the weight of {source!r}, {match.group(2)}, is not a positive number"
             )
         mixture[source] = weight
+    try:
+        resolve_weights(list(mixture.values()))  # refused here, before a run or comparison writes anything
+    except UsageError as error:
+        raise UsageError(f"--data {text!r}: {error}") from None
     return mixture
 
 

@@ -84,8 +84,11 @@ def same_setting(key: str, saved: Any, given: Any) -> bool:
 
 def _located(key: str, value: str) -> Any:
     sources = training_data(value) if key == "data" else value
-    if isinstance(sources, dict):
-        return [(located(source), weight) for source, weight in sources.items()]
+    if isinstance(sources, dict):  # weights in any scale: lts=7,c4=3 is lts=0.7,c4=0.3
+        from ltsgen.loaders.mixture import resolve_weights
+
+        weights = resolve_weights(list(sources.values()))
+        return [(located(source), weight) for source, weight in zip(sources, weights, strict=True)]
     return located(sources)
 
 
@@ -327,7 +330,12 @@ def load_eval_sets(
     if mixed:
         found.description = f"the mixture's first source {data_dir}: {found.description}"
     count = len(found.documents)
-    if count < max_sequences:
+    if count < max_sequences and concat:
+        found.notice = (
+            f"only {count} of the {max_sequences} requested windows: the build cut {count} of {lengths[-1]} "
+            f"tokens (its --eval-sequences); every length is evaluated on these {count}"
+        )
+    elif count < max_sequences:
         found.notice = (
             f"only {count} of the {max_sequences} requested documents reach {lengths[-1]} tokens; "
             f"every length is evaluated on these {count}"

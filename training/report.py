@@ -364,6 +364,18 @@ def _with_interval(row: dict[str, Any] | None, metric: str, digits: int = 2) -> 
     return f"{_num(row[f'{metric}_mean'], digits)} [{_num(row[f'{metric}_ci_low'], digits)}, {_num(row[f'{metric}_ci_high'], digits)}]"
 
 
+def _evaluated_on(settings: dict[str, Any]) -> str:
+    """What every length reads, as the report's opening says it."""
+    if settings.get("eval_concat"):
+        return (
+            "the same windows at every length (sequence i at length L is the first L tokens of window i of the "
+            "concatenated held-out stream). Consecutive windows are pieces of the same few documents, not "
+            "independent documents: the intervals below treat them as documents, and may be too narrow "
+            "for a sample of documents"
+        )
+    return "the same documents at every length (sequence i at length L is the first L tokens of document i)"
+
+
 def render_markdown(
     settings: dict[str, Any],
     runs: list[dict[str, Any]],
@@ -380,8 +392,7 @@ def render_markdown(
         f"# Length extrapolation of position encodings (trained at {', '.join(map(str, train_lengths))} tokens)",
         "",
         f"Every encoding was trained with the same data order and budget for each seed ({', '.join(map(str, seeds))}), "
-        "then evaluated on the same documents at every length (sequence i at length L is the first L tokens of "
-        f"document i). RoPE-PI and YaRN reuse RoPE's training (they differ only in how they read longer inputs); "
+        f"then evaluated on {_evaluated_on(settings)}. RoPE-PI and YaRN reuse RoPE's training (they differ only in how they read longer inputs); "
         f'"zero-shot" rescales at evaluation with factor = length / training length. '
         f"Values are means over seeds; brackets hold the {INTERVAL}.",
         "",

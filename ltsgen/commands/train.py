@@ -134,10 +134,15 @@ def run(args: argparse.Namespace) -> int:
 def announced(train_tokenizer: Callable, data: str, where: str) -> Callable:
     """``train_tokenizer``, saying in one line, before it trains, that it does and where the result goes."""
 
+    from ltsgen.training.data import first_source
+
+    dataset = first_source(data)  # a mixture's tokenizer is its first source's
+    named = dataset if dataset == data else f"the mixture's first source, {dataset},"
+
     def train_announced(texts, vocab_size: int):
         print(
-            f"{data} has no tokenizer and none is given: training a byte-level BPE of {vocab_size:,} tokens on "
-            f"its training split, written to {where} (`ltsgen tokenizer --data {data}` attaches one to the "
+            f"{named} has no tokenizer and none is given: training a byte-level BPE of {vocab_size:,} tokens on "
+            f"its training split, written to {where} (`ltsgen tokenizer --data {dataset}` attaches one to the "
             "data for every run)",
             flush=True,
         )

@@ -275,6 +275,8 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
         ("a=-1,b=2", "the weight of 'a', -1, is not a positive number"),
         ("a=1,b=nan", "the weight of 'b', nan, is not a positive number"),
         ("a=0,b=1", "the weight of 'a', 0, is not a positive number"),
+        # before: accepted here, refused only by the first loader, after compare had written its settings
+        ("a=1e-9,b=1", r"^--data 'a=1e-9,b=1': a mixture proportion below 1/10000"),
     ):
         with pytest.raises(UsageError, match=problem):
             parse_mixture(text)

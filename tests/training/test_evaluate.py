@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from training_fixtures import tiny_config, tiny_story, write_tiny_dataset
 
 from ltsgen.cli import main as ltsgen
+from ltsgen.loaders.contract import read_manifest
 from ltsgen.tokenizer import eos_id, load_tokenizer, train_tokenizer
 from ltsgen.training import evaluate_run, train
 from ltsgen.training.data import load_eval_sets
@@ -313,6 +314,17 @@ def test_bucketed_corpora_use_their_exact_length_sets(trained, tmp_path, capsys)
     assert torch.equal(sets[16].input_ids, sets[64].input_ids[:, :16])
     with pytest.raises(TrainingError, match=r"eval_concat/100: not in the dataset"):
         load_eval_sets(data, [16, 100], tokenizer, 3, concat=True)
+    concat_shards = read_manifest(data).splits["eval_concat"]
+    windows = sum(shard.samples for shard in concat_shards if shard.bucket == "64")
+    fewer = load_eval_sets(data, [64], tokenizer, windows + 1, concat=True)
+    assert fewer.notice == (  # before: "documents reach 64 tokens", of windows the build cut as it was told
+        f"only {windows} of the {windows + 1} requested windows: the build cut {windows} of 64 tokens (its "
+        f"--eval-sequences); every length is evaluated on these {windows}"
+    )
+    from ltsgen.training.report import _evaluated_on
+
+    assert "window i of the concatenated held-out stream" in _evaluated_on({"eval_concat": True})
+    assert "the first L tokens of document i" in _evaluated_on({"eval_concat": False})
     other = train_tokenizer(["other text entirely"] * 50, vocab_size=280)
     other.save(str(tmp_path / "other.json"))
     with pytest.raises(TrainingError, match="tokenized with another tokenizer"):

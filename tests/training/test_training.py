@@ -166,6 +166,21 @@ def test_resume_refuses_other_settings_and_a_fresh_run_refuses_an_old_checkpoint
         train(replace(config, batch_size=2), resume=True, progress=False)
 
 
+def test_a_mixture_in_another_scale_is_the_same_setting_and_its_tokenizer_notice_names_the_first_source(
+    tmp_path, capsys
+):
+    from ltsgen.commands.train import announced
+    from ltsgen.training.data import same_setting
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert same_setting("data", f"{a}=0.7,{b}=0.3", f"{a}=7,{b}=3")  # before: refused on resume
+    assert not same_setting("data", f"{a}=0.7,{b}=0.3", f"{a}=0.6,{b}=0.4")
+    assert not same_setting("data", f"{a}=0.7,{b}=0.3", f"{b}=0.3,{a}=0.7")  # the first source leads
+    announced(lambda texts, size: None, f"{a}=1,{b}=1", "run/tokenizer.json")([], 300)
+    said = capsys.readouterr().out  # before: `ltsgen tokenizer --data a=1,b=1`, a command that fails
+    assert said.startswith(f"the mixture's first source, {a}, has no tokenizer") and f"--data {a}`" in said
+
+
 def test_init_from_a_run_of_another_tokenizer_or_shape_is_refused_saying_why(
     tiny_data, tokenizer_path, tmp_path
 ):
