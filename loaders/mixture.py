@@ -73,8 +73,10 @@ def parse_mixture(text: str) -> str | dict[str, float]:
         if match is None or not match.group(1).strip():
             raise UsageError(f"--data {text!r}: {part!r} is not PATH=WEIGHT (a mixture is PATH=WEIGHT,...)")
         source = match.group(1).strip()
-        if source in mixture:
-            raise UsageError(f"--data {text!r}: {source!r} is given twice")
+        twice = next((given for given in mixture if located(given) == located(source)), None)
+        if twice is not None:  # "lts" and "lts/" name one dataset
+            same = "" if twice == source else f" (as {twice!r})"
+            raise UsageError(f"--data {text!r}: {source!r} is given twice{same}")
         weight = float(match.group(2))
         if not 0 < weight < math.inf:
             raise UsageError(

@@ -272,6 +272,7 @@ def test_mixture_options_and_the_cli_form_are_checked(sources):
     for text, problem in (
         ("lts=0.7,c4", "'c4' is not PATH=WEIGHT"),
         ("a=1,a=2", "'a' is given twice"),
+        ("a=1,a/=2", r"'a/' is given twice \(as 'a'\)"),  # before: mixed as two sources
         ("a=-1,b=2", "the weight of 'a', -1, is not a positive number"),
         ("a=1,b=nan", "the weight of 'b', nan, is not a positive number"),
         ("a=0,b=1", "the weight of 'a', 0, is not a positive number"),
