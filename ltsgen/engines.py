@@ -9,8 +9,9 @@ pipeline. Ground floor: this module imports nothing of ltsgen's but its errors.
   queues, so no POSIX semaphores in ``/dev/shm`` and no resource-tracker process that a kill of the
   process group could leave behind. A worker exits when its parent dies (kill -9 included): it watches its
   parent process and its input pipe.
-- ``RayEngine(address, workers)``: Ray tasks (Ray core), joining the cluster at ``address`` or starting a
-  local Ray runtime on this machine's cores. ``fn`` and the jobs must be importable and picklable on every
+- ``RayEngine(address, workers)``: Ray tasks (Ray core), joining the cluster at ``address`` (else at
+  ``$RAY_ADDRESS``, Ray's own variable) or starting a local Ray runtime on this machine's cores; an address
+  that does not answer, or tasks that ask for more than a local runtime has, is one line, not a wait. ``fn`` and the jobs must be importable and picklable on every
   node, and whatever a job writes must go where the driver can see it (an object store, or a folder every
   node mounts).
 
@@ -38,6 +39,7 @@ from typing import Any, BinaryIO
 from ltsgen.errors import LtsgenError, UsageError, require
 
 ENGINES = ("local", "ray")
+RAY_CONNECT_TIMEOUT = 5.0  # seconds for a Ray head's address to take a connection
 MAX_LOCAL_WORKERS = 256  # processes on one machine (a mistyped --workers would start them all)
 _FRAME = struct.Struct("<Q")  # the length of a frame's data
 _TASK = struct.Struct("<Q")  # a job frame's data: its task number, then the pickled (fn, job)
@@ -71,6 +73,10 @@ class Engine:
     def cpus_per_job(self) -> int | None:
         """The CPU threads each job may use in the process it runs in; None: jobs run in this process."""
         return None
+
+    def start(self) -> None:
+        """Join or start what runs the jobs now rather than in the first ``map`` (Ray's runtime takes
+        seconds), so that a build's job-phase timing leaves it out."""
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         raise NotImplementedError
@@ -117,6 +123,7 @@ def make_engine(
             "--engine ray spreads jobs over a cluster"
         )
     if name == "ray":
+        require("ray", "ray", "Ray tasks (--engine ray)")  # said before a command claims its --out
         return RayEngine(ray_address, workers, resources)
     if ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
@@ -361,33 +368,61 @@ class RayEngine(Engine):
         """The CPUs each task reserves, whole (at least one)."""
         return max(1, int(self.resources["num_cpus"]))
 
-    def _ray(self):
-        ray = require("ray", "ray", "--engine ray")
-        if not ray.is_initialized():
-            import logging
+    def start(self) -> None:
+        self._ray()
 
-            options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
-            if self.address is None:
-                options["num_cpus"] = self._requested or os.cpu_count() or 1
-                options["include_dashboard"] = False
-            try:
-                ray.init(address=self.address, **options)
-            except (ConnectionError, RuntimeError, ValueError) as error:
-                where = self.address or "a local Ray runtime"
-                raise EngineError(f"--engine ray: cannot start or join {where} ({error})") from None
-            self._started_here = True
+    def _ray(self):
+        ray = require("ray", "ray", "Ray tasks (--engine ray)")
+        if not ray.is_initialized():
+            self._start(ray)
         if self._requested is None:  # as many tasks as the cluster can run at once
-            total = ray.cluster_resources()
-            slots = [
-                total.get(name, 0) / amount
-                for name, amount in (
-                    ("CPU", self.resources.get("num_cpus")),
-                    ("GPU", self.resources.get("num_gpus")),
-                )
-                if amount
-            ]
-            self.workers = max(1, int(min(slots, default=1)))
+            self.workers = max(1, int(min(self._slots(ray).values(), default=1)))
         return ray
+
+    def _start(self, ray) -> None:
+        """Join ``--ray-address`` (else ``$RAY_ADDRESS``) or start a local runtime; check the tasks fit."""
+        import logging
+        import warnings
+
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        named = "--ray-address" if self.address else "$RAY_ADDRESS"
+        where = f"{address} ({named})" if address else "a local Ray runtime"
+        options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
+        if address:
+            _check_reachable(address, where)
+        else:  # started here, and shut down by close() even when interrupted while it starts
+            options["num_cpus"] = self._requested or os.cpu_count() or 1
+            options["include_dashboard"] = False
+            self._started_here = True
+        try:
+            with warnings.catch_warnings():  # Ray's client warns before it raises what is said below
+                warnings.simplefilter("ignore")
+                ray.init(address=address or None, **options)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise EngineError(f"--engine ray: cannot start or join {where} ({error})") from None
+        self._started_here = True
+        self._check_fits(ray, where, grows=bool(address))
+
+    def _check_fits(self, ray, where: str, grows: bool) -> None:
+        """Tasks that no node holds: refused where the cluster cannot grow (a local runtime: they would wait
+        for ever), else a note (an autoscaler may add the node)."""
+        short = [name for name, slot in self._slots(ray).items() if slot < 1]
+        if not short:
+            return
+        total = ray.cluster_resources()
+        asked = {"CPU": self.resources.get("num_cpus"), "GPU": self.resources.get("num_gpus")}
+        want = " and ".join(_amount(asked[name], name) for name in short)
+        have = " and ".join(_amount(total.get(name, 0), name) for name in short)
+        if not grows:
+            raise EngineError(f"--engine ray: each task asks for {want} and {where} has {have}; ask for less")
+        print(f"note: each task asks for {want}; {where} has {have} for now: the tasks wait for a node that "
+              "has them (an autoscaler may add one)", file=sys.stderr, flush=True)  # fmt: skip
+
+    def _slots(self, ray) -> dict[str, float]:
+        """How many tasks the cluster's CPUs, and GPUs where tasks ask for them, hold at once."""
+        total = ray.cluster_resources()
+        asked = {"CPU": self.resources.get("num_cpus"), "GPU": self.resources.get("num_gpus")}
+        return {name: total.get(name, 0) / amount for name, amount in asked.items() if amount}
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         ray = self._ray()
@@ -430,5 +465,26 @@ class RayEngine(Engine):
 
     def close(self) -> None:
         if self._started_here:
-            require("ray", "ray", "--engine ray").shutdown()
+            require("ray", "ray", "Ray tasks (--engine ray)").shutdown()
             self._started_here = False
+
+
+def _amount(count: float, name: str) -> str:
+    return f"{count:g} {name}" + ("" if count == 1 else "s")
+
+
+def _check_reachable(address: str, where: str, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Refuse a Ray address whose host and port do not take a connection (``ray.init`` would retry for
+    ever, its log lines on stderr); ``auto`` and ``local`` are Ray's to resolve."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise EngineError(
+            f"--engine ray: cannot reach {where} ({reason}); is a Ray head running there (`ray start --head`)?"
+        ) from None

@@ -245,6 +245,7 @@ def build_buckets(
         record_outputs(directory, [TOKENIZER_NAME])
         spool = directory.child(f"{STATE_DIR}/{SPOOL_NAME}")
         screen = config.screen()
+        engine.start()  # a Ray runtime's start-up is not the tokenizing pass's time
         started = time.perf_counter()
         chunks, tokens = tokenize_to_chunks(config, screen, spool, directory, engine, progress)
         tokenize_seconds = time.perf_counter() - started

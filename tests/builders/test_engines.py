@@ -4,6 +4,7 @@ their parent or leave anything in /dev/shm (real subprocesses, real kill -9)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -174,3 +175,50 @@ def test_ctrl_c_before_a_command_runs_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(ltsgen.cli, "build_parser", interrupted)
     assert ltsgen.cli.main(["stories", "--out", "x"]) == 130
     assert capsys.readouterr().err == "ltsgen: interrupted\n"
+
+
+@pytest.mark.parametrize("given", ["--ray-address", "$RAY_ADDRESS"])
+def test_a_ray_address_where_nothing_listens_is_one_line_at_once(given, monkeypatch):
+    """Before, ``ray.init`` retried such an address for ever (10 minutes and more here), writing Ray's own
+    log lines on stderr; and ``$RAY_ADDRESS`` (Ray's variable, which `ray job submit` sets) failed with
+    "num_cpus and num_gpus must not be provided", naming neither the address nor the variable."""
+    pytest.importorskip("ray")
+    from process_tools import free_port
+
+    address = f"127.0.0.1:{free_port()}"
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if given == "$RAY_ADDRESS":
+        monkeypatch.setenv("RAY_ADDRESS", address)
+    engine = make_engine("ray", ray_address=address if given == "--ray-address" else None)
+    with pytest.raises(
+        EngineError,
+        match=rf"^--engine ray: cannot reach {address} \({re.escape(given)}\) \(Connection refused\)",
+    ):
+        list(engine.map(square, [1]))
+    engine.close()
+
+
+def test_ray_not_installed_is_said_before_anything_is_written(tmp_path):
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "ray.py").write_text("raise ImportError('no ray here')\n")  # what a machine without Ray finds
+    out = tmp_path / "lts"
+    command = [
+        sys.executable,
+        "-m",
+        "ltsgen",
+        "stories",
+        "--out",
+        str(out),
+        "--num-stories",
+        "5",
+        "--engine",
+        "ray",
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(shadow)}
+    )
+    assert done.returncode == 2 and done.stderr == (  # before: said once the build had claimed --out
+        "ltsgen stories: error: Ray tasks (--engine ray) need ray, which is not installed: pip install 'ltsgen[ray]'\n"
+    )
+    assert not out.exists()

@@ -140,3 +140,23 @@ def test_compare_runs_as_ray_tasks_equal_the_local_engine(ray_runtime, tmp_path)
                 [{k: v for k, v in row.items() if k not in TIMINGS} for row in csv.DictReader(handle)]
             )
     assert len(rows[0]) == 2 * 2 and rows[0] == rows[1]  # (encodings) x (evaluation lengths)
+
+
+def test_tasks_no_node_holds_are_refused_where_the_cluster_cannot_grow_and_noted_where_it_can(
+    ray_runtime, capsys
+):
+    """Before, `compare --engine ray --cpus-per-run 4` on a 2-CPU runtime (or `--gpus-per-run 1` on a cluster
+    without a GPU) waited at 0% for ever, without a word."""
+    from ltsgen.engines import EngineError, RayEngine
+
+    engine = RayEngine(resources={"num_cpus": 4, "num_gpus": 1})
+    with pytest.raises(EngineError, match=r"^--engine ray: each task asks for 4 CPUs and 1 GPU and a local Ray "
+                       r"runtime has 2 CPUs and 0 GPUs; ask for less$"):  # fmt: skip
+        engine._check_fits(ray, "a local Ray runtime", grows=False)
+    engine._check_fits(ray, "head:6379 (--ray-address)", grows=True)  # an autoscaler may add the node
+    assert capsys.readouterr().err == (
+        "note: each task asks for 4 CPUs and 1 GPU; head:6379 (--ray-address) has 2 CPUs and 0 GPUs for now: "
+        "the tasks wait for a node that has them (an autoscaler may add one)\n"
+    )
+    RayEngine(resources={"num_cpus": 2})._check_fits(ray, "a local Ray runtime", grows=False)  # fits: silent
+    assert capsys.readouterr().err == ""
