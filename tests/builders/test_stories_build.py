@@ -295,3 +295,47 @@ def test_a_build_of_another_engine_version_is_not_resumed(small_build, tmp_path,
     assert f"other arguments ({part} 0 -> {builder[part]})" in result.stderr
     assert main(["stories", "--out", str(out), *SMALL, "--overwrite"]) == 0
     assert tree(out) == tree(small_build)
+
+
+def test_recalls_a_story_has_no_keys_for_are_said_by_the_build_and_the_card(tmp_path, capsys):
+    """Far distances against a story's span start a planted fact for nearly every recall, and a story has
+    125 keys: before, the recalls beyond them were dropped without a word (15-19% of them at such settings),
+    the card still stating the rate asked for."""
+    from ltsgen.stories.engine.story import write_story
+    from ltsgen.stories.recalls import Distances
+
+    out = tmp_path / "far"
+    args = [
+        "stories",
+        "--out",
+        str(out),
+        "--num-stories",
+        "3",
+        "--min-words",
+        "24000",
+        "--max-words",
+        "32000",
+    ]
+    assert main([*args, "--recall-distances", "uniform:2000:20000", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    written = [
+        write_story(i, 0, target_words(i, 0, 24_000, 32_000), Distances.parse("uniform:2000:20000"), 8.0)
+        for i in range(3)
+    ]
+    dropped = sum(story.recalls_dropped for story in written)
+    short = sum(story.recalls_dropped > 0 for story in written)
+    recalls = sum(len(f["uses"]) for story in written for f in story.record["meta"]["facts"] if f["planted"])
+    words = sum(story.record["num_words"] for story in written)
+    assert dropped > 0 and recalls / words * 1000 < 7  # 8 per 1,000 words asked
+    table = read_manifest(out).extra["statistics"]["Recalls not written"]
+    assert table["rows"][0][:2] == [short, dropped]
+    assert (
+        f"  note: {dropped:,} recalls in {short:,} stories were not written, fewer than --recalls-per-1k-words"
+        in said
+    )
+    assert "one planted fact per key, 125 at most" in (out / "README.md").read_text(encoding="utf-8")
+    # the default settings drop none, and their card has no such table
+    assert main(["stories", "--out", str(tmp_path / "near"), "--num-stories", "3", "--min-words", "24000",
+                 "--max-words", "32000", "--no-progress"]) == 0  # fmt: skip
+    assert "Recalls not written" not in read_manifest(tmp_path / "near").extra["statistics"]
+    assert "note:" not in capsys.readouterr().out

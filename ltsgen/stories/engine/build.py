@@ -39,7 +39,17 @@ def build_stories(
     arguments = builder_arguments(config, "builtin")
     jobs = story_jobs(arguments)
     spec = story_build_spec(config, arguments, jobs, write_story_shard, story_statistics, ENGINE_VERSION)
-    return run_build(spec, engine=engine, workers=workers, overwrite=overwrite, progress=progress, card=card)
+    result = run_build(
+        spec, engine=engine, workers=workers, overwrite=overwrite, progress=progress, card=card
+    )
+    short = result.manifest.extra.get("statistics", {}).get("Recalls not written")
+    if short:
+        stories, dropped, why = short["rows"][0]
+        result.notes.append(
+            f"{dropped:,} recalls in {stories:,} stories were not written, fewer than --recalls-per-1k-words "
+            f"asks: {why} (shorter --recall-distances fill the rate)"
+        )
+    return result
 
 
 def write_story_shard(job, output) -> dict[str, Any]:
@@ -62,8 +72,11 @@ def write_story_shard(job, output) -> dict[str, Any]:
     with output.open(job.key) as writer:
         for index in job.payload["indices"]:
             target = target_words(index, seed, low, high)
-            record, sentences = write_story(index, seed, target, distances, per_thousand)
+            record, sentences, dropped = write_story(index, seed, target, distances, per_thousand)
             writer.write(record)
+            if dropped:  # counted only where it happens: a build that drops none keeps its statistics
+                stats["recalls_dropped"] = stats.get("recalls_dropped", 0) + dropped
+                stats["stories_short_of_recalls"] = stats.get("stories_short_of_recalls", 0) + 1
             error = abs(record["num_words"] - target) / target
             stats["stories"] += 1
             stats["words"] += record["num_words"]
@@ -117,12 +130,27 @@ def story_statistics(arguments: dict[str, Any], results) -> dict[str, Any]:
         },
         **fact_tables(total),
     }
+    if total.get("recalls_dropped"):
+        statistics["Recalls not written"] = {
+            "columns": ["stories", "recalls scheduled but not written", "why"],
+            "rows": [[total["stories_short_of_recalls"], total["recalls_dropped"], short_of_keys()]],
+        }
     if total["features"]:
         statistics["Story features"] = {
             "columns": ["feature", "stories", "share"],
             "rows": [[f, n, round(n / stories, 3)] for f, n in sorted(total["features"].items())],
         }
     return {"statistics": statistics, "card": story_card(arguments, REFERENCE_SHA256)}
+
+
+def short_of_keys() -> str:
+    """Why a story's recalls can fall short of ``--recalls-per-1k-words`` (said by the card and the build)."""
+    from ltsgen.stories.engine.plot import PLANTED_KEYS
+
+    return (
+        f"a story holds one planted fact per key, {PLANTED_KEYS} at most; distances long against the story's "
+        "span start a new fact for nearly every recall, and the facts beyond the keys are not written"
+    )
 
 
 def story_card(arguments: dict[str, Any], reference_sha256: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Plot:
         self.recalls_per_thousand = recalls_per_thousand
         self.recall_bounds: tuple[int, int] | None = None  # the story's distance bounds (set by ``write``)
         self.planted: list[tuple[str, dict[str, str]]] = []  # (kind, slot values) per planted fact
+        self.recalls_dropped = 0  # recalls of chains beyond the keys a story has (see ``plant``)
         self.events: list[tuple[int, int, int]] = []  # (word position, planted fact, step), latest first
         ph = world.placeholders
         self.ph = ph
@@ -342,8 +343,7 @@ class Plot:
             return
         table = WORLD["planted"]
         weights = table["kinds"]
-        left = {kind: len(table[KEYS[kind][0]]) for kind in weights}  # keys (and objects) left per kind
-        left["hidden"] = min(left["hidden"], len(PLANTED_VALUES["objects"]))
+        left = {kind: KEYS_PER_KIND[kind] for kind in weights}  # keys (and objects) left per kind
         kinds: list[str] = []
         for _ in chains:
             open_kinds = [kind for kind in weights if left[kind]]
@@ -359,6 +359,7 @@ class Plot:
             for pool in PLANTED_VALUES
         }
         facts = self.world.facts
+        self.recalls_dropped = sum(len(chain.gaps) for chain in chains[len(kinds) :])
         del chains[len(kinds) :]
         for number, (chain, kind) in enumerate(zip(chains, kinds, strict=True)):
             key = next(keys[kind])
@@ -425,6 +426,10 @@ KEYS = {
     "number": ("signs", "sign"),
     "hidden": ("spots", "spot"),
 }
+# The planted facts a story holds at most, by kind: one per key, and hidden things one per object too.
+KEYS_PER_KIND = {kind: len(WORLD["planted"][table]) for kind, (table, _) in KEYS.items()}
+KEYS_PER_KIND["hidden"] = min(KEYS_PER_KIND["hidden"], len(PLANTED_VALUES["objects"]))
+PLANTED_KEYS = sum(KEYS_PER_KIND.values())
 # Planted facts are recalled no later than this many words before the ending.
 RECALL_END_MARGIN = 40
 # Stories shorter than this get a short ending (no twist, one happy sentence).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ltsgen.stories.engine.plot import CHAPTER_WORDS, Plot
 from ltsgen.stories.engine.world import build_world
 from ltsgen.stories.plan import MAX_WORDS, sample_features, story_id, story_rng
@@ -24,11 +26,20 @@ def generate_story(
     return write_story(index, seed, target_words, distances, recalls_per_thousand)[0]
 
 
+class WrittenStory(NamedTuple):
+    """``generate_story``'s record, with what the build's statistics take from the writing: the sentence
+    counts (as ``variety.split_sentences`` splits the text, which is then not split again) and the recalls
+    scheduled but not written, for want of keys (a story has one planted fact per key)."""
+
+    record: dict
+    sentences: dict[str, int]
+    recalls_dropped: int
+
+
 def write_story(
     index: int, seed: int, target_words: int, distances: Distances, recalls_per_thousand: float
-) -> tuple[dict, dict[str, int]]:
-    """``generate_story``'s record and the story's sentence counts (as ``variety.split_sentences`` splits
-    its text), which the build's statistics use without splitting the text again."""
+) -> WrittenStory:
+    """``generate_story``'s record and what the build's statistics take from the writing (``WrittenStory``)."""
     if not 1 <= target_words <= MAX_WORDS:
         raise ValueError(f"target_words must be in [1, {MAX_WORDS}] (got {target_words})")
     rng = story_rng(index, seed)
@@ -65,4 +76,4 @@ def write_story(
             },
         },
     }
-    return record, narrator.counts
+    return WrittenStory(record, narrator.counts, plot.recalls_dropped)
