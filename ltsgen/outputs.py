@@ -31,7 +31,7 @@ STATE_NAME = "build.json"
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = "lock"
 OUTPUTS_NAME = "outputs.json"  # files other than shards that builds wrote here: relative path -> sha256
-# (a list of them while a file is being replaced: ``expect_outputs``)
+# (a list of them while a file is being replaced, ``{"pending": [...]}`` while first written: ``expect_outputs``)
 STATE_PATH = f"{STATE_DIR}/{STATE_NAME}"
 JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_NAME}"
 TOKENS_JOURNAL_PATH = f"{STATE_DIR}/tokens.jsonl"  # the token shards `ltsgen tokenizer --data` finished
@@ -96,21 +96,29 @@ def expect_outputs(directory: Path | str | Storage, contents: dict[str, bytes]) 
     """Before the files ``contents`` names are published: record the sha256 each will have, beside the one
     recorded before, so that a run killed between a publish and ``record_outputs`` leaves files still
     known as ltsgen's, the old or the new (a rerun then replaces them, and ``--overwrite`` removes them).
-    Only where the directory has ``.ltsgen/``."""
+    A name ltsgen never wrote is recorded as pending: a file of other bytes there stays the user's. Only
+    where the directory has ``.ltsgen/``."""
     store = as_storage(directory)
     if not store.exists(STATE_DIR):
         return
     outputs = _read_outputs(store) or {}
     for name, data in contents.items():
-        outputs[name] = sorted({*_digests(outputs.get(name)), hashlib.sha256(data).hexdigest()})
+        digests, written = _recorded(outputs.get(name))
+        digests = sorted({*digests, hashlib.sha256(data).hexdigest()})
+        outputs[name] = digests if written else {"pending": digests}
     write_outputs(store, outputs)
 
 
-def _digests(recorded: Any) -> list[str]:
-    """The sha256 a recorded output may have: one once written, the old and the new while it is replaced."""
+def _recorded(recorded: Any) -> tuple[list[str], bool]:
+    """(the sha256 a recorded output may have, whether ltsgen ever wrote it): one digest once written, a
+    list of them (the old and the new) while it is replaced, ``{"pending": [...]}`` while first written."""
     if isinstance(recorded, str):
-        return [recorded]
-    return [digest for digest in recorded if isinstance(digest, str)] if isinstance(recorded, list) else []
+        return [recorded], True
+    written = isinstance(recorded, list)
+    digests = recorded if written else recorded.get("pending") if isinstance(recorded, dict) else None
+    return (
+        [digest for digest in digests if isinstance(digest, str)] if isinstance(digests, list) else []
+    ), written
 
 
 def record_outputs(directory: Path | str | Storage, names: Iterable[str]) -> None:
@@ -137,7 +145,10 @@ def output_state(directory: Path | str | Storage, name: str) -> str:
         return "ltsgen" if legacy else "other"
     if name not in outputs:
         return "other"
-    return "ltsgen" if store.sha256(name) in _digests(outputs[name]) else "changed"
+    digests, written = _recorded(outputs[name])
+    if store.sha256(name) in digests:
+        return "ltsgen"
+    return "changed" if written else "other"
 
 
 def _inside(relpath: Any) -> bool:

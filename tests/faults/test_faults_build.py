@@ -475,3 +475,28 @@ def test_a_bucket_build_killed_just_after_writing_its_tokenizer_is_replaced_by_o
     assert (data / "tokenizer.json").exists() and not (data / "manifest.json").exists()
     assert main([*args, str(data), "--eval-sequences", "3", "--overwrite"]) == 0
     assert tree(data) == tree(whole)
+
+
+def test_a_file_ltsgen_was_about_to_write_first_stays_the_users_when_the_user_puts_other_bytes_there(
+    tmp_path,
+):
+    """A run killed (or interrupted) between recording a file it is about to write for the first time and
+    writing it: a file the user then puts there is theirs, not an edited one of ltsgen's (which the card
+    and attach write over)."""
+    from ltsgen.outputs import expect_outputs, output_state, record_outputs
+
+    (tmp_path / STATE_DIR).mkdir()
+    (tmp_path / "README.md").write_text("ltsgen's card\\n")
+    record_outputs(tmp_path, ["README.md"])
+    expect_outputs(
+        tmp_path, {"tokenizer_config.json": b"{}", "README.md": b"the next card\\n"}
+    )  # then killed
+    (tmp_path / "tokenizer_config.json").write_text('{"mine": true}')
+    assert output_state(tmp_path, "tokenizer_config.json") == "other"  # before: "changed", and written over
+    assert output_state(tmp_path, "README.md") == "ltsgen"  # the old card, still ltsgen's
+    (tmp_path / "README.md").write_text("the next card\\n")
+    assert output_state(tmp_path, "README.md") == "ltsgen"  # or the new one, had the kill come after it
+    (tmp_path / "README.md").write_text("edited by hand\\n")
+    assert output_state(tmp_path, "README.md") == "changed"
+    (tmp_path / "tokenizer_config.json").write_bytes(b"{}")
+    assert output_state(tmp_path, "tokenizer_config.json") == "ltsgen"
