@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -540,3 +541,36 @@ def test_requests_per_minute_spaces_requests_at_the_server(tmp_path):
         times = sorted(t for t, _, _ in server.arrivals)[1:]
     assert len(times) == 5 and (chat.ledger.sent.requests, chat.ledger.cached.requests) == (6, 5)
     assert times[-1] - times[0] >= 0.35, times  # 5 requests at 600 per minute: one each 0.1 s
+
+
+def test_a_server_that_drops_requests_before_answering_once_gets_every_retry(tmp_path):
+    """Connected, then dropped without an answer (a server overloaded at the start, a proxy): not a server
+    that is not there, so every retry is made, and the error does not say it cannot connect."""
+    import asyncio
+    import socket
+    import threading
+
+    from ltsgen.build import BuildError
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drop_every_connection() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                connection, _ = listener.accept()
+                connection.recv(65536)
+                connection.close()  # the request read, no answer
+
+    thread = threading.Thread(target=drop_every_connection, daemon=True)
+    thread.start()
+    chat, waits = _chat_client(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", tmp_path, retries=4)
+    try:
+        with pytest.raises(BuildError, match=r"gave up after 4 retries; last error: APIConnectionError"):
+            asyncio.run(chat.complete([{"role": "user", "content": "Write about 5 words."}], seed=1))
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+    assert [reason for reason, _ in waits] == ["connection"] * 4

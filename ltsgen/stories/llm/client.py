@@ -165,7 +165,7 @@ class ChatClient:
                     ValueError,
                 ) as error:
                     reason, retry_after = self._classify(error)
-                    self.reached |= reason != "connection"
+                    self.reached |= not _not_connected(error)
                     if not self.reached and attempt >= min(UNREACHED_RETRIES, self.retry.max_retries):
                         raise BuildError(
                             f"{self.client.base_url}: cannot connect ({_describe(error)}); is the server "
@@ -215,6 +215,16 @@ def _connect_timeout(error: Exception) -> bool:
     """Whether a timeout came while opening the connection (no server answered), not while awaiting an
     answer: the ``ConnectTimeout`` of the HTTP library under ``openai`` (httpx, or httpx2 in later releases)."""
     return type(error.__cause__).__name__ == "ConnectTimeout"
+
+
+def _not_connected(error: Exception) -> bool:
+    """Whether a request failed before a connection was open (refused, no such host, none opened in time),
+    not after (a response cut, a server that dropped it): the HTTP library's ``ConnectError`` or
+    ``ConnectTimeout``."""
+    return isinstance(error, openai.APIConnectionError) and type(error.__cause__).__name__ in (
+        "ConnectError",
+        "ConnectTimeout",
+    )
 
 
 def _answer(response: Any, prompt_estimate: float, prompt_limit: int, max_tokens: int) -> Answer:
