@@ -391,7 +391,10 @@ class RayEngine(Engine):
         if address:
             _check_reachable(address, where)
         else:  # started here, and shut down by close() even when interrupted while it starts
-            options["num_cpus"] = self._requested or os.cpu_count() or 1
+            # room for the tasks asked to run at once, else this machine's cores
+            options["num_cpus"] = (
+                self._requested * self.cpus_per_job if self._requested else os.cpu_count() or 1
+            )
             options["include_dashboard"] = False
             self._started_here = True
         try:
@@ -414,7 +417,14 @@ class RayEngine(Engine):
         want = " and ".join(_amount(asked[name], name) for name in short)
         have = " and ".join(_amount(total.get(name, 0), name) for name in short)
         if not grows:
-            raise EngineError(f"--engine ray: each task asks for {want} and {where} has {have}; ask for less")
+            room = (
+                ""
+                if self._requested
+                else " or give --workers N (a local runtime then makes room for N tasks)"
+            )
+            raise EngineError(
+                f"--engine ray: each task asks for {want} and {where} has {have}; ask for less{room}"
+            )
         print(f"note: each task asks for {want}; {where} has {have} for now: the tasks wait for a node that "
               "has them (an autoscaler may add one)", file=sys.stderr, flush=True)  # fmt: skip
 
@@ -478,7 +488,13 @@ def _check_reachable(address: str, where: str, timeout: float = RAY_CONNECT_TIME
     ever, its log lines on stderr); ``auto`` and ``local`` are Ray's to resolve."""
     import socket
 
+    if address.startswith(("http://", "https://")):
+        raise EngineError(
+            f"--engine ray: {where} is the address of Ray's Jobs API (for `ray job submit`), not of a cluster: "
+            "give HEAD:6379, ray://HEAD:10001 or auto"
+        )
     host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")  # an IPv6 address: [::1]:6379
     if not host or not port.isdigit():
         return
     try:

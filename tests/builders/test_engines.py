@@ -196,6 +196,12 @@ def test_a_ray_address_where_nothing_listens_is_one_line_at_once(given, monkeypa
     ):
         list(engine.map(square, [1]))
     engine.close()
+    jobs = make_engine("ray", ray_address="http://127.0.0.1:8265")  # what `ray job submit` is told
+    with pytest.raises(EngineError, match=r"is the address of Ray's Jobs API \(for `ray job submit`\)"):
+        list(jobs.map(square, [1]))
+    ipv6 = make_engine("ray", ray_address=f"[::1]:{address.rsplit(':', 1)[1]}")
+    with pytest.raises(EngineError, match=r"^--engine ray: cannot reach \[::1\]:\d+ \(--ray-address\) \("):
+        list(ipv6.map(square, [1]))
 
 
 def test_ray_not_installed_is_said_before_anything_is_written(tmp_path):

@@ -151,7 +151,8 @@ def test_tasks_no_node_holds_are_refused_where_the_cluster_cannot_grow_and_noted
 
     engine = RayEngine(resources={"num_cpus": 4, "num_gpus": 1})
     with pytest.raises(EngineError, match=r"^--engine ray: each task asks for 4 CPUs and 1 GPU and a local Ray "
-                       r"runtime has 2 CPUs and 0 GPUs; ask for less$"):  # fmt: skip
+                       r"runtime has 2 CPUs and 0 GPUs; ask for less or give --workers N \(a local runtime then "
+                       r"makes room for N tasks\)$"):  # fmt: skip
         engine._check_fits(ray, "a local Ray runtime", grows=False)
     engine._check_fits(ray, "head:6379 (--ray-address)", grows=True)  # an autoscaler may add the node
     assert capsys.readouterr().err == (
