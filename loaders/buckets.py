@@ -70,18 +70,18 @@ def eval_records(
     columns: tuple[str, ...] = ("input_ids",),
     allow_pipe: bool = False,
 ) -> Iterator[dict]:
-    """The records of ``load_eval_set``'s sequences with ``columns`` (``input_ids`` always), one at a time
+    """The records of ``load_eval_set``'s sequences with ``columns`` (``input_ids`` and ``id`` always), one at a time
     and in stored order; ``LoaderError`` at the first whose ``input_ids`` has another length."""
     from .dataset import StreamingDataset
 
     dataset = StreamingDataset(  # every sequence, in every process of a torch.distributed job
-        path_or_url, split, bucket=str(length), shuffle=False, columns=tuple(dict.fromkeys(("input_ids", *columns))),
+        path_or_url, split, bucket=str(length), shuffle=False, columns=tuple(dict.fromkeys(("input_ids", "id", *columns))),
         allow_pipe=allow_pipe, rank=0, world_size=1,
     )  # fmt: skip
     for number, record in enumerate(dataset):
         if len(record["input_ids"]) != length:
             raise LoaderError(
-                f"{dataset.root}: {split}/{length} sequence {number} ({record.get('id', 'no id')}) has "
+                f"{dataset.root}: {split}/{length} sequence {number} ({record['id']}) has "
                 f"{len(record['input_ids'])} tokens, not {length}"
             )
         yield record

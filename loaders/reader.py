@@ -142,8 +142,9 @@ class ShardReader:
 
     def _submit(self, index: int, lazy: bool, by_range: bool = False) -> Future:
         future = self._decoded.get(index)
-        if future is not None and future.done() and future.exception() is not None:
+        if future is not None and future.done() and not future.cancelled() and future.exception() is not None:
             future = None  # a read that failed (a server that went away) is tried again, not replayed
+            self._by_range.pop(index, None)  # and its ranged source with it: a whole fetch starts afresh
         if future is None:
             future = self._decoded[index] = self._pool.submit(self._decode, index, lazy, by_range)
             while len(self._decoded) > self.keep:

@@ -166,7 +166,8 @@ def _run_pipe(command: str) -> bytes:
     result = subprocess.run(command, shell=True, capture_output=True, check=False)
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise LoaderError(
-            f"pipe:{command}: exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
-        )
+        reason = f"exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
+        raise StorageError(
+            f"pipe:{command}: {reason}", reason
+        )  # the command's failure: never a skipped shard
     return result.stdout

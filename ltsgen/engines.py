@@ -291,8 +291,8 @@ def interrupts_ignored() -> Iterator[None]:
     """Ctrl-C ignored while the block runs, in the main thread: a process started in it inherits SIGINT
     ignored, which Python keeps, so a Ctrl-C while a worker still starts (importing, before ``serve``)
     prints no traceback of its own; the parent alone answers it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield  # not the main thread, or a handler set outside Python, which could not be put back
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -65,6 +65,8 @@ def load_tokenizer(path_or_name: str | Path) -> Tokenizer:
             return parse_tokenizer(path.read_bytes(), str(path))
         except LoaderError as error:
             raise TokenizerError(str(error)) from None
+        except OSError as error:
+            raise TokenizerError(f"{path}: cannot be read ({error.strerror or first_line(error)})") from None
     name = str(path_or_name)
     if name.endswith(".json") or name.startswith((".", "/")) or name.count("/") > 1:
         raise TokenizerError(f"{name}: no such tokenizer file")

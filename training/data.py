@@ -8,6 +8,7 @@ may be a local folder or any URL the loaders read.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -378,9 +379,8 @@ def _concat_eval_sets(data_dir, manifest, lengths: list[int], max_sequences: int
     if not any(shard.bucket == str(longest) for shard in manifest.splits.get(EVAL_CONCAT_SPLIT, [])):
         raise TrainingError(f"{where}: not in the dataset (build it with `ltsgen buckets --eval-concat`)")
     ids, rows = [], []
-    for record in eval_records(str(data_dir), longest, split=EVAL_CONCAT_SPLIT, columns=("id", "input_ids")):
-        if len(ids) == max_sequences:
-            break
+    records = eval_records(str(data_dir), longest, split=EVAL_CONCAT_SPLIT, columns=("id", "input_ids"))
+    for record in itertools.islice(records, max_sequences):
         ids.append(record["id"])
         rows.append(torch.as_tensor(record["input_ids"].astype("int64")))
     if len(ids) < needed:

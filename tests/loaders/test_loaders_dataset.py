@@ -419,11 +419,14 @@ def test_length_buckets_fill_each_batch_from_one_bucket(tmp_path):
     assert [len(StreamingDataset(directory, bucket=b)) for b in ("0-8", "8-16", "16-inf")] == [12, 20, 9]
 
 
-def test_eval_sets_have_exact_lengths(tmp_path):
+@pytest.mark.parametrize("fmt", ["webdataset", "parquet"])
+def test_eval_sets_have_exact_lengths(tmp_path, fmt):
+    from ltsgen.loaders.contract import FORMATS
+
     infos = []
     for length in (4, 8, 5):
         with ShardWriter(
-            tmp_path, f"eval/{length}/shard-00000.tar", "webdataset", token_dtype="uint16"
+            tmp_path, f"eval/{length}/shard-00000.{FORMATS[fmt]}", fmt, token_dtype="uint16"
         ) as writer:
             for i in range(3):
                 size = length + (i == 2 and length == 5)  # eval/5 holds a sequence of 6 tokens
@@ -432,7 +435,7 @@ def test_eval_sets_have_exact_lengths(tmp_path):
                 )
         infos.append(writer.info)
     builder = {"name": "test", "version": "0", "arguments": {}}
-    write_manifest(tmp_path, Manifest("c4", "webdataset", {"eval": infos}, builder))
+    write_manifest(tmp_path, Manifest("c4", fmt, {"eval": infos}, builder))
     block = load_eval_set(tmp_path, 8)
     assert block.dtype == torch.long and block.tolist() == [list(range(i, i + 8)) for i in range(3)]
     assert load_eval_set(tmp_path, 4).shape == (3, 4)
@@ -722,3 +725,16 @@ def test_a_store_that_fails_is_no_corrupt_shard_and_the_same_dataset_reads_again
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_pipe_command_that_fails_is_no_corrupt_shard(tmp_path):
+    """A `pipe:` command that fails (a network outage under `aws s3 cp`) is the store's failure, as for any
+    other store: before, `on_error="skip"` skipped the shard as corrupt, on the rank that saw it only."""
+    from ltsgen.loaders.storage import StorageError
+
+    directory = make_dataset(tmp_path / "data", [5] * 3, "parquet")
+    template = f"pipe:case {{path}} in *.parquet) echo gone >&2; exit 3;; *) cat {directory}/{{path}};; esac"
+    dataset = StreamingDataset(template, on_error="skip", allow_pipe=True)  # the manifest reads
+    with pytest.raises(StorageError, match=r"exited with status 3 \(gone\)$"):
+        list(dataset)
+    assert dataset.skipped == {}
