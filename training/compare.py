@@ -169,15 +169,26 @@ def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, st
         kept.get("documents_length", max(lengths, default=None)),  # files before it chose by their longest
         kept.get("window_length"), kept.get("step"), kept.get("requested_sequences"), kept.get("eval_dtype"),
         kept.get("requested_entropy_sequences"), kept.get("window_stride"), kept.get("eval_concat"),
-        kept.get("options_asked", {} if evaluation.encoding is None else None),  # files before it: as trained
+        _resolved(evaluation.encoding, spec.train_length, kept.get("options_asked", {} if evaluation.encoding is None else None)),  # files before it: as trained
     )  # fmt: skip
     asked = (
         spec.documents_length or max(evaluation.lengths), spec.train_length, step, spec.eval_sequences,
         spec.eval_dtype, spec.entropy_sequences, spec.window_stride, spec.eval_concat,
-        dict(evaluation.options) if evaluation.encoding is not None else {},
+        _resolved(evaluation.encoding, spec.train_length, dict(evaluation.options) if evaluation.encoding is not None else {}),
     )  # fmt: skip
     same_data = same_setting("data", kept.get("data"), str(spec.config.data))
     return same_data and lengths == list(evaluation.lengths) and made_with == asked
+
+
+def _resolved(encoding: str | None, train_length: int, options: Any) -> Any:
+    """Options an evaluation reads ``encoding`` with, as the model takes them (defaults filled in, values
+    typed: ``base=1e4`` is ``base=10000``); as they are where they do not resolve."""
+    if encoding is None or not isinstance(options, dict):
+        return options
+    try:
+        return training_options(encoding, train_length, options)
+    except (TypeError, ValueError, LtsgenError):
+        return options
 
 
 def _diverged(run_dir: Path) -> bool:

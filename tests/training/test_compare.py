@@ -361,3 +361,10 @@ def test_a_rerun_whose_encoding_options_make_the_same_runs_is_not_refused(tmp_pa
     _check_settings(path, {**settings, "encoding_options": {"base": "10000"}})  # RoPE's default
     with pytest.raises(TrainingError, match=r"encoding_options: \{\} -> \{'base': '500'\}"):
         _check_settings(path, settings)
+    # and an evaluation read with options spelled otherwise is kept, not made again (before: evaluated again)
+    from ltsgen.training.compare import _resolved
+
+    assert _resolved("rope_pi", 16, {"base": "5e2", "factor": 2}) == _resolved(
+        "rope_pi", 16, {"base": 500.0, "factor": "2.0"}
+    )
+    assert _resolved("rope_pi", 16, {"base": "5e2"}) != _resolved("rope_pi", 16, {"base": "600"})
