@@ -77,7 +77,8 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
     Raises:
         TokenizerError: the records hold token ids, which only the directory's own tokenizer reads.
         LoaderError: the directory has no readable manifest.
-        BuildError: a file attaching writes (``tokenizer.json`` and the files beside it) is not ltsgen's.
+        BuildError: a file attaching writes (``tokenizer.json`` and the files beside it) is not ltsgen's, or
+            was edited since ltsgen wrote it.
     """
     manifest = read_manifest(directory)
     if manifest.tokenized:
@@ -87,9 +88,11 @@ def attachable_manifest(directory: str | os.PathLike | Storage) -> Manifest:
         )
     store = as_storage(directory)
     for name in (TOKENIZER_NAME, *SIDE_FILES):
-        if output_state(store, name) == "other":
+        state = output_state(store, name)
+        if state in ("other", "changed"):
+            whose = "not written by ltsgen" if state == "other" else "edited since ltsgen wrote it"
             raise BuildError(
-                f"{store.location(name)}: not written by ltsgen; move it away to attach one "
+                f"{store.location(name)}: {whose}; move it away to attach one "
                 "(ltsgen never writes over a file of yours)"
             )
     return manifest

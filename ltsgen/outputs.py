@@ -245,14 +245,17 @@ def remove_build(directory: Path | str | Storage) -> None:
     store = as_storage(directory)
     written = written_files(store)
     outputs = _read_outputs(store)
-    for relpath in store.files(STATE_DIR):
-        if relpath != LOCK_PATH:
-            store.remove(relpath)
-    for relpath in written:
+    # the files first, the manifest (which names the shards) last of them, then the records: a run killed
+    # part way leaves every file still named as ltsgen's, and the next removes the rest
+    for relpath in sorted(written, key=lambda relpath: relpath == MANIFEST_NAME):
         store.remove(relpath)
     kept = {name: sha for name, sha in (outputs or {}).items() if store.is_file(name)}
     if kept:  # files ltsgen wrote that were edited since stay, and stay known as such
         write_outputs(store, kept)
+    state = [relpath for relpath in store.files(STATE_DIR) if relpath != LOCK_PATH]
+    for relpath in sorted(state, key=lambda relpath: relpath == STATE_PATH):  # the builder's identity last
+        if not (kept and relpath == OUTPUTS_PATH):
+            store.remove(relpath)
     remove_temporary_files(store)
     remove_emptied_folders(store, written)
 

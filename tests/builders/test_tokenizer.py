@@ -472,6 +472,17 @@ def test_attaching_never_writes_over_files_of_yours_nor_tokenizes_a_text_over_ma
     (small_stories / "special_tokens_map.json").unlink()
 
     attach_tokenizer(small_stories, tokenizer)
+    # ltsgen's own file edited by hand since: the user's now (before: written over without a word)
+    config = small_stories / "tokenizer_config.json"
+    edited = config.read_text().replace("{", '{"my_note": "edited", ', 1)
+    config.write_text(edited)
+    with pytest.raises(
+        BuildError, match=f"^{config}: edited since ltsgen wrote it; move it away to attach one"
+    ):
+        attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))
+    assert config.read_text() == edited
+    config.unlink()
+    attach_tokenizer(small_stories, tokenizer)
     mine = small_stories / "tokens" / sha[:16] / "notes.txt"
     mine.write_text("mine\n")
     attach_tokenizer(small_stories, train_tokenizer(_texts(small_stories)[:6], 280))  # replaces the first

@@ -486,17 +486,59 @@ def test_a_file_ltsgen_was_about_to_write_first_stays_the_users_when_the_user_pu
     from ltsgen.outputs import expect_outputs, output_state, record_outputs
 
     (tmp_path / STATE_DIR).mkdir()
-    (tmp_path / "README.md").write_text("ltsgen's card\\n")
+    (tmp_path / "README.md").write_text("ltsgen's card\n")
     record_outputs(tmp_path, ["README.md"])
-    expect_outputs(
-        tmp_path, {"tokenizer_config.json": b"{}", "README.md": b"the next card\\n"}
-    )  # then killed
+    expect_outputs(tmp_path, {"tokenizer_config.json": b"{}", "README.md": b"the next card\n"})  # then killed
     (tmp_path / "tokenizer_config.json").write_text('{"mine": true}')
     assert output_state(tmp_path, "tokenizer_config.json") == "other"  # before: "changed", and written over
     assert output_state(tmp_path, "README.md") == "ltsgen"  # the old card, still ltsgen's
-    (tmp_path / "README.md").write_text("the next card\\n")
+    (tmp_path / "README.md").write_text("the next card\n")
     assert output_state(tmp_path, "README.md") == "ltsgen"  # or the new one, had the kill come after it
-    (tmp_path / "README.md").write_text("edited by hand\\n")
+    (tmp_path / "README.md").write_text("edited by hand\n")
     assert output_state(tmp_path, "README.md") == "changed"
     (tmp_path / "tokenizer_config.json").write_bytes(b"{}")
     assert output_state(tmp_path, "tokenizer_config.json") == "ltsgen"
+
+
+# Run as sitecustomize: kills the process (SIGKILL) as it is about to remove its ``nth`` file under ``out``.
+KILL_AT_A_REMOVAL = """
+import os, signal, sys
+from pathlib import Path
+
+OUT, NTH = str(Path({out!r})), {nth}
+seen = []
+
+
+def kill_at_a_removal(event, args):
+    if event == "os.remove" and str(args[0]).startswith(OUT + os.sep):
+        seen.append(args[0])
+        if len(seen) == NTH:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+sys.addaudithook(kill_at_a_removal)
+"""
+
+
+@pytest.mark.parametrize("nth", [1, 5, 12, 17])
+def test_a_kill_while_overwrite_removes_the_earlier_build_then_rerun_finishes(tmp_path, nth):
+    """Before, the records went first (journals, the outputs record), then the files in any order: a kill
+    part way left ltsgen's own files unknown (shards once the manifest was gone, the tokenizer's side files),
+    and the rerun refused them as the user's ("not written by ltsgen ... move it away") or kept them."""
+    data, whole = tmp_path / "killed", tmp_path / "whole"
+    assert main([*STORIES, "--samples-per-shard", "5", "--out", str(data)]) == 0
+    assert main(["tokenizer", "--vocab-size", "300", "--no-progress", "--data", str(data)]) == 0
+    other = ["stories", "--num-stories", "12", "--max-words", "400", "--seed", "3", "--quiet", "--overwrite"]
+    (data / "notes.txt").write_text("mine\n")  # a file of the user's, kept by --overwrite
+    assert main([*other, "--out", str(whole)]) == 0
+    (whole / "notes.txt").write_text("mine\n")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(KILL_AT_A_REMOVAL.format(out=str(data), nth=nth))
+    process = start(*other, "--out", data, env={"PYTHONPATH": str(hook)})
+    try:
+        assert process.wait(timeout=300) == -signal.SIGKILL
+    finally:
+        end(process)
+    assert main([*other, "--out", str(data)]) == 0  # the rerun
+    assert tree(data) == tree(whole)
