@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from ltsgen.errors import MissingDependency, require
+from ltsgen.errors import MissingDependency, first_line, require
 from ltsgen.loaders.contract import (
     CARD_NAME,
     EVAL_CONCAT_SPLIT,
@@ -124,7 +124,13 @@ def refuse_copy_over(output: Path, directory: str | Path | Storage | None = None
     file at ``output`` that is no card, or plots at its names beside a new ``output``; and, given the dataset
     ``directory``, its own card (a copy there would be taken for the user's edit of it, plots beside it)."""
     store = None if directory is None else as_storage(directory)
-    if store is not None and store.is_local and output.resolve() == store.local_path(CARD_NAME).resolve():
+    try:
+        same = (
+            store is not None and store.is_local and output.resolve() == store.local_path(CARD_NAME).resolve()
+        )
+    except (OSError, RuntimeError) as error:  # a symlink loop, say
+        raise LoaderError(f"{output}: cannot be written ({first_line(error)})") from None
+    if same:
         raise LoaderError(
             f"{output}: is the card of {store} itself, which `ltsgen card` writes anyway; give --out another file"
         )

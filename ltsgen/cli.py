@@ -78,6 +78,20 @@ def out_of_memory(error: BaseException) -> str | None:
     return None if asked is None else f"{int(asked.group(1)) / 2**30:,.1f} GiB asked of the CPU at once"
 
 
+# options that name a file, folder or URL: an empty one would mean the working folder, never what was meant
+PATH_OPTIONS = ("out", "data", "run", "input", "tokenizer", "init_from", "cache_dir")
+
+
+def _refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--out ""`` (an unset shell variable, say) as the command's one-line error, not the working folder."""
+    command = next(action for action in parser._actions if action.dest == "command").choices[args.command]
+    for action in command._actions:
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(value, list) else [value]
+        if action.dest in PATH_OPTIONS and action.option_strings and any(item == "" for item in values):
+            command.error(f"argument {action.option_strings[0]}: an empty path")
+
+
 def _run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # the first word that is not an option names the command (`ltsgen` itself has only --help, --version)
@@ -99,6 +113,7 @@ def _run(argv: list[str] | None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
+    _refuse_empty_paths(parser, args)
     try:
         return int(args.func(args) or 0)
     except LtsgenError as error:  # every user-fixable failure: one line, exit status 2

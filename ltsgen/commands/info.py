@@ -67,8 +67,8 @@ def describe(info: dict[str, Any]) -> str:
         f"{info['location']}: {info['source']} ({info['builder']}), {info['format']} shards",
         "tokenizer: "
         + (
-            f"{tokenizer['path']} (vocabulary {tokenizer['vocab_size']:,}, eos id {tokenizer.get('eos_id')}, "
-            f"sha256 {tokenizer['sha256'][:12]})"
+            f"{tokenizer['path']} (vocabulary {_count(tokenizer.get('vocab_size'))}, eos id {tokenizer.get('eos_id')}, "
+            f"sha256 {str(tokenizer.get('sha256'))[:12]})"
             if tokenizer
             else "none attached (`ltsgen tokenizer --data DIR` attaches one)"
         ),
@@ -101,3 +101,8 @@ def _size(count: int) -> str:
         return f"{count:,} bytes"
     scale, unit = next((s, u) for s, u in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")) if count >= s)
     return f"{count / scale:,.1f} {unit}"
+
+
+def _count(value) -> str:
+    """A manifest's count as ``info`` shows it: with separators, or ``unknown`` where the entry lacks it."""
+    return f"{value:,}" if isinstance(value, int) else "unknown"

@@ -148,13 +148,16 @@ def expand_inputs(
         for match in matches:
             path = Path(match)
             if path.is_dir():
-                found = sorted(
-                    p
-                    for p in path.rglob("*")
-                    if p.is_file()
-                    and not any(part.startswith(".") for part in p.relative_to(path).parts)
-                    and (suffixes is None or p.name.endswith(suffixes))
-                )
+                try:
+                    found = sorted(
+                        p
+                        for p in path.rglob("*")
+                        if p.is_file()
+                        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                        and (suffixes is None or p.name.endswith(suffixes))
+                    )
+                except OSError as error:  # a folder inside that cannot be listed
+                    raise BuildError(f"{error.filename or path}: {error.strerror or error}") from None
                 files.extend(found)
             elif path.is_file():
                 files.append(path)

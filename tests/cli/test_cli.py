@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 
 import pytest
 
-from ltsgen.cli import COMMAND_MODULES, build_parser
+from ltsgen.cli import COMMAND_MODULES, build_parser, main
 
 COMMANDS = [module.rsplit(".", 1)[1] for module in COMMAND_MODULES]
 
@@ -135,3 +136,58 @@ def test_lists_of_integers_name_what_is_wrong(parse, text, message):
         (parse_lengths if parse == "lengths" else parse_seeds)(text)
     assert str(refused.value) == message
     assert parse_lengths("128,64,128,") == [64, 128] and parse_seeds("1,0,1") == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["stories", "--out", "", "--num-stories", "3"], "--out"),  # before: built into the working folder
+        (["train", "--data", "lts", "--out", "run", "--init-from", ""], "--init-from"),  # before: ignored
+        (["tokenizer", "--source", "c4", "--input", "", "--out", "t.json"], "--input"),
+        (["evaluate", "--run", "", "--data", "lts"], "--run"),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_working_folder(
+    argv, option, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        main(argv)
+    assert refused.value.code == 2 and not any(tmp_path.iterdir())
+    assert (
+        capsys.readouterr().err
+        == f"ltsgen {argv[0]}: error: argument {option}: an empty path (see ltsgen {argv[0]} --help)\n"
+    )
+
+
+@pytest.mark.parametrize("device", ["meta", "mps", "xpu"])
+def test_a_device_torch_names_but_the_loop_does_not_run_on_is_one_line(device):
+    from ltsgen.training.distributed import resolve_device
+    from ltsgen.training.errors import TrainingError
+
+    with pytest.raises(
+        TrainingError, match=rf"^--device '{device}': ltsgen trains and evaluates on cpu or cuda"
+    ):
+        resolve_device(device)  # before: accepted, then a traceback from the model (exit 1)
+    assert resolve_device("cpu").type == "cpu"
+
+
+def test_a_card_copy_into_a_symlink_loop_and_info_on_a_tokenizer_entry_without_counts_are_lines(
+    tmp_path, capsys
+):
+    data = tmp_path / "lts"
+    assert main(["stories", "--out", str(data), "--num-stories", "3", "--max-words", "300", "--quiet"]) == 0
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    capsys.readouterr()
+    assert (
+        main(["card", str(data), "--out", str(tmp_path / "loop1")]) == 2
+    )  # before: a RuntimeError traceback
+    assert capsys.readouterr().err.startswith(
+        f"ltsgen card: error: {tmp_path / 'loop1'}: cannot be written ("
+    )
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["tokenizer"] = {"path": "tokenizer.json"}  # the manifest's check lets the counts be missing
+    (data / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["info", str(data)]) == 0  # before: KeyError: 'vocab_size'
+    assert "tokenizer: tokenizer.json (vocabulary unknown, " in capsys.readouterr().out
