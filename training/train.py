@@ -322,12 +322,26 @@ def train(
             distributed.teardown(placement)
 
 
+def _intact(path: Path) -> bool:
+    """Whether a run file reads as the JSON object it was written as (a finished run's ``config.json``, which
+    ``evaluate`` reads)."""
+    try:
+        return isinstance(read_json(path), dict)
+    except TrainingError:
+        return False
+
+
 def _train(
     config: TrainConfig, placement, resume, stop_after, progress, train_tokenizer, token_counts: Path
 ) -> dict[str, Any]:
     run_dir = Path(config.out)
     checkpoint = open_run(run_dir, config, resume, placement)
-    if checkpoint is not None and checkpoint["step"] == config.steps and (run_dir / SUMMARY_NAME).exists():
+    finished = (
+        checkpoint is not None and checkpoint["step"] == config.steps and (run_dir / SUMMARY_NAME).exists()
+    )
+    if finished and _intact(
+        run_dir / CONFIG_NAME
+    ):  # else the run's files are written again, as a resume does
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
     run = _start(config, placement, checkpoint, train_tokenizer, token_counts)
     end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)

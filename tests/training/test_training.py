@@ -581,3 +581,20 @@ def test_each_logged_learning_rate_is_the_one_its_step_trained_at(tiny_data, tok
     logged = [(line["step"], line["lr"]) for line in metrics(tmp_path / "run") if "lr" in line]
     assert logged == [(step, pytest.approx(3e-3 * schedule(step - 1))) for step in range(1, 7)]
     assert logged[2][1] == pytest.approx(3e-3) and logged[-1][1] > 0
+
+
+def test_resuming_a_finished_run_whose_config_was_damaged_writes_it_again(
+    tiny_data, tokenizer_path, tmp_path
+):
+    """Before, a finished run said "nothing to do" and left a damaged config.json, which evaluate then refused."""
+    from ltsgen.training.rundir import CONFIG_NAME
+
+    config = tiny_config(tiny_data, tmp_path / "run", steps=2, tokenizer=str(tokenizer_path))
+    train(config, progress=False)
+    written = (tmp_path / "run" / CONFIG_NAME).read_bytes()
+    logged = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+    (tmp_path / "run" / CONFIG_NAME).write_text("{")
+    train(config, resume=True, progress=False)
+    assert (tmp_path / "run" / CONFIG_NAME).read_bytes() == written
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == logged  # no step trained or logged again
+    assert train(config, resume=True, progress=False)["nothing_to_do"]
