@@ -92,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give either --data DIR or --source with --input")
     if args.source and not (args.input and args.out):
         raise UsageError("--source needs --input and --out")
+    if args.data is not None:  # a built dataset's train split is read as it is: these would change nothing
+        given = {"--input": args.input, "--text-field": args.text_field, "--skip-bad": args.skip_bad,
+                 "--strict": args.strict, "--hf-split": args.hf_split != "train"}  # fmt: skip
+        ignored = next((option for option, value in given.items() if value), None)
+        if ignored:
+            raise UsageError(
+                f"{ignored} applies to --source, not --data (a built dataset's records are read as they are)"
+            )
     check_source_options(args)
     options = storage_options(args)
     data = None if args.data is None else Storage(args.data, options)

@@ -191,3 +191,17 @@ def test_a_card_copy_into_a_symlink_loop_and_info_on_a_tokenizer_entry_without_c
     (data / "manifest.json").write_text(json.dumps(manifest))
     assert main(["info", str(data)]) == 0  # before: KeyError: 'vocab_size'
     assert "tokenizer: tokenizer.json (vocabulary unknown, " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--input", "c4.jsonl"], ["--text-field", "body"], ["--skip-bad"], ["--strict"], ["--hf-split", "test"]],
+)
+def test_a_corpus_option_with_tokenizer_data_is_refused_not_ignored(extra, tmp_path, capsys):
+    """Before, these were ignored without a word (while --subset, --separator and --hf-config were refused)."""
+    argv = ["tokenizer", "--data", str(tmp_path / "lts"), "--out", str(tmp_path / "t.json"), *extra]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"ltsgen tokenizer: error: {extra[0]} applies to --source, not --data (a built dataset's records are "
+        "read as they are)\n"
+    )
