@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import re
 import signal
@@ -78,6 +79,9 @@ def out_of_memory(error: BaseException) -> str | None:
     return None if asked is None else f"{int(asked.group(1)) / 2**30:,.1f} GiB asked of the CPU at once"
 
 
+# filesystem libraries that log a failure (with its traceback) before raising it: 160 lines for an
+# unreachable gs:// before the command's own one-line error
+QUIETED_LOGGERS = ("gcsfs", "s3fs", "fsspec")
 # options that name a file, folder or URL: an empty one would mean the working folder, never what was meant
 PATH_OPTIONS = ("out", "data", "run", "input", "tokenizer", "init_from", "cache_dir")
 
@@ -114,6 +118,8 @@ def _run(argv: list[str] | None) -> int:
         parser.print_help()
         return 0
     _refuse_empty_paths(parser, args)
+    for library in QUIETED_LOGGERS:  # their failures come back as exceptions, said as one line below
+        logging.getLogger(library).setLevel(logging.CRITICAL)
     try:
         return int(args.func(args) or 0)
     except LtsgenError as error:  # every user-fixable failure: one line, exit status 2
