@@ -339,9 +339,8 @@ def _train(
     finished = (
         checkpoint is not None and checkpoint["step"] == config.steps and (run_dir / SUMMARY_NAME).exists()
     )
-    if finished and _intact(
-        run_dir / CONFIG_NAME
-    ):  # else the run's files are written again, as a resume does
+    # a finished run whose config.json was damaged has its files written again, as a resume does
+    if finished and _intact(run_dir / CONFIG_NAME):
         return {**read_json(run_dir / SUMMARY_NAME), "nothing_to_do": True}
     run = _start(config, placement, checkpoint, train_tokenizer, token_counts)
     end_step = config.steps if stop_after is None else min(config.steps, run.start_step + stop_after)
