@@ -70,7 +70,10 @@ def resolve_encodings(spec: str) -> list[str]:
     names = [canonical_name(name) for name in spec.split(",") if name.strip()]
     if not names:
         raise TrainingError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
-    return list(dict.fromkeys(names))
+    twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
+    if twice is not None:  # one run said as two, or RoPE and rope
+        raise TrainingError(f"--encodings {spec!r}: {twice} is given twice")
+    return names
 
 
 @dataclass(frozen=True)

@@ -174,11 +174,16 @@ def number(kind: type, limits: dict[str, float]):
 
 def integers(text: str, option: str, example: str) -> list[int]:
     """``"64,128,"`` -> [64, 128] (empty items skipped); a one-line ``UsageError`` naming ``option`` for a
-    list without any integer or with an item that is none."""
+    list without any integer, with an item that is none, or with a value given twice (a seed or length
+    twice would be one run or evaluation, said as two)."""
     parts = [part.strip() for part in str(text).split(",") if part.strip()]
     if not parts:
         raise UsageError(f"{option}: give at least one value, e.g. {example}")
     try:
-        return [int(part) for part in parts]
+        values = [int(part) for part in parts]
     except ValueError:
         raise UsageError(f"{option} {text!r}: expected comma-separated integers like {example}") from None
+    twice = next((value for number, value in enumerate(values) if value in values[:number]), None)
+    if twice is not None:
+        raise UsageError(f"{option} {text!r}: {twice} is given twice")
+    return values

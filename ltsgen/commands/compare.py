@@ -82,7 +82,7 @@ def register(subparsers) -> None:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``0,1,2`` -> [0, 1, 2] (each once, in the order given); a one-line error otherwise."""
+    """``0,1,2`` -> [0, 1, 2] (in the order given); a one-line error otherwise (a seed given twice too)."""
     from ltsgen.errors import UsageError, out_of_limits
     from ltsgen.training.train import SEEDS
 
@@ -91,7 +91,7 @@ def parse_seeds(text: str) -> list[int]:
         problem = out_of_limits(seed, SEEDS)
         if problem:
             raise UsageError(f"--seeds: every seed {problem} (got {seed})")
-    return list(dict.fromkeys(seeds))
+    return seeds
 
 
 def run(args: argparse.Namespace) -> int:

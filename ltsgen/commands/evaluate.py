@@ -10,13 +10,13 @@ SUMMARY = "evaluate a trained run at several lengths (perplexity, per-position l
 
 
 def parse_lengths(text: str, option: str = "--eval-lengths") -> list[int]:
-    """``64,128,256`` -> [64, 128, 256] (sorted, each once); a one-line error otherwise."""
+    """``64,128,256`` -> [64, 128, 256] (sorted); a one-line error otherwise (a length given twice too)."""
     from ltsgen.errors import UsageError
 
     lengths = integers(text, option, "64,128,256")
     if min(lengths) < 2:
         raise UsageError(f"{option} {text!r}: every length must be at least 2 tokens")
-    return sorted(set(lengths))
+    return sorted(lengths)
 
 
 def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:

@@ -125,6 +125,9 @@ def test_an_abbreviated_option_is_a_typo_not_the_option(argv, hint, capsys, tmp_
         ("lengths", "64,x", "--eval-lengths '64,x': expected comma-separated integers like 64,128,256"),
         ("lengths", "1,64", "--eval-lengths '1,64': every length must be at least 2 tokens"),
         ("seeds", "", "--seeds: give at least one value, e.g. 0,1,2"),
+        # before: taken once without a word ("--seeds 0,0" said one training)
+        ("lengths", "128,64,128,", "--eval-lengths '128,64,128,': 128 is given twice"),
+        ("seeds", "1,0,1", "--seeds '1,0,1': 1 is given twice"),
     ],
 )
 def test_lists_of_integers_name_what_is_wrong(parse, text, message):
@@ -135,7 +138,7 @@ def test_lists_of_integers_name_what_is_wrong(parse, text, message):
     with pytest.raises(UsageError) as refused:
         (parse_lengths if parse == "lengths" else parse_seeds)(text)
     assert str(refused.value) == message
-    assert parse_lengths("128,64,128,") == [64, 128] and parse_seeds("1,0,1") == [1, 0]
+    assert parse_lengths("128,64,") == [64, 128] and parse_seeds("1,0") == [1, 0]
 
 
 @pytest.mark.parametrize(

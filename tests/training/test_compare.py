@@ -368,3 +368,13 @@ def test_a_rerun_whose_encoding_options_make_the_same_runs_is_not_refused(tmp_pa
         "rope_pi", 16, {"base": 500.0, "factor": "2.0"}
     )
     assert _resolved("rope_pi", 16, {"base": "5e2"}) != _resolved("rope_pi", 16, {"base": "600"})
+
+
+def test_an_encoding_named_twice_is_refused():
+    """Before, "rope,RoPE" was one run said as two names, taken once without a word."""
+    from ltsgen.training.compare import resolve_encodings
+    from ltsgen.training.errors import TrainingError
+
+    assert resolve_encodings("rope,ALiBi") == ["rope", "alibi"]
+    with pytest.raises(TrainingError, match=r"^--encodings 'rope,alibi,RoPE': rope is given twice$"):
+        resolve_encodings("rope,alibi,RoPE")
