@@ -136,6 +136,10 @@ def resolve_tokenizer(
         else None
     )
     if tokenizer_path is not None:  # a file, or a folder with one; checked here, not as the run's copy
+        if "://" in str(tokenizer_path):  # Path() would make http://host/t.json into http:/host/t.json
+            raise TrainingError(
+                f"--tokenizer {tokenizer_path}: a local file or folder is read; download it first"
+            )
         given = Path(tokenizer_path)
         tokenizer_path = given / TOKENIZER_NAME if given.is_dir() else given
         if not tokenizer_path.is_file():

@@ -374,14 +374,19 @@ def test_the_tokenizer_option_takes_a_folder_and_names_a_bad_file(
 ):
     bad = tmp_path / "bad.json"
     bad.write_text("not json")
-    for given, problem in ((bad, "not a tokenizer.json"), (tmp_path, "tokenizer not found")):
+    url = "http://127.0.0.1:9/t.json"  # before: "http:/127.0.0.1:9/t.json: tokenizer not found"
+    for given, problem in (
+        (bad, f"{bad}: not a tokenizer.json"),
+        (tmp_path, f"{tmp_path}: tokenizer not found"),
+        (url, f"--tokenizer {url}: a local file or folder is read; download it first"),
+    ):
         assert (
             ltsgen(
                 ["train", "--data", str(tiny_data), "--out", str(tmp_path / "r"), "--tokenizer", str(given)]
             )
             == 2
         )
-        assert capsys.readouterr().err.startswith(f"ltsgen train: error: {given}: {problem}")
+        assert capsys.readouterr().err.startswith(f"ltsgen train: error: {problem}")
     assert not (tmp_path / "r").exists()
     train(
         tiny_config(tiny_data, tmp_path / "run", "nope", steps=1, tokenizer=str(tokenizer_path.parent)),
