@@ -262,6 +262,14 @@ def build_buckets(
             f"{', '.join(config.splits)} are empty; a smaller --eval-sequences keeps documents to train on"
         )
     chosen_per_length = result.manifest.extra.get("eval", {}).get("documents", {})
+    held_out = len({document for chosen in chosen_per_length.values() for document in chosen})
+    left = sum(shard.samples for split in config.splits for shard in result.manifest.splits.get(split, []))
+    if 0 < left < held_out:  # the evaluation sets come first: a small corpus is mostly held out
+        result.notes.append(
+            f"the evaluation sets hold {held_out:,} documents, more than the {left:,} left to "
+            f"{', '.join(config.splits)}; a smaller --eval-sequences ({config.eval_sequences} per length) "
+            "keeps more to train on"
+        )
     unreached = [length for length, chosen in chosen_per_length.items() if not chosen]
     if config.eval_sequences and unreached:
         concat = (

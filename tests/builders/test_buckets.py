@@ -354,6 +354,19 @@ def test_a_corpus_all_held_out_says_so_and_draws_its_card_without_a_warning(
         "note: no document reaches 100000 tokens: no evaluation set of documents of that length (lower "
         "--eval-lengths, or add longer documents)" in capsys.readouterr().out
     )
+    # most documents held out (before: the counts printed, and nothing said of them)
+    assert build(tmp_path / "most", "c4", [small], tokenizer_path, "--bucket-lengths", "64,256",
+                 "--eval-lengths", "64,256", "--eval-sequences", "12") == 0  # fmt: skip
+    manifest = read_manifest(tmp_path / "most")
+    held_out = len({d for chosen in manifest.extra["eval"]["documents"].values() for d in chosen})
+    left = sum(
+        shard.samples for split in ("train", "validation", "test") for shard in manifest.splits.get(split, [])
+    )
+    assert 0 < left < held_out
+    assert (
+        f"note: the evaluation sets hold {held_out} documents, more than the {left} left to train, validation, "
+        "test; a smaller --eval-sequences (12 per length) keeps more to train on" in capsys.readouterr().out
+    )
 
 
 def test_unclean_documents_counted_or_strict(tmp_path, tokenizer_path, c4_lines, capsys):
