@@ -157,14 +157,12 @@ class ShardReader:
         info = self.shards[index]
         where = self._where(info)
         try:
-            checked = (
-                not self.verify
-            )  # every read is checked: a shard replaced since an earlier read is caught
-            if not checked and self.format == "parquet" and info.footer_sha256:
+            # every read is checked: a shard replaced since an earlier read is caught
+            if self.verify and self.format == "parquet" and info.footer_sha256:
                 shard = self._by_row_group(index, where, lazy, by_range)
             else:
                 data, verified = self._fetch(info)
-                if not (checked or verified):
+                if self.verify and not verified:
                     self._check(index, data, where)
                 # only checked bytes are decoded lazily: a row group may then fail only when it is reached
                 lazy = lazy and (verified or self.verify)
@@ -174,9 +172,7 @@ class ShardReader:
             if self.max_text_chars is not None:
                 check_texts(shard, self.max_text_chars, where)
             return self.convert(shard, info)
-        except (
-            StorageError
-        ):  # a store that failed the read, a cache folder that cannot be written: never a bad shard
+        except StorageError:  # a store that failed the read, a cache that cannot be written: no bad shard
             raise
         except LoaderError as error:
             if self.on_error == "raise":

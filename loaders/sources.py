@@ -167,7 +167,5 @@ def _run_pipe(command: str) -> bytes:
     if result.returncode != 0:
         stderr = result.stderr.decode("utf-8", "replace").strip().splitlines()
         reason = f"exited with status {result.returncode} ({stderr[-1] if stderr else 'no output'})"
-        raise StorageError(
-            f"pipe:{command}: {reason}", reason
-        )  # the command's failure: never a skipped shard
+        raise StorageError(f"pipe:{command}: {reason}", reason)  # the command's failure: no skipped shard
     return result.stdout

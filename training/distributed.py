@@ -47,10 +47,8 @@ def resolve_device(name: str = "auto") -> torch.device:
         raise TrainingError(
             f"--device {name!r}: CUDA is not available here (torch {torch.__version__}); use --device cpu"
         )
-    if device.type not in (
-        "cpu",
-        "cuda",
-    ):  # meta, mps, xpu, ...: torch names them, the loop does not run there
+    # meta, mps, xpu, ...: torch names them, the loop does not run there
+    if device.type not in ("cpu", "cuda"):
         raise TrainingError(f"--device {name!r}: ltsgen trains and evaluates on cpu or cuda (auto picks)")
     return device
 

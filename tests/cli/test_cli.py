@@ -183,9 +183,8 @@ def test_a_card_copy_into_a_symlink_loop_and_info_on_a_tokenizer_entry_without_c
     (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
     (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
     capsys.readouterr()
-    assert (
-        main(["card", str(data), "--out", str(tmp_path / "loop1")]) == 2
-    )  # before: a RuntimeError traceback
+    # before: a RuntimeError traceback
+    assert main(["card", str(data), "--out", str(tmp_path / "loop1")]) == 2
     assert capsys.readouterr().err.startswith(
         f"ltsgen card: error: {tmp_path / 'loop1'}: cannot be written ("
     )
