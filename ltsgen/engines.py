@@ -11,9 +11,9 @@ pipeline. Ground floor: this module imports nothing of ltsgen's but its errors.
   parent process and its input pipe.
 - ``RayEngine(address, workers)``: Ray tasks (Ray core), joining the cluster at ``address`` (else at
   ``$RAY_ADDRESS``, Ray's own variable) or starting a local Ray runtime on this machine's cores; an address
-  that does not answer, or tasks that ask for more than a local runtime has, is one line, not a wait. ``fn`` and the jobs must be importable and picklable on every
-  node, and whatever a job writes must go where the driver can see it (an object store, or a folder every
-  node mounts).
+  that does not answer, or tasks that ask for more than a local runtime has, is one line, not a wait.
+  ``fn`` and the jobs must be importable and picklable on every node, and whatever a job writes must go
+  where the driver can see it (an object store, or a folder every node mounts).
 
 ``fn`` must be a top-level function (or a ``functools.partial`` of one) and jobs must pickle. Errors that a
 user can fix (``LtsgenError``) come back as they were raised; any other error comes back with the worker's
@@ -123,7 +123,7 @@ def make_engine(
             "--engine ray spreads jobs over a cluster"
         )
     if name == "ray":
-        require("ray", "ray", "Ray tasks (--engine ray)")  # said before a command claims its --out
+        _import_ray()  # said before a command claims its --out
         return RayEngine(ray_address, workers, resources)
     if ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
@@ -372,7 +372,7 @@ class RayEngine(Engine):
         self._ray()
 
     def _ray(self):
-        ray = require("ray", "ray", "Ray tasks (--engine ray)")
+        ray = _import_ray()
         if not ray.is_initialized():
             self._start(ray)
         if self._requested is None:  # as many tasks as the cluster can run at once
@@ -390,20 +390,18 @@ class RayEngine(Engine):
         options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
         if address:
             _check_reachable(address, where)
-        else:  # started here, and shut down by close() even when interrupted while it starts
-            # room for the tasks asked to run at once, else this machine's cores
+        else:  # room for the tasks asked to run at once, else this machine's cores
             options["num_cpus"] = (
                 self._requested * self.cpus_per_job if self._requested else os.cpu_count() or 1
             )
             options["include_dashboard"] = False
-            self._started_here = True
+        self._started_here = True  # close() shuts down even a runtime interrupted while it starts
         try:
             with warnings.catch_warnings():  # Ray's client warns before it raises what is said below
                 warnings.simplefilter("ignore")
                 ray.init(address=address or None, **options)
         except (ConnectionError, RuntimeError, ValueError) as error:
             raise EngineError(f"--engine ray: cannot start or join {where} ({error})") from None
-        self._started_here = True
         self._check_fits(ray, where, grows=bool(address))
 
     def _check_fits(self, ray, where: str, grows: bool) -> None:
@@ -412,8 +410,7 @@ class RayEngine(Engine):
         short = [name for name, slot in self._slots(ray).items() if slot < 1]
         if not short:
             return
-        total = ray.cluster_resources()
-        asked = {"CPU": self.resources.get("num_cpus"), "GPU": self.resources.get("num_gpus")}
+        total, asked = ray.cluster_resources(), self._asked
         want = " and ".join(_amount(asked[name], name) for name in short)
         have = " and ".join(_amount(total.get(name, 0), name) for name in short)
         if not grows:
@@ -428,11 +425,15 @@ class RayEngine(Engine):
         print(f"note: each task asks for {want}; {where} has {have} for now: the tasks wait for a node that "
               "has them (an autoscaler may add one)", file=sys.stderr, flush=True)  # fmt: skip
 
+    @property
+    def _asked(self) -> dict[str, float | None]:
+        """What each task reserves, by Ray's resource names."""
+        return {"CPU": self.resources.get("num_cpus"), "GPU": self.resources.get("num_gpus")}
+
     def _slots(self, ray) -> dict[str, float]:
         """How many tasks the cluster's CPUs, and GPUs where tasks ask for them, hold at once."""
         total = ray.cluster_resources()
-        asked = {"CPU": self.resources.get("num_cpus"), "GPU": self.resources.get("num_gpus")}
-        return {name: total.get(name, 0) / amount for name, amount in asked.items() if amount}
+        return {name: total.get(name, 0) / amount for name, amount in self._asked.items() if amount}
 
     def map(self, fn: Callable[[Any], Any], jobs: Iterable[Any]) -> Iterator[Any]:
         ray = self._ray()
@@ -475,8 +476,13 @@ class RayEngine(Engine):
 
     def close(self) -> None:
         if self._started_here:
-            require("ray", "ray", "Ray tasks (--engine ray)").shutdown()
+            _import_ray().shutdown()
             self._started_here = False
+
+
+def _import_ray():
+    """The ``ray`` module, or the one-line error naming the extra that installs it."""
+    return require("ray", "ray", "Ray tasks (--engine ray)")
 
 
 def _amount(count: float, name: str) -> str:
