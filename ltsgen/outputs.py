@@ -114,11 +114,13 @@ def _recorded(recorded: Any) -> tuple[list[str], bool]:
     list of them (the old and the new) while it is replaced, ``{"pending": [...]}`` while first written."""
     if isinstance(recorded, str):
         return [recorded], True
-    written = isinstance(recorded, list)
-    digests = recorded if written else recorded.get("pending") if isinstance(recorded, dict) else None
-    return (
-        [digest for digest in digests if isinstance(digest, str)] if isinstance(digests, list) else []
-    ), written
+    if isinstance(recorded, list):
+        digests, written = recorded, True
+    elif isinstance(recorded, dict) and isinstance(recorded.get("pending"), list):
+        digests, written = recorded["pending"], False
+    else:  # not a record ltsgen writes
+        return [], False
+    return [digest for digest in digests if isinstance(digest, str)], written
 
 
 def record_outputs(directory: Path | str | Storage, names: Iterable[str]) -> None:
