@@ -27,7 +27,7 @@ from typing import Any
 from ltsgen.encodings import options as encoding_options
 from ltsgen.encodings import rescaled, rescaled_options, shares_weights, trained_as, training_options
 from ltsgen.engines import Engine, SerialEngine
-from ltsgen.errors import LtsgenError, did_you_mean, require
+from ltsgen.errors import LtsgenError, did_you_mean, first_repeated, require
 from ltsgen.loaders.contract import TOKENIZER_NAME
 from ltsgen.loaders.files import temporaries_of
 from ltsgen.training.data import TokenizerTrainer, load_eval_sets, resolve_tokenizer, same_setting
@@ -70,7 +70,7 @@ def resolve_encodings(spec: str) -> list[str]:
     names = [canonical_name(name) for name in spec.split(",") if name.strip()]
     if not names:
         raise TrainingError(f"--encodings: no encoding given; choose from all, {', '.join(NAMES)}")
-    twice = next((name for number, name in enumerate(names) if name in names[:number]), None)
+    twice = first_repeated(names)
     if twice is not None:  # one run said as two, or RoPE and rope
         raise TrainingError(f"--encodings {spec!r}: {twice} is given twice")
     return names
@@ -168,16 +168,21 @@ def _still_valid(kept: dict[str, Any], evaluation: Evaluation, spec: RunSpec, st
     (an ``ltsgen evaluate`` of the run on other data or with other options is evaluated again, not paired
     with the other runs)."""
     lengths = [r["eval_length"] for r in kept["results"]]
+    as_trained = evaluation.encoding is None
+
+    def resolved(options: Any) -> Any:  # as the model takes them: base=1e4 is base=10000
+        return _resolved(evaluation.encoding, spec.train_length, options)
+
     made_with = (
         kept.get("documents_length", max(lengths, default=None)),  # files before it chose by their longest
         kept.get("window_length"), kept.get("step"), kept.get("requested_sequences"), kept.get("eval_dtype"),
         kept.get("requested_entropy_sequences"), kept.get("window_stride"), kept.get("eval_concat"),
-        _resolved(evaluation.encoding, spec.train_length, kept.get("options_asked", {} if evaluation.encoding is None else None)),  # files before it: as trained
+        resolved(kept.get("options_asked", {} if as_trained else None)),  # files before it: as trained
     )  # fmt: skip
     asked = (
         spec.documents_length or max(evaluation.lengths), spec.train_length, step, spec.eval_sequences,
         spec.eval_dtype, spec.entropy_sequences, spec.window_stride, spec.eval_concat,
-        _resolved(evaluation.encoding, spec.train_length, dict(evaluation.options) if evaluation.encoding is not None else {}),
+        resolved({} if as_trained else dict(evaluation.options)),
     )  # fmt: skip
     same_data = same_setting("data", kept.get("data"), str(spec.config.data))
     return same_data and lengths == list(evaluation.lengths) and made_with == asked
@@ -455,13 +460,13 @@ def _resolved_options(settings: dict[str, Any]) -> dict[str, Any] | None:
     given = settings.get("encoding_options") or {}
     try:
         return {
-            f"{encoding}@{length}": training_options(
+            f"{encoding}@{length}": _resolved(
                 encoding, length, {k: v for k, v in given.items() if k in encoding_options(encoding)}
             )
             for encoding in settings["encodings"]
             for length in settings["train_lengths"]
         }
-    except (KeyError, TypeError, ValueError, LtsgenError):
+    except (KeyError, TypeError, LtsgenError):  # a record of other fields, or of an encoding not known now
         return None
 
 

@@ -392,7 +392,8 @@ def render_markdown(
         f"# Length extrapolation of position encodings (trained at {', '.join(map(str, train_lengths))} tokens)",
         "",
         f"Every encoding was trained with the same data order and budget for each seed ({', '.join(map(str, seeds))}), "
-        f"then evaluated on {_evaluated_on(settings)}. RoPE-PI and YaRN reuse RoPE's training (they differ only in how they read longer inputs); "
+        f"then evaluated on {_evaluated_on(settings)}. RoPE-PI and YaRN reuse RoPE's training (they differ only "
+        "in how they read longer inputs); "
         f'"zero-shot" rescales at evaluation with factor = length / training length. '
         f"Values are means over seeds; brackets hold the {INTERVAL}.",
         "",
