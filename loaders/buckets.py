@@ -70,13 +70,14 @@ def eval_records(
     columns: tuple[str, ...] = ("input_ids",),
     allow_pipe: bool = False,
 ) -> Iterator[dict]:
-    """The records of ``load_eval_set``'s sequences with ``columns`` (``input_ids`` and ``id`` always), one at a time
-    and in stored order; ``LoaderError`` at the first whose ``input_ids`` has another length."""
+    """The records of ``load_eval_set``'s sequences with ``columns`` (``input_ids`` and ``id`` always), one
+    at a time and in stored order; ``LoaderError`` at the first whose ``input_ids`` has another length."""
     from .dataset import StreamingDataset
 
+    columns = tuple(dict.fromkeys(("input_ids", "id", *columns)))
     dataset = StreamingDataset(  # every sequence, in every process of a torch.distributed job
-        path_or_url, split, bucket=str(length), shuffle=False, columns=tuple(dict.fromkeys(("input_ids", "id", *columns))),
-        allow_pipe=allow_pipe, rank=0, world_size=1,
+        path_or_url, split, bucket=str(length), shuffle=False, columns=columns, allow_pipe=allow_pipe,
+        rank=0, world_size=1,
     )  # fmt: skip
     for number, record in enumerate(dataset):
         if len(record["input_ids"]) != length:

@@ -1,6 +1,6 @@
 """The one root of every error a user can cause, the one-line error for a missing optional extra, the
 "did you mean" of every error that names an unknown choice, what is wrong with a number out of its limits,
-and the first line of a library's message that an error quotes.
+the value of a list given twice, and the first line of a library's message that an error quotes.
 
 A leaf module: it imports nothing of ltsgen's, so every part (``ltsgen.loaders`` and ``ltsgen.encodings``
 included) may raise its errors under one root, and the CLI catches ``LtsgenError`` alone and prints its
@@ -38,6 +38,17 @@ def first_line(error: BaseException) -> str:
     when the message is empty."""
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def first_repeated(values: Iterable[Any]) -> Any:
+    """The first of a user's list of values that repeats an earlier one (None when none does), for the
+    error that names it: a seed or an encoding given twice would be one run said as two."""
+    seen = []
+    for value in values:
+        if value in seen:
+            return value
+        seen.append(value)
+    return None
 
 
 def did_you_mean(word: str, choices: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> str:

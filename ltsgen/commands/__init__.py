@@ -11,7 +11,7 @@ import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ltsgen.errors import UsageError, out_of_limits
+from ltsgen.errors import UsageError, first_repeated, out_of_limits
 
 _STATES_DEFAULT = re.compile(r"\(default\b")
 
@@ -183,7 +183,7 @@ def integers(text: str, option: str, example: str) -> list[int]:
         values = [int(part) for part in parts]
     except ValueError:
         raise UsageError(f"{option} {text!r}: expected comma-separated integers like {example}") from None
-    twice = next((value for number, value in enumerate(values) if value in values[:number]), None)
+    twice = first_repeated(values)
     if twice is not None:
         raise UsageError(f"{option} {text!r}: {twice} is given twice")
     return values

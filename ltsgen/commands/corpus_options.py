@@ -10,6 +10,7 @@ from ltsgen.corpora.readers import SOURCES, ReaderOptions, Screen
 from ltsgen.errors import UsageError
 from ltsgen.loaders.contract import MAX_DOC_CHARS
 
+DEFAULT_HF_SPLIT = "train"  # of --hf-split
 SOURCE_HELP = (
     "c4: allenai/c4 json/json.gz lines (text, timestamp, url); "
     "pile: the Pile's jsonl/jsonl.zst (text, meta.pile_set_name; see --subset); "
@@ -42,7 +43,7 @@ def add_reader_arguments(parser: argparse.ArgumentParser, required: bool = True)
         "--separator", help="text: split each file into documents on this string (e.g. '<|endoftext|>')"
     )
     group.add_argument("--hf-config", help="hf: the dataset configuration name (e.g. en for allenai/c4)")
-    group.add_argument("--hf-split", default="train", help="hf: the split to stream")
+    group.add_argument("--hf-split", default=DEFAULT_HF_SPLIT, help="hf: the split to stream")
     group.add_argument(
         "--skip-bad",
         action="store_true",

@@ -67,8 +67,8 @@ def describe(info: dict[str, Any]) -> str:
         f"{info['location']}: {info['source']} ({info['builder']}), {info['format']} shards",
         "tokenizer: "
         + (
-            f"{tokenizer['path']} (vocabulary {_count(tokenizer.get('vocab_size'))}, eos id {tokenizer.get('eos_id')}, "
-            f"sha256 {str(tokenizer.get('sha256'))[:12]})"
+            f"{tokenizer['path']} (vocabulary {_count(tokenizer.get('vocab_size'))}, eos id "
+            f"{tokenizer.get('eos_id')}, sha256 {str(tokenizer.get('sha256'))[:12]})"
             if tokenizer
             else "none attached (`ltsgen tokenizer --data DIR` attaches one)"
         ),

@@ -8,7 +8,13 @@ import time
 from collections.abc import Iterator
 
 from ltsgen.commands import add_command, number, storage_options
-from ltsgen.commands.corpus_options import add_reader_arguments, check_source_options, reader_options, screen
+from ltsgen.commands.corpus_options import (
+    DEFAULT_HF_SPLIT,
+    add_reader_arguments,
+    check_source_options,
+    reader_options,
+    screen,
+)
 
 SUMMARY = "train a byte-level BPE tokenizer on a corpus or a built dataset (or attach one to it)"
 
@@ -94,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--source needs --input and --out")
     if args.data is not None:  # a built dataset's train split is read as it is: these would change nothing
         given = {"--input": args.input, "--text-field": args.text_field, "--skip-bad": args.skip_bad,
-                 "--strict": args.strict, "--hf-split": args.hf_split != "train"}  # fmt: skip
+                 "--strict": args.strict, "--hf-split": args.hf_split != DEFAULT_HF_SPLIT}  # fmt: skip
         ignored = next((option for option, value in given.items() if value), None)
         if ignored:
             raise UsageError(
