@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from ltsgen.commands import add_command, add_hidden_alias, add_storage_argument, storage_options
@@ -32,11 +33,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "directory", metavar="DIR", help="a dataset directory with manifest.json (a path or s3:// gs:// URL)"
     )
     parser.add_argument(
-        "--out", type=Path, metavar="FILE", help="also copy the card to FILE (its plots beside it, renamed)"
+        "--out",
+        type=copy_path,
+        metavar="FILE",
+        help="also copy the card to FILE (its plots beside it, renamed)",
     )
-    add_hidden_alias(parser, "--output", "out", type=Path)
+    add_hidden_alias(parser, "--output", "out", type=copy_path)
     add_storage_argument(parser)
     parser.set_defaults(func=run)
+
+
+def copy_path(text: str) -> Path:
+    """``--out``'s file; an empty path or one ending in a separator (a folder: ``Path`` drops the separator,
+    and the copy would become a file of the folder's name) is a usage error."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(
+            f"{text} names a folder; give the copy's file name ({text}README.md, say)"
+        )
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -148,6 +148,7 @@ def test_lists_of_integers_name_what_is_wrong(parse, text, message):
         (["train", "--data", "lts", "--out", "run", "--init-from", ""], "--init-from"),  # before: ignored
         (["tokenizer", "--source", "c4", "--input", "", "--out", "t.json"], "--input"),
         (["evaluate", "--run", "", "--data", "lts"], "--run"),
+        (["card", "lts", "--out", ""], "--out"),  # before: "exists and is not a data card" of "."
     ],
 )
 def test_an_empty_path_is_refused_not_taken_for_the_working_folder(
@@ -160,6 +161,17 @@ def test_an_empty_path_is_refused_not_taken_for_the_working_folder(
     assert (
         capsys.readouterr().err
         == f"ltsgen {argv[0]}: error: argument {option}: an empty path (see ltsgen {argv[0]} --help)\n"
+    )
+
+
+def test_a_card_copy_named_as_a_folder_is_refused_not_written_as_a_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # before: `--out newdir/` wrote the card to a file named newdir
+    with pytest.raises(SystemExit) as refused:
+        main(["card", "lts", "--out", "newdir/"])
+    assert refused.value.code == 2 and not any(tmp_path.iterdir())
+    assert capsys.readouterr().err == (
+        "ltsgen card: error: argument --out: newdir/ names a folder; give the copy's file name "
+        "(newdir/README.md, say) (see ltsgen card --help)\n"
     )
 
 
