@@ -36,8 +36,9 @@ def dataset_info(
         progress: a progress bar (on stderr) over the files ``verify`` hashes.
 
     Returns:
-        ``{"location", "source", "format", "builder", "tokenizer", "splits": {split: {...}}}``, and with
-        ``verify`` also ``"verified"`` (shards hashed) and ``"mismatched"`` (their paths).
+        ``{"location", "source", "format", "builder", "tokenizer", "splits": {split: {...}}}``, with
+        ``"tokenizer_found"`` where the manifest names a tokenizer file, and with ``verify`` also
+        ``"verified"`` (shards hashed) and ``"mismatched"`` (their paths).
     """
     store = as_storage(directory)
     manifest = read_manifest(store)
@@ -49,6 +50,9 @@ def dataset_info(
         "builder": f"{builder.get('name', '?')} {builder.get('version', '')}".strip(),
         "tokenizer": manifest.tokenizer,
     }
+    named = (manifest.tokenizer or {}).get("path")
+    if named:  # the file a run trains with, and that reads stored ids
+        info["tokenizer_found"] = store.exists(named)
     mismatched: set[str] = set()
     stored = _stored_ids(manifest)
     if verify:
@@ -61,8 +65,10 @@ def dataset_info(
         tokenizer = manifest.tokenizer or {}
         if tokenizer.get("path") and tokenizer.get("sha256"):  # what reads the stored ids, or trains on them
             shards.append((tokenizer["path"], tokenizer["sha256"]))
-        hashed = tqdm(shards, desc="verify", unit="file", disable=not progress)
-        mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
+        with tqdm(
+            shards, desc="verify", unit="file", disable=not progress
+        ) as hashed:  # closed before an error
+            mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
         info["verified"] = len(shards)
         info["mismatched"] = [path for path, _ in shards if path in mismatched]
     info["splits"] = {

@@ -69,6 +69,11 @@ def describe(info: dict[str, Any]) -> str:
         + (
             f"{tokenizer['path']} (vocabulary {_count(tokenizer.get('vocab_size'))}, eos id "
             f"{tokenizer.get('eos_id')}, sha256 {str(tokenizer.get('sha256'))[:12]})"
+            + (
+                ", not found in the folder (the manifest names it)"
+                if info.get("tokenizer_found") is False
+                else ""
+            )
             if tokenizer
             else "none attached (`ltsgen tokenizer --data DIR` attaches one)"
         ),

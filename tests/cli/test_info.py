@@ -99,6 +99,30 @@ def test_info_counts_and_verifies_the_token_ids_a_tokenizer_stored_beside_the_te
     # and the tokenizer that reads them (before: a damaged tokenizer.json passed --verify)
     (data / "tokenizer.json").write_bytes((data / "tokenizer.json").read_bytes()[:2000])
     assert dataset_info(data, verify=True)["mismatched"] == [str(shard.relative_to(data)), "tokenizer.json"]
+    assert dataset_info(data)["tokenizer_found"] is True
+
+
+def test_info_says_when_the_tokenizer_the_manifest_names_is_gone(tmp_path, capsys):
+    from loader_fixtures import bpe, write_text_dataset
+
+    from ltsgen.attach import attach_tokenizer
+
+    texts = [f"story {i}: the cat sat on the mat" for i in range(30)]
+    tokenizer = bpe(300, texts)
+    data = write_text_dataset(tmp_path, tokenizer, texts)
+    (data / "tokenizer.json").unlink()
+    manifest = read_manifest(data)
+    write_manifest(data, Manifest(manifest.source, manifest.format, manifest.splits, manifest.builder))
+    attach_tokenizer(data, tokenizer)  # recorded with its sha256, as `ltsgen tokenizer --data` does
+    (data / "tokenizer.json").unlink()  # before: info showed it as attached, as if nothing had changed
+    assert ltsgen(["info", str(data)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("tokenizer: tokenizer.json (") and line.endswith(
+        "), not found in the folder (the manifest names it)"
+    )
+    assert ltsgen(["info", str(data), "--verify"]) == 2  # the bar closed before the one-line error
+    err = capsys.readouterr().err
+    assert err.endswith(f"\nltsgen info: error: {data / 'tokenizer.json'}: not found\n")
 
 
 def test_the_card_and_info_give_the_same_percentiles():
