@@ -162,14 +162,14 @@ class BuildResult:
             kept = f", {self.jobs_kept} kept from an earlier run" if self.jobs_kept else ""
             line = (
                 f"{directory}: {self.status} {self.samples:,} {unit} ({splits}), {self.words:,} words in "
-                f"{_counted(shards, f'{self.manifest.format} shard')} ({_counted(self.jobs_run, 'job')} run"
+                f"{counted(shards, f'{self.manifest.format} shard')} ({counted(self.jobs_run, 'job')} run"
                 f"{kept}); shards written at {rate:,.0f} words/s, {self.seconds:.1f}s wall time in all "
                 "(statistics and card included)"
             )
         return "\n".join([line, *(f"  note: {note}" for note in self.notes)])
 
 
-def _counted(count: int, noun: str) -> str:
+def counted(count: int, noun: str) -> str:
     """``1 job``, ``2 jobs``."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 

@@ -89,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ltsgen.attach import attach_tokenizer, attachable_manifest
+    from ltsgen.build import counted
     from ltsgen.corpora.readers import read_documents
     from ltsgen.errors import UsageError
     from ltsgen.loaders.storage import Storage
@@ -149,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             replaced = " (replacing the earlier one)"
         note = (
             f"; attached to {data} in its manifest{replaced}, "
-            f"with the token ids of its {len(entry['shards'])} shards ({stored:,} tokens{resumed})"
+            f"with the token ids of its {counted(len(entry['shards']), 'shard')} ({stored:,} tokens{resumed})"
         )
     else:
         saved, note, card_note = save_tokenizer(tokenizer, args.out, options), "", None
