@@ -50,9 +50,9 @@ def dataset_info(
         "builder": f"{builder.get('name', '?')} {builder.get('version', '')}".strip(),
         "tokenizer": manifest.tokenizer,
     }
-    named = (manifest.tokenizer or {}).get("path")
-    if named:  # the file a run trains with, and that reads stored ids
-        info["tokenizer_found"] = store.exists(named)
+    tokenizer = manifest.tokenizer or {}
+    if tokenizer.get("path"):  # the file a run trains with, and that reads stored ids
+        info["tokenizer_found"] = store.exists(tokenizer["path"])
     mismatched: set[str] = set()
     stored = _stored_ids(manifest)
     if verify:
@@ -62,12 +62,10 @@ def dataset_info(
             for shard in split_shards
         ]
         shards += [(entry["path"], entry["sha256"]) for entry in stored.values()]
-        tokenizer = manifest.tokenizer or {}
-        if tokenizer.get("path") and tokenizer.get("sha256"):  # what reads the stored ids, or trains on them
+        if tokenizer.get("path") and tokenizer.get("sha256"):
             shards.append((tokenizer["path"], tokenizer["sha256"]))
-        with tqdm(
-            shards, desc="verify", unit="file", disable=not progress
-        ) as hashed:  # closed before an error
+        # the bar is closed before an error is raised, which then stands on a line of its own
+        with tqdm(shards, desc="verify", unit="file", disable=not progress) as hashed:
             mismatched = {path for path, sha256 in hashed if store.sha256(path) != sha256}
         info["verified"] = len(shards)
         info["mismatched"] = [path for path, _ in shards if path in mismatched]
