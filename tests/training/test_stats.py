@@ -80,6 +80,15 @@ def test_a_constant_is_exact_and_zero_is_not_significant():
     assert estimate({s: [0.0] * 4 for s in range(3)}).p == 1.0
 
 
+def test_a_constant_is_tested_by_the_signs_of_its_seeds_not_taken_as_proven():
+    """Before: p = 0, so five runs that answered one recall alike (1 against a control's 0) were "shown"."""
+    assert estimate({s: [1.0] for s in range(5)}).p == 0.0625  # the exact sign test, all 5 of one sign
+    assert estimate({s: [-0.5] * 16 for s in range(3)}).p == 0.25
+    assert estimate({0: [1.0] * 16}).p == 1.0  # one seed: the training's variation is not seen at all
+    found = paired({s: [1.0, 1.0] for s in range(5)}, {s: [0.0, 0.0] for s in range(5)})
+    assert (found.mean, found.low, found.high, found.p) == (1.0, 1.0, 1.0, 0.0625)
+
+
 def test_values_that_leave_nothing_to_estimate_a_variance_from_give_no_interval():
     """One value, or no document valued by every seed: before, an exact interval and p = 0."""
     nan = float("nan")
