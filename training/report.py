@@ -395,7 +395,14 @@ def render_markdown(
         f"then evaluated on {_evaluated_on(settings)}. RoPE-PI and YaRN reuse RoPE's training (they differ only "
         "in how they read longer inputs); "
         f'"zero-shot" rescales at evaluation with factor = length / training length. '
-        f"Values are means over seeds; brackets hold the {INTERVAL}.",
+        f"Values are means over seeds (perplexity: exp of the mean loss, the seeds' geometric mean); brackets "
+        f"hold the {INTERVAL}."
+        + (
+            " With one seed they cover the documents' variation only, not the training's, and so do the "
+            "p-values: read them as one run's, not an encoding's."
+            if len(seeds) == 1
+            else ""
+        ),
         "",
         "**The primary metric is the same-token extrapolation penalty**: at each length L beyond the training "
         "length T, the last T tokens of every sequence are scored once with the full L-token context and once "
