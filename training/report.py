@@ -615,7 +615,9 @@ def _recalls_section(runs, rows, train_length, lengths, steps, found) -> list[st
         "Share of cued recalls whose every value token is the top-1 prediction (`recall_accuracy`) / the same "
         "with the value's earlier occurrences replaced by another value of its kind, so that the context no "
         "longer holds the answer (`recall_accuracy_control`), and the number of recalls scored. The gap is what "
-        f"the model read from the context. By evaluation length, with the {INTERVAL}:",
+        "the model read from the context. Each document's share, averaged over the documents with a scored "
+        "recall (each document weighs the same; results.csv gives each run's share of all its recalls, where a "
+        f"document weighs by its recalls). By evaluation length, with the {INTERVAL}:",
         "",
         _table(
             ["encoding", *map(str, scored)],
@@ -659,7 +661,8 @@ def _window_section(runs, train_length: int, steps, found: list[dict[str, Any]])
     return [
         f"Within the training window: each cued recall read in its own {train_length}-token window that ends at "
         "the value and holds its nearest earlier occurrence (positions every encoding was trained on), beside "
-        f"its control; {INTERVAL}. The gap is tested above 0 (paired by seed and document), one of the tests "
+        f"its control (each document's share, averaged over documents); {INTERVAL}. The gap is tested above 0 "
+        "(paired by seed and document), one of the tests "
         f"of this report, Holm-corrected with all of them (claims.csv); a verdict only for trained runs of at "
         f"least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
         "zero-shot read such a window as RoPE does, and are tested once, as RoPE, or as the first of them "

@@ -163,6 +163,7 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "seeds and documents crossed" in report
     assert "exp of the mean loss" in report and "With one seed" not in report
+    assert "Each document's share, averaged over the documents with a scored recall" in report  # not pooled
     assert "runs are undertrained" in report
     assert (
         "Evaluation documents: the validation split: the first 4 documents (in stored order) of at least 64"
