@@ -363,7 +363,10 @@ def _left_out(runs: list[dict[str, Any]], why: str) -> str | None:
         return None
     named = ", ".join(f"{run['encoding']} (T={run['train_length']}, seed {run['seed']}, step "
                       f"{run['train'].get('step')})" for run in runs)  # fmt: skip
-    return f"{len(runs)} of the runs {why} and are left out: {named}"
+    return (
+        f"{len(runs)} of the runs {why} and are left out of the tables, plots and tests (a verdict then rests "
+        f"on the runs that remain, chosen by how they ended): {named}"
+    )
 
 
 def _base_specs(base, encodings, train_lengths, seeds, eval_lengths, common) -> list[RunSpec]:

@@ -242,11 +242,13 @@ def test_compare_reports_a_diverged_run_and_still_writes_its_report(data, tmp_pa
     assert list(csv.DictReader((out / "results.csv").open())) == []
     report = (out / "report.md").read_text()
     assert (
-        "1 of the runs diverged (their loss stopped being finite) and are left out: ape (T=32, seed 0, step 2)"
-        in report
+        "1 of the runs diverged (their loss stopped being finite) and are left out of the tables, plots and "
+        "tests (a verdict then rests on the runs that remain, chosen by how they ended): ape (T=32, seed 0, "
+        "step 2)" in report
     )
     assert (
-        "1 of the runs have an evaluation loss too large for a perplexity (exp overflows) and are left out: "
+        "1 of the runs have an evaluation loss too large for a perplexity (exp overflows) and are left out of "
+        "the tables, plots and tests (a verdict then rests on the runs that remain, chosen by how they ended): "
         "nope (T=32, seed 0, step 3)"
     ) in report
     assert main(argv) == 0  # a rerun keeps the diverged run as it is
@@ -266,7 +268,9 @@ def test_compare_where_every_run_diverged_still_writes_its_report(data, tmp_path
     assert not (out / "runs" / "T32-seed0" / "rope_pi-finetuned-64").exists()
     report = (out / "report.md").read_text()
     assert (
-        "3 of the runs diverged (their loss stopped being finite) and are left out: rope (T=32, seed 0, step 2), "
+        "3 of the runs diverged (their loss stopped being finite) and are left out of the tables, plots and "
+        "tests (a verdict then rests on the runs that remain, chosen by how they ended): rope (T=32, seed 0, "
+        "step 2), "
         "rope_pi (T=32, seed 0, step 2), rope_pi+finetuned (T=32, seed 0, step 0)" in report
     )
     assert list(csv.DictReader((out / "results.csv").open())) == []
