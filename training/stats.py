@@ -24,7 +24,8 @@ the first versions of this module used. ``test_stats.py`` checks the calibration
 
 Values that are all the same give the mean as its own interval (a penalty at the training length is 0 by
 definition), and the p-value of the exact sign test on the seeds' means, ``2 ** (1 - S)`` (1 with one seed,
-0.0625 with five): before, ``p = 0``, a verdict drawn from five runs that answered alike.
+0.0625 with five): identical values have no spread to scale a t test by, and five runs that answered
+alike are five signs, no more.
 
 Values are ``{seed: [value per document]}``, the documents in the same order for every seed; NaN marks a
 document without a value (e.g. one without a fact to recall), left out of that seed's mean. The variance is
