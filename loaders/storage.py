@@ -55,6 +55,8 @@ from .files import atomic_path, open_regular, read_regular_file
 OPTIONAL_SCHEMES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
 OPTIONAL_SCHEMES["hf"] = ("huggingface_hub", "hf")
 READ_ONLY_SCHEMES = ("hf", "http", "https")
+# where fsspec's own ``exists`` answers False for any failure (an HTTP 503, a network error): asked by ``info``
+EXISTS_BY_INFO = ("hf", "http", "https")
 # object stores whose listings fsspec would otherwise cache per process (other processes write there too)
 LISTING_CACHE_SCHEMES = ("s3", "gs", "gcs")
 GCS_SCHEMES = ("gs", "gcs")
@@ -264,11 +266,20 @@ class Storage:
     # ---------------------------------------------------------------- reading
 
     def exists(self, relpath: str = "") -> bool:
-        """Whether a file or folder ``relpath`` exists (an object store has a folder once it holds a file)."""
+        """Whether a file or folder ``relpath`` exists (an object store has a folder once it holds a file).
+        Only "not found" is False: a store that fails to answer is a ``StorageError``."""
         if self.root is not None:
             return self.local_path(relpath).exists()
         with self._errors(relpath, "be read"):
-            return self.fs.exists(self.location(relpath))
+            if self.scheme not in EXISTS_BY_INFO:
+                return self.fs.exists(self.location(relpath))
+            try:
+                self.fs.info(self.location(relpath))
+            except FileNotFoundError as error:
+                if _not_found(error):
+                    return False
+                raise OSError(first_line(error.__cause__)) from None
+            return True
 
     def is_file(self, relpath: str) -> bool:
         if self.root is not None:
@@ -555,6 +566,16 @@ class Storage:
         except Exception as error:  # botocore, aiohttp, google-auth raise their own types
             reason = getattr(error, "strerror", None) or first_line(error)
             raise StorageError(f"{self.location(relpath)}: cannot {action} ({reason})", reason) from None
+
+
+def _not_found(error: FileNotFoundError) -> bool:
+    """Whether the store said "not found": fsspec's http:// filesystem raises ``FileNotFoundError`` for any
+    failed request (a 503, a refused connection), the failure as its cause with its HTTP status, if any."""
+    cause = error.__cause__
+    if cause is None or isinstance(cause, FileNotFoundError):
+        return True
+    status = getattr(cause, "status", None) or getattr(getattr(cause, "response", None), "status_code", None)
+    return status in (404, 410)
 
 
 def locate(

@@ -267,6 +267,7 @@ def run_build(
             raise BuildError(f"--workers must be at least 1, not {workers}")
         with make_engine("local", workers) as own:
             return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
+    as_storage(spec.directory).check_writable()  # an --out never writable (hf://) is said before any read
     finished = finished_build(spec, card=card)
     if finished is not None:
         return finished

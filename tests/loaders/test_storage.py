@@ -3,6 +3,7 @@ meaning (atomic publish, logs, locks, listings, one-line errors)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from http_server import served_folder, serving_thread
 from process_tools import free_port
 
 from ltsgen.loaders import LoaderError
@@ -93,6 +95,37 @@ def test_missing_files_and_bad_options_are_one_line(store, tmp_path):
     with pytest.raises(StorageError, match="must be a JSON object"):
         parse_storage_options("[1]")
     assert parse_storage_options('{"anon": true}') == {"anon": True} and parse_storage_options(None) == {}
+
+
+class _Unavailable(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self):  # noqa: N802 (http.server's name)
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_store_that_fails_to_answer_is_an_error_not_a_missing_file(tmp_path):
+    """fsspec's own ``exists`` takes an HTTP 503 (or a 403, or a network error on hf://) for "absent":
+    before, `ltsgen info` said a dataset's tokenizer was not found in its folder while the server was down."""
+    (tmp_path / "here.json").write_text("{}")
+    with served_folder(tmp_path) as url:
+        store = Storage(url)
+        assert store.exists("here.json") and not store.exists("gone.json")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Unavailable)
+    thread = serving_thread(server)
+    thread.start()
+    try:
+        with pytest.raises(StorageError, match=r"tokenizer\.json: cannot be read \("):
+            Storage(f"http://127.0.0.1:{server.server_address[1]}/lts").exists("tokenizer.json")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
 
 
 def test_a_folder_marker_is_no_file(s3_server):
