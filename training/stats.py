@@ -23,9 +23,10 @@ against 13-34% for a bootstrap that resamples each seed's documents on their own
 the first versions of this module used. ``test_stats.py`` checks the calibration.
 
 Values that are all the same give the mean as its own interval (a penalty at the training length is 0 by
-definition), and the p-value of the exact sign test on the seeds' means, ``2 ** (1 - S)`` (1 with one seed,
-0.0625 with five): identical values have no spread to scale a t test by, and five runs that answered
-alike are five signs, no more.
+definition), and the p-value of the exact sign test on the seeds' means, ``2 ** (1 - S)`` when they share a
+sign (1 with one seed, 0.0625 with five), else 1: identical values have no spread to scale a t test by, and
+five runs that answered alike are five signs, no more. The same test, with no interval, where only the
+documents valued by every seed are alike.
 
 Values are ``{seed: [value per document]}``, the documents in the same order for every seed; NaN marks a
 document without a value (e.g. one without a fact to recall), left out of that seed's mean. The variance is
@@ -85,17 +86,24 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
         raise ValueError("no values")
     valued = ~np.isnan(table)
     with np.errstate(invalid="ignore"):  # inf - inf: a NaN mean, no warning
-        mean = float(np.mean([row[~np.isnan(row)].mean() for row in table]))
+        seed_means = np.array([row[~np.isnan(row)].mean() for row in table])
+        mean = float(seed_means.mean())
     seeds, documents = table.shape[0], int(valued.sum())
     complete = table[:, valued.all(axis=0)]  # the documents with a value in every seed
     if complete.size < 2 or np.isinf(table).any():  # no variance to estimate (an infinite value has none):
         # no interval, no test
         return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
+    if (complete == complete.flat[0]).all():  # alike (compared exactly: a variance of 1/3s is not 0)
+        # no spread to scale a t test by: the exact sign test on the seeds' means (two-sided)
+        p = 2.0 ** (1 - seeds) if (seed_means > 0).all() or (seed_means < 0).all() else 1.0
+        values = table[valued]
+        exact = (values == values[0]).all()  # every value, not only those of every seed: the mean itself
+        return Estimate(
+            mean, *((mean, mean) if exact else (-math.inf, math.inf)), p, seeds, documents, math.inf
+        )
     variance, dof = _mean_variance(complete)
-    if not variance > 0:  # every value the same: the mean is exact, but there is no spread to test it by
-        # the exact sign test on the seeds' means, all of one sign (two-sided): 1 seed proves nothing
-        p = 1.0 if mean == 0 else min(1.0, 2.0 ** (1 - seeds))
-        return Estimate(mean, mean, mean, p, seeds, documents, math.inf)
+    if not variance > 0:  # values apart by less than a float resolves (an underflow): nothing to test by
+        return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
     scale = math.sqrt(variance)
     half = float(student.ppf(1 - (1 - confidence) / 2, dof)) * scale
     p = float(2 * student.sf(abs(mean) / scale, dof))

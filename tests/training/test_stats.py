@@ -85,6 +85,13 @@ def test_a_constant_is_tested_by_the_signs_of_its_seeds_not_taken_as_proven():
     assert estimate({s: [1.0] for s in range(5)}).p == 0.0625  # the exact sign test, all 5 of one sign
     assert estimate({s: [-0.5] * 16 for s in range(3)}).p == 0.25
     assert estimate({0: [1.0] * 16}).p == 1.0  # one seed: the training's variation is not seen at all
+    third = estimate(
+        {s: [1 / 3] * 4 for s in range(5)}
+    )  # before: 1/3 left a variance of rounding, p = 1e-190
+    assert (third.low, third.high, third.p) == (1 / 3, 1 / 3, 0.0625)
+    nan = float("nan")  # alike where every seed has a value, the seeds' means of opposite signs
+    mixed = estimate({0: [1.0, 1.0, -10.0], 1: [1.0, 1.0, nan]})
+    assert (mixed.low, mixed.high, mixed.p) == (-np.inf, np.inf, 1.0)
     found = paired({s: [1.0, 1.0] for s in range(5)}, {s: [0.0, 0.0] for s in range(5)})
     assert (found.mean, found.low, found.high, found.p) == (1.0, 1.0, 1.0, 0.0625)
 
