@@ -117,6 +117,8 @@ def test_info_says_when_the_tokenizer_the_manifest_names_is_gone(tmp_path, capsy
     (data / "tokenizer.json").unlink()  # before: info showed it as attached, as if nothing had changed
     assert ltsgen(["info", str(data)]) == 0
     line = capsys.readouterr().out.splitlines()[1]
+    assert ltsgen(["info", str(data), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokenizer_found"] is False
     assert line.startswith("tokenizer: tokenizer.json (") and line.endswith(
         "), not found in the folder (the manifest names it)"
     )
