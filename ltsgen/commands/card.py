@@ -44,14 +44,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def copy_path(text: str) -> Path:
-    """``--out``'s file; an empty path or one ending in a separator (a folder: ``Path`` drops the separator,
-    and the copy would become a file of the folder's name) is a usage error."""
+    """``--out``'s file, a local path. Empty, a URL, or a folder (a trailing separator, ``.`` or ``..``, which
+    ``Path`` drops: the copy would become a file named after the folder) is a usage error."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
-    if text.endswith(("/", os.sep)):
-        raise argparse.ArgumentTypeError(
-            f"{text} names a folder; give the copy's file name ({text}README.md, say)"
-        )
+    if "://" in text:
+        raise argparse.ArgumentTypeError(f"{text}: the copy is written to a local file, not to a URL")
+    if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
+        example = os.path.join(os.path.normpath(text), "card.md")
+        raise argparse.ArgumentTypeError(f"{text} names a folder; give the copy's file name ({example}, say)")
     return Path(text)
 
 

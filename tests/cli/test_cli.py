@@ -164,15 +164,22 @@ def test_an_empty_path_is_refused_not_taken_for_the_working_folder(
     )
 
 
-def test_a_card_copy_named_as_a_folder_is_refused_not_written_as_a_file(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # before: `--out newdir/` wrote the card to a file named newdir
+@pytest.mark.parametrize(
+    ("out", "why"),
+    [
+        ("newdir/", "newdir/ names a folder; give the copy's file name (newdir/card.md, say)"),
+        ("newdir/.", "newdir/. names a folder; give the copy's file name (newdir/card.md, say)"),
+        ("s3://bucket/c.md", "s3://bucket/c.md: the copy is written to a local file, not to a URL"),
+    ],
+)
+def test_a_card_copy_named_as_a_folder_or_a_url_is_refused_not_written_as_a_file(
+    out, why, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)  # before: a file named newdir, or ./s3:/bucket/c.md and its plots
     with pytest.raises(SystemExit) as refused:
-        main(["card", "lts", "--out", "newdir/"])
+        main(["card", "lts", "--out", out])
     assert refused.value.code == 2 and not any(tmp_path.iterdir())
-    assert capsys.readouterr().err == (
-        "ltsgen card: error: argument --out: newdir/ names a folder; give the copy's file name "
-        "(newdir/README.md, say) (see ltsgen card --help)\n"
-    )
+    assert capsys.readouterr().err == f"ltsgen card: error: argument --out: {why} (see ltsgen card --help)\n"
 
 
 @pytest.mark.parametrize("device", ["meta", "mps", "xpu"])
