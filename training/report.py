@@ -398,9 +398,9 @@ def render_markdown(
         f"Values are means over seeds (perplexity: exp of the mean loss, the seeds' geometric mean); brackets "
         f"hold the {INTERVAL}."
         + (
-            " With one seed they cover the documents' variation only, not the training's, and so do the "
-            "p-values: read them as one run's, not an encoding's."
-            if len(seeds) == 1
+            " Where one seed is behind a value (`n_seeds`), they cover the documents' variation only, not the "
+            "training's, and so do the p-values: read them as one run's, not an encoding's."
+            if any(row["n_seeds"] == 1 for row in summary)
             else ""
         ),
         "",
@@ -662,9 +662,8 @@ def _window_section(runs, train_length: int, steps, found: list[dict[str, Any]])
         f"Within the training window: each cued recall read in its own {train_length}-token window that ends at "
         "the value and holds its nearest earlier occurrence (positions every encoding was trained on), beside "
         f"its control (each document's share, averaged over documents); {INTERVAL}. The gap is tested above 0 "
-        "(paired by seed and document), one of the tests "
-        f"of this report, Holm-corrected with all of them (claims.csv); a verdict only for trained runs of at "
-        f"least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
+        "(paired by seed and document), one of the tests of this report, Holm-corrected with all of them "
+        f"(claims.csv); a verdict only for trained runs of at least {MIN_SEEDS} seeds (RoPE-PI and YaRN "
         "zero-shot read such a window as RoPE does, and are tested once, as RoPE, or as the first of them "
         "when RoPE is not compared):",
         "",

@@ -162,7 +162,7 @@ def test_a_grid_of_two_training_lengths_and_two_seeds_gives_every_row(data, tmp_
                     "Within the training window: each cued recall read in its own 32-token window"):  # fmt: skip
         assert heading in report
     assert "rope_pi (zero-shot)" in report and "seeds and documents crossed" in report
-    assert "exp of the mean loss" in report and "With one seed" not in report
+    assert "exp of the mean loss" in report and "Where one seed is behind" not in report
     assert "Each document's share, averaged over the documents with a scored recall" in report  # not pooled
     assert "runs are undertrained" in report
     assert (
@@ -209,7 +209,7 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
     report = (out / "report.md").read_text()
     assert "yarn (fine-tuned 2 steps)" in report
     # one seed (before: its intervals and p-values were said to cross seeds and documents, nothing more)
-    assert "With one seed they cover the documents' variation only, not the training's" in report
+    assert "Where one seed is behind a value (`n_seeds`), they cover the documents' variation only" in report
     capsys.readouterr()
 
     # a rerun keeps every run and logs each as kept; any engine can carry them (each spec survives pickling,
