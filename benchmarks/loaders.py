@@ -591,6 +591,16 @@ def shuffle_quality(docs: int, shards: int) -> None:
 # ---------------------------------------------------------------------------- driver
 
 
+def held_in_memory(shards: int) -> str | None:
+    """What ltsgen's later epochs read when a dataset's shards fit its reader (2 windows of 4 shards)."""
+    if shards > 8:
+        return None
+    return (
+        f"ltsgen's later epochs with 0 workers read the {shards} shards held decoded in memory since epoch 1 "
+        "(its reader keeps the 8 most recent): no shard is read again; with workers, each epoch decodes them again"
+    )
+
+
 def available(system: str) -> str | None:
     """None when the system can run here, else why not."""
     need = {"webdataset": "webdataset", "hf-datasets": "datasets", "mosaicml": "streaming"}.get(system)
@@ -689,11 +699,8 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|---|")
         for row in rows:
             print(format_row(row))
-        if args.shards <= 8:  # the reader keeps 2 windows of 4 shards decoded
-            print(
-                f"\nltsgen's later epochs with 0 workers read the {args.shards} shards decoded in memory in "
-                "epoch 1 (its reader keeps the 8 most recent); with workers, each epoch decodes them again"
-            )
+        if note := held_in_memory(args.shards):
+            print(f"\n{note}")
         report_ratios(rows)
         report_workers(rows)
     run_worker_scaling(root, args, workers)

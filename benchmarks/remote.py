@@ -326,11 +326,8 @@ def loaders_section(server, args: argparse.Namespace, root: Path) -> None:
             f"| {system} | {workers} | {row['first']:.3f} s | {each} | {row['epoch1'] / 1e6:.2f} | "
             f"{row['later'] / 1e6:.2f} | {row['gets']:g} |"
         )
-    if args.epochs > 1 and args.shards <= 8:  # as in benchmarks/loaders.py: 2 windows of 4 shards kept
-        print(
-            f"\nltsgen's later epochs with 0 workers read the {args.shards} shards held decoded in memory since "
-            "epoch 1, neither cache nor server; with workers, each epoch decodes them again"
-        )
+    if args.epochs > 1 and (note := local_bench.held_in_memory(args.shards)):
+        print(f"\n{note}")
     for workers in sorted({workers for _, workers in rows}):
         if ("ltsgen-cache", workers) in rows and ("mosaicml", workers) in rows:
             ours, theirs = rows["ltsgen-cache", workers], rows["mosaicml", workers]
