@@ -267,7 +267,6 @@ def run_build(
             raise BuildError(f"--workers must be at least 1, not {workers}")
         with make_engine("local", workers) as own:
             return run_build(spec, engine=own, overwrite=overwrite, progress=progress, card=card)
-    as_storage(spec.directory).check_writable()  # an --out never writable (hf://) is said before any read
     finished = finished_build(spec, card=card)
     if finished is not None:
         return finished
@@ -283,6 +282,7 @@ def finished_build(spec: BuildSpec, *, card: bool = True) -> BuildResult | None:
     under the lock, when no other build holds it.
     """
     store = as_storage(spec.directory)
+    store.check_writable()  # an --out never writable (hf://) is said before anything is read there
     manifest = finished_manifest(store, spec.builder)
     if manifest is None:
         return None

@@ -207,6 +207,11 @@ def test_rerun_is_a_no_op_and_other_arguments_are_refused(c4_build, tokenizer_pa
     assert build(c4_build, "c4", [real_data / C4_JSONL], tokenizer_path, "--eval-sequences", "3") == 2
     error = capsys.readouterr().err.strip()
     assert "holds a build with other arguments" in error and "\n" not in error
+    # an --out that is never writable is said before anything is read there (before: the Hub asked, offline)
+    assert build("hf://datasets/someone/c4", "c4", [real_data / C4_JSONL], tokenizer_path) == 2
+    assert capsys.readouterr().err.startswith(
+        "ltsgen buckets: error: hf://datasets/someone/c4: hf:// is read-only"
+    )
 
 
 def _cli(*args: str) -> subprocess.Popen:
