@@ -22,11 +22,11 @@ usual case of a paired difference): tests at 0.05 reject 2.5-5.8% of them (with 
 against 13-34% for a bootstrap that resamples each seed's documents on their own (a nested design), which
 the first versions of this module used. ``test_stats.py`` checks the calibration.
 
-Values that are all the same give the mean as its own interval (a penalty at the training length is 0 by
-definition), and the p-value of the exact sign test on the seeds' means, ``2 ** (1 - S)`` when they share a
-sign (1 with one seed, 0.0625 with five), else 1: identical values have no spread to scale a t test by, and
-five runs that answered alike are five signs, no more. The same test, with no interval, where only the
-documents valued by every seed are alike.
+Values that are all the same (up to the last bits of a float) give the mean as its own interval (a penalty
+at the training length is 0 by definition), and the p-value of the exact sign test on the seeds' means,
+``2 ** (1 - S)`` when they share a sign (1 with one seed, 0.0625 with five), else 1: identical values have
+no spread to scale a t test by, and five runs that answered alike are five signs, no more. Where only the
+documents valued by every seed are alike: no interval and no test.
 
 Values are ``{seed: [value per document]}``, the documents in the same order for every seed; NaN marks a
 document without a value (e.g. one without a fact to recall), left out of that seed's mean. The variance is
@@ -48,6 +48,7 @@ from ltsgen.errors import require
 CONFIDENCE = 0.95
 MIN_SEEDS = 5  # fewer seeds: intervals are reported, verdicts are "too few seeds"
 LEVEL = 0.05  # family-wise error rate of a report's tests (after Holm)
+ALIKE_ULPS = 8  # values whose spread is within this many float steps of their size count as one number
 TESTS = "the intervals and tests of a comparison"  # what scipy (the train extra) is needed for
 
 Values = Mapping[int, Sequence[float]]
@@ -93,14 +94,12 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
     if complete.size < 2 or np.isinf(table).any():  # no variance to estimate (an infinite value has none):
         # no interval, no test
         return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
-    if (complete == complete.flat[0]).all():  # alike (compared exactly: a variance of 1/3s is not 0)
-        # no spread to scale a t test by: the exact sign test on the seeds' means (two-sided)
+    if _alike(complete):  # no spread to scale a t test by
+        if not _alike(table[valued]):  # alike only where every seed has a value: no interval, no test
+            return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
+        # every value: the mean is its own interval, tested by the exact sign test on the seeds' means
         p = 2.0 ** (1 - seeds) if (seed_means > 0).all() or (seed_means < 0).all() else 1.0
-        values = table[valued]
-        exact = (values == values[0]).all()  # every value, not only those of every seed: the mean itself
-        return Estimate(
-            mean, *((mean, mean) if exact else (-math.inf, math.inf)), p, seeds, documents, math.inf
-        )
+        return Estimate(mean, mean, mean, p, seeds, documents, math.inf)
     variance, dof = _mean_variance(complete)
     if not variance > 0:  # values apart by less than a float resolves (an underflow): nothing to test by
         return Estimate(mean, -math.inf, math.inf, 1.0, seeds, documents, math.nan)
@@ -108,6 +107,12 @@ def estimate(values: Values, *, confidence: float = CONFIDENCE) -> Estimate:
     half = float(student.ppf(1 - (1 - confidence) / 2, dof)) * scale
     p = float(2 * student.sf(abs(mean) / scale, dof))
     return Estimate(mean, mean - half, mean + half, p, seeds, documents, dof)
+
+
+def _alike(values: np.ndarray) -> bool:
+    """Whether ``values`` are one number up to the last bits of a float (0.7 - 0.4 against 0.3 - 0.0): their
+    spread is rounding, which a t test would take for a variance and call any mean certain."""
+    return bool(np.ptp(values) <= ALIKE_ULPS * np.finfo(np.float64).eps * np.abs(values).max())
 
 
 def _mean_variance(table: np.ndarray) -> tuple[float, float]:

@@ -92,6 +92,12 @@ def test_a_constant_is_tested_by_the_signs_of_its_seeds_not_taken_as_proven():
     nan = float("nan")  # alike where every seed has a value, the seeds' means of opposite signs
     mixed = estimate({0: [1.0, 1.0, -10.0], 1: [1.0, 1.0, nan]})
     assert (mixed.low, mixed.high, mixed.p) == (-np.inf, np.inf, 1.0)
+    # alike where every seed has a value, apart elsewhere: no interval, so no test (before: "shown" at 7 seeds)
+    partly = estimate({s: [0.5, 0.5, 0.2 + s if s else nan] for s in range(7)})
+    assert (partly.low, partly.high, partly.p) == (-np.inf, np.inf, 1.0)
+    # the same gap of 0.3 that subtraction leaves a bit apart (before: a t test on rounding, p = 9.5e-49)
+    rounded = paired({s: [0.7, 0.3, 0.7, 0.3] for s in range(5)}, {s: [0.4, 0.0, 0.4, 0.0] for s in range(5)})
+    assert rounded.p == 0.0625 and rounded.low == rounded.high == rounded.mean == pytest.approx(0.3)
     found = paired({s: [1.0, 1.0] for s in range(5)}, {s: [0.0, 0.0] for s in range(5)})
     assert (found.mean, found.low, found.high, found.p) == (1.0, 1.0, 1.0, 0.0625)
 
