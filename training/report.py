@@ -398,9 +398,10 @@ def render_markdown(
         f"Values are means over seeds (perplexity: exp of the mean loss, the seeds' geometric mean); brackets "
         f"hold the {INTERVAL}."
         + (
-            " Where one seed is behind a value (`n_seeds`), they cover the documents' variation only, not the "
-            "training's, and so do the p-values: read them as one run's, not an encoding's."
-            if any(row["n_seeds"] == 1 for row in summary)
+            " Where one seed is behind a value (`n_seeds` in summary.csv and claims.csv), they cover the "
+            "documents' variation only, not the training's, and so do the p-values: read them as one run's, "
+            "not an encoding's."
+            if any(row["n_seeds"] == 1 for row in [*summary, *found])
             else ""
         ),
         "",

@@ -209,7 +209,7 @@ def test_rope_pi_and_yarn_fine_tuned_at_each_longer_length_and_a_rerun_keeps_eve
     report = (out / "report.md").read_text()
     assert "yarn (fine-tuned 2 steps)" in report
     # one seed (before: its intervals and p-values were said to cross seeds and documents, nothing more)
-    assert "Where one seed is behind a value (`n_seeds`), they cover the documents' variation only" in report
+    assert "Where one seed is behind a value (`n_seeds` in summary.csv and claims.csv), they cover" in report
     capsys.readouterr()
 
     # a rerun keeps every run and logs each as kept; any engine can carry them (each spec survives pickling,
