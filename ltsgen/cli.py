@@ -86,14 +86,20 @@ QUIETED_LOGGERS = ("gcsfs", "s3fs", "fsspec")
 PATH_OPTIONS = ("out", "data", "run", "input", "tokenizer", "init_from", "cache_dir")
 
 
-def _refuse_empty_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``--out ""`` (an unset shell variable, say) as the command's one-line error, not the working folder."""
+def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--out ""`` (an unset shell variable, say) as the command's one-line error, not the working folder;
+    and a path that starts with ``~`` taken from the home folder, as the shell does where it sees one
+    (``--out ~/lts``) and does not after an ``=`` (``--out=~/lts``)."""
     command = next(action for action in parser._actions if action.dest == "command").choices[args.command]
     for action in command._actions:
+        if action.dest not in PATH_OPTIONS or not action.option_strings:
+            continue
         value = getattr(args, action.dest, None)
         values = value if isinstance(value, list) else [value]
-        if action.dest in PATH_OPTIONS and action.option_strings and any(item == "" for item in values):
+        if any(item == "" for item in values):
             command.error(f"argument {action.option_strings[0]}: an empty path")
+        expanded = [os.path.expanduser(item) if isinstance(item, str) else item for item in values]
+        setattr(args, action.dest, expanded if isinstance(value, list) else expanded[0])
 
 
 def _run(argv: list[str] | None) -> int:
@@ -117,7 +123,7 @@ def _run(argv: list[str] | None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
-    _refuse_empty_paths(parser, args)
+    _check_paths(parser, args)
     for library in QUIETED_LOGGERS:  # their failures come back as exceptions, said as one line below
         logging.getLogger(library).setLevel(logging.CRITICAL)
     try:

@@ -164,6 +164,20 @@ def test_an_empty_path_is_refused_not_taken_for_the_working_folder(
     )
 
 
+def test_a_path_from_the_home_folder_is_taken_from_it_where_the_shell_leaves_the_tilde(
+    tmp_path, monkeypatch, capsys
+):
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(), work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)  # before: `--out=~/lts` built into ./~/lts
+    assert main(["stories", "--out=~/lts", "--num-stories", "3", "--max-words", "200", "--no-progress"]) == 0
+    assert (home / "lts" / "manifest.json").exists() and not any(work.iterdir())
+    assert main(["card", str(home / "lts"), "--out=~/card.md"]) == 0
+    assert (home / "card.md").exists() and not any(work.iterdir())
+    capsys.readouterr()
+
+
 @pytest.mark.parametrize(
     ("out", "why"),
     [
