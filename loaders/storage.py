@@ -55,7 +55,7 @@ from .files import atomic_path, open_regular, read_regular_file
 OPTIONAL_SCHEMES = {"s3": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs")}
 OPTIONAL_SCHEMES["hf"] = ("huggingface_hub", "hf")
 READ_ONLY_SCHEMES = ("hf", "http", "https")
-# where fsspec's own ``exists`` answers False for any failure (an HTTP 503, a network error): asked by ``info``
+# where fsspec's own ``exists`` answers False for any failure (an HTTP 503, a network error): ``_found`` asks
 EXISTS_BY_INFO = ("hf", "http", "https")
 # object stores whose listings fsspec would otherwise cache per process (other processes write there too)
 LISTING_CACHE_SCHEMES = ("s3", "gs", "gcs")
@@ -270,22 +270,16 @@ class Storage:
         Only "not found" is False: a store that fails to answer is a ``StorageError``."""
         if self.root is not None:
             return self.local_path(relpath).exists()
-        with self._errors(relpath, "be read"):
-            if self.scheme not in EXISTS_BY_INFO:
+        if self.scheme not in EXISTS_BY_INFO:
+            with self._errors(relpath, "be read"):
                 return self.fs.exists(self.location(relpath))
-            try:
-                self.fs.info(self.location(relpath))
-            except FileNotFoundError as error:
-                if _not_found(error):
-                    return False
-                raise OSError(first_line(error.__cause__)) from None
-            return True
+        return self._found(relpath) is not None
 
     def is_file(self, relpath: str) -> bool:
         if self.root is not None:
             return self.local_path(relpath).is_file()
-        with self._errors(relpath, "be read"):
-            return self.fs.isfile(self.location(relpath))
+        found = self._found(relpath)
+        return found is not None and found.get("type") == "file"
 
     def files(self, relpath: str = "") -> dict[str, int]:
         """Every file below the folder ``relpath`` (recursively): path relative to *this* folder -> size."""
@@ -534,6 +528,17 @@ class Storage:
     def _info(self, relpath: str) -> dict[str, Any]:
         with self._errors(relpath, "be read"):
             return self.fs.info(self.location(relpath))
+
+    def _found(self, relpath: str) -> dict[str, Any] | None:
+        """The store's entry for ``relpath``, None where it says "not found"; any other failure is a
+        ``StorageError`` (fsspec's own ``isfile``, and ``exists`` on http:// and hf://, answer False)."""
+        with self._errors(relpath, "be read"):
+            try:
+                return self.fs.info(self.location(relpath))
+            except FileNotFoundError as error:
+                if _not_found(error):
+                    return None
+                raise OSError(first_line(error.__cause__)) from None
 
     def leads_out(self, relpath: str) -> bool:
         """Whether ``relpath``, a file or folder named by data (a manifest, a journal), leads out of this
