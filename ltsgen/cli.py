@@ -98,7 +98,10 @@ def _check_paths(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
         values = value if isinstance(value, list) else [value]
         if any(item == "" for item in values):
             command.error(f"argument {action.option_strings[0]}: an empty path")
-        expanded = [os.path.expanduser(item) if isinstance(item, str) else item for item in values]
+        expanded = [
+            type(item)(os.path.expanduser(item)) if isinstance(item, str | os.PathLike) else item
+            for item in values
+        ]
         setattr(args, action.dest, expanded if isinstance(value, list) else expanded[0])
 
 

@@ -44,8 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def copy_path(text: str) -> Path:
-    """``--out``'s file, a local path (``~`` the home folder). Empty, a URL, or a folder (a trailing separator, ``.`` or ``..``, which
-    ``Path`` drops: the copy would become a file named after the folder) is a usage error."""
+    """``--out``'s file, a local path. Empty, a URL, or a folder (a trailing separator, ``.`` or ``..``,
+    which ``Path`` drops: the copy would become a file named after the folder) is a usage error."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     if "://" in text:
@@ -53,7 +53,7 @@ def copy_path(text: str) -> Path:
     if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
         example = os.path.join(os.path.normpath(text), "card.md")
         raise argparse.ArgumentTypeError(f"{text} names a folder; give the copy's file name ({example}, say)")
-    return Path(os.path.expanduser(text))
+    return Path(text)
 
 
 def run(args: argparse.Namespace) -> int:
